@@ -1,0 +1,1 @@
+"""Adapters around the pure algorithms of :mod:`streamfair`: Kafka, River, Prometheus, CLI."""

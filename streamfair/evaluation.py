@@ -1,0 +1,103 @@
+"""Risk and demographic-parity unfairness of predictions, given labels and the sensitive attribute.
+
+Both unfairness measures of the paper are computed per group ``s``:
+
+* ``atom_unfairness[s] = max_y |P(Y_hat = y | S = s) - P(Y_hat = y)|`` (the constraint, eq. 2);
+* ``ks_unfairness[s] = sup_t |P(Y_hat <= t | S = s) - P(Y_hat <= t)|`` (the experiments, App. G).
+
+For a randomized predictor they are computed from the distributions ``pi(. | x_i)`` (exact
+expectations over the randomization, as the paper does), not from one draw.  Groups are either
+labels ``s_i`` or a membership matrix whose row ``i`` is ``P(S = . | x_i)``.
+
+>>> import numpy as np
+>>> proba = np.array([[1.0, 0.0], [0.0, 1.0]])          # two samples, two atoms
+>>> report = evaluate(proba, atoms=[0.0, 1.0], y=[0.0, 1.0], groups=[0, 1])
+>>> report.risk, report.ks_unfairness.tolist()
+(0.0, [0.5, 0.5])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .validation import check_finite
+
+
+@dataclass(frozen=True)
+class FairnessReport:
+    """Risk and per-group unfairness of a set of predictions."""
+
+    risk: float  # mean squared error (expected over the randomization)
+    group_risk: np.ndarray  # (K,) mean squared error within each group
+    atom_unfairness: np.ndarray  # (K,) max over values of the probability gap
+    ks_unfairness: np.ndarray  # (K,) Kolmogorov-Smirnov distance to the overall law
+
+    @property
+    def max_ks(self) -> float:
+        """The worst group's KS distance."""
+        return float(self.ks_unfairness.max())
+
+
+def group_membership(groups, n_samples: int, n_groups: int | None = None) -> np.ndarray:
+    """``(n, K)`` weights: one-hot rows for labels ``0..K-1``, or a given probability matrix."""
+    array = np.asarray(groups)
+    if array.ndim == 2:
+        weights = check_finite("groups", array.ravel()).reshape(array.shape)
+        if array.shape[0] != n_samples or np.any(weights < 0):
+            raise ValueError(f"groups must be ({n_samples}, K) non-negative weights, got shape {array.shape}")
+        return weights
+    if array.shape != (n_samples,) or not np.issubdtype(array.dtype, np.integer) or array.min(initial=0) < 0:
+        raise ValueError(f"groups must be {n_samples} integer labels >= 0 or an ({n_samples}, K) matrix")
+    k = int(array.max(initial=-1)) + 1 if n_groups is None else n_groups
+    if array.max(initial=-1) >= k:
+        raise ValueError(f"group labels must be < n_groups={k}, got {int(array.max())}")
+    return np.eye(k)[array]
+
+
+def _unfairness(overall: np.ndarray, by_group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    atom = np.abs(by_group - overall).max(axis=1)
+    ks = np.abs(np.cumsum(by_group, axis=1) - np.cumsum(overall)).max(axis=1)
+    return atom, ks
+
+
+def _group_means(weights: np.ndarray, values: np.ndarray) -> np.ndarray:
+    totals = weights.sum(axis=0)
+    if np.any(totals <= 0):
+        raise ValueError(f"every group needs at least one sample, got group weights {totals.tolist()}")
+    return (weights.T @ values) / totals.reshape((-1,) + (1,) * (values.ndim - 1))
+
+
+def evaluate(proba, atoms, y, groups, n_groups: int | None = None) -> FairnessReport:
+    """Report for a randomized predictor: row ``i`` of ``proba`` is ``pi(. | x_i)`` over ``atoms``."""
+    proba = np.asarray(proba, dtype=float)
+    atoms = check_finite("atoms", atoms)
+    if proba.ndim != 2 or proba.shape[1] != atoms.size:
+        raise ValueError(f"proba must have shape (n, {atoms.size}), got {proba.shape}")
+    y = check_finite("y", y, proba.shape[0])
+    weights = group_membership(groups, proba.shape[0], n_groups)
+    losses = proba @ atoms**2 - 2 * y * (proba @ atoms) + y**2
+    atom, ks = _unfairness(proba.mean(axis=0), _group_means(weights, proba))
+    return FairnessReport(float(losses.mean()), _group_means(weights, losses), atom, ks)
+
+
+def evaluate_deterministic(predictions, y, groups, n_groups: int | None = None) -> FairnessReport:
+    """Report for deterministic predictions (exact KS; per-value gaps over the distinct values)."""
+    predictions = check_finite("predictions", predictions)
+    y = check_finite("y", y, predictions.size)
+    weights = group_membership(groups, predictions.size, n_groups)
+    _, index = np.unique(predictions, return_inverse=True)
+    histograms = np.stack([np.bincount(index, weights=column) for column in weights.T])
+    losses = (predictions - y) ** 2
+    by_group = histograms / _group_means(weights, np.ones(predictions.size))[:, None] / predictions.size
+    atom, ks = _unfairness(np.bincount(index) / predictions.size, by_group)
+    return FairnessReport(float(losses.mean()), _group_means(weights, losses), atom, ks)
+
+
+def to_grid(predictions, atoms) -> np.ndarray:
+    """Deterministic predictions as one-hot distributions on their nearest atom: shape ``(n, m)``."""
+    predictions = check_finite("predictions", predictions)
+    atoms = check_finite("atoms", atoms)
+    nearest = np.abs(predictions[:, None] - atoms).argmin(axis=1)
+    return np.eye(atoms.size)[nearest]

@@ -1,0 +1,146 @@
+"""Projected stochastic dual iterates driven by a :class:`~streamfair.schedule.Schedule`.
+
+The optimizer owns the arrays of the dual ``w = (Lambda, V)`` (shape ``(2, m, K)``): the iterate
+``w``, the aggregate ``w_ag`` (the *served* point: AC-SA's output, or SGD's iterate average) and the
+SGD3 prox centre.  A step is split in two so that the caller can evaluate the stochastic gradient
+in between, for one sample or for a mini-batch:
+
+>>> import numpy as np
+>>> from streamfair.schedule import Schedule
+>>> opt = DualOptimizer(Schedule("sgd", inner="acsa", smoothness=2.0, mu=1.0, horizon=10),
+...                     n_atoms=3, eps=np.array([0.1, 0.1]))
+>>> scores = opt.begin_step(beta=1.0)         # beta * (Lambda - V) at the query point
+>>> opt.end_step(np.zeros((3, 2)))            # E[pi t] = 0: only eps pushes, and w stays at 0
+>>> float(opt.served.max())
+0.0
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .schedule import Run, Schedule
+
+
+class DualOptimizer:
+    """Dual iterates, their restarts (runs, SGD3 stages, epochs) and the generic update.
+
+    Parameters
+    ----------
+    schedule
+        The step schedule (it is advanced by :meth:`end_step`).
+    n_atoms
+        ``m``, the number of atoms.
+    eps
+        Per-group slack, shape ``(K,)``.
+    """
+
+    def __init__(self, schedule: Schedule, *, n_atoms: int, eps: np.ndarray):
+        self.schedule = schedule
+        self.eps = np.asarray(eps, dtype=float)
+        shape = (2, n_atoms, self.eps.size)
+        self.w = np.zeros(shape)
+        self.w_ag = np.zeros(shape)
+        self.prox_centre = np.zeros(shape)  # c = sum_i mu_i w_i of SGD3 (zero otherwise)
+        self.prox_weight = 0.0  # mu_tilde = sum_i mu_i
+        self._offset = np.empty(shape)  # c - eps, constant during a run
+        self._tmp = np.empty(shape)
+        self._scores = np.empty(shape[1:])
+        self._scores_ag = np.empty(shape[1:])
+        self._scaled_gap = np.empty(shape[1:])
+        self._coefficients = (0.0,) * 6
+        self.epoch_hook: Callable[[], None] | None = None  # called at each epoch restart, first
+        self._start_epoch()
+
+    @property
+    def served(self) -> np.ndarray:
+        """The dual point that predictions use (``w_ag``)."""
+        return self.w_ag
+
+    def _start_epoch(self) -> None:
+        """Restart the schedule at the served point; SGD3 anchors its first prox term there."""
+        self.w[...] = self.w_ag
+        if self.schedule.optimizer == "sgd3":
+            self.prox_weight = self.schedule.mu
+            np.multiply(self.w_ag, self.schedule.mu, out=self.prox_centre)
+        else:
+            self.prox_weight = 0.0
+            self.prox_centre[...] = 0.0
+        self._refresh_offset()
+
+    def _refresh_offset(self) -> None:
+        np.subtract(self.prox_centre, self.eps, out=self._offset)
+
+    def _restart(self, ended: Run) -> None:
+        if self.schedule.run_index == 0:
+            if self.epoch_hook is not None:
+                self.epoch_hook()
+            self._start_epoch()
+            return
+        if ended.stage_prox:
+            self.prox_weight += ended.stage_prox
+            self.prox_centre += ended.stage_prox * self.w_ag
+            self._refresh_offset()
+        self.w[...] = self.w_ag
+
+    def begin_step(self, beta: float) -> np.ndarray:
+        """Compute this step's coefficients; return ``beta * (Lambda - V)`` at the query point.
+
+        The returned ``(m, K)`` array is a buffer owned by the optimizer, valid until the next call.
+        """
+        qa, qw, *_ = self._coefficients = self.schedule.coefficients(self.prox_weight)
+        scores = self._scores
+        np.subtract(self.w[0], self.w[1], out=scores)
+        scores *= qw * beta
+        if qa:
+            np.subtract(self.w_ag[0], self.w_ag[1], out=self._scores_ag)
+            self._scores_ag *= qa * beta
+            scores += self._scores_ag
+        return scores
+
+    def end_step(self, gap: np.ndarray) -> None:
+        """Finish the step given ``gap = E[pi(l | X) t_s(X)]`` (shape ``(m, K)``) at the query point.
+
+        The stochastic gradient is ``(+gap + eps, -gap + eps)`` plus the SGD3 prox term.
+        """
+        _, _, k1, k2, b3, avg = self._coefficients
+        w, w_ag, tmp = self.w, self.w_ag, self._tmp
+        w *= k1
+        if k2:
+            np.multiply(w_ag, k2, out=tmp)
+            w += tmp
+        np.multiply(self._offset, b3, out=tmp)
+        w += tmp
+        np.multiply(gap, b3, out=self._scaled_gap)
+        w[0] -= self._scaled_gap
+        w[1] += self._scaled_gap
+        np.maximum(w, 0.0, out=w)
+        w_ag *= 1.0 - avg
+        np.multiply(w, avg, out=tmp)
+        w_ag += tmp
+        ended = self.schedule.advance()
+        if ended is not None:
+            self._restart(ended)
+
+    def state(self) -> dict:
+        """Arrays and counters that restore the optimizer exactly (see :meth:`load_state`)."""
+        return {
+            "w": self.w.copy(),
+            "w_ag": self.w_ag.copy(),
+            "prox_centre": self.prox_centre.copy(),
+            "prox_weight": self.prox_weight,
+            "schedule": self.schedule.state(),
+        }
+
+    def load_state(self, state: dict) -> None:
+        """Restore what :meth:`state` returned."""
+        for name in ("w", "w_ag", "prox_centre"):
+            value = np.asarray(state[name], dtype=float)
+            if value.shape != self.w.shape:
+                raise ValueError(f"state {name!r} has shape {value.shape}, expected {self.w.shape}")
+            getattr(self, name)[...] = value
+        self.prox_weight = float(state["prox_weight"])
+        self.schedule.load_state(state["schedule"])
+        self._refresh_offset()

@@ -1,0 +1,114 @@
+"""Argument checks that raise :class:`ValueError` naming the argument and the offending value.
+
+>>> check_distribution("p", [0.5, 0.5])
+array([0.5, 0.5])
+>>> check_distribution("p", [0.5, 0.6])
+Traceback (most recent call last):
+...
+ValueError: p must sum to 1 (within 1e-06), got [0.5, 0.6] (sum 1.1)
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+
+#: Absolute tolerance on ``sum(tau) == 1`` and ``sum(p) == 1``.
+SUM_TOLERANCE = 1e-6
+
+
+def _show(value) -> str:
+    array = np.asarray(value)
+    if array.size > 8:
+        return f"array of shape {array.shape}"
+    return repr(array.tolist()) if array.ndim else repr(value)
+
+
+def check_positive(name: str, value) -> float:
+    """A finite real number > 0."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def check_integer(name: str, value, minimum: int) -> int:
+    """An integer >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_seed(value) -> int:
+    """A seed: an integer in ``[0, 2**64)``."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or not 0 <= value < 2**64:
+        raise ValueError(f"seed must be an integer in [0, 2**64), got {value!r}")
+    return int(value)
+
+
+def check_slack(eps, n_groups: int) -> np.ndarray:
+    """Per-group slack: a number or one per group, each finite and >= 0."""
+    array = np.asarray(eps, dtype=float)
+    if array.ndim == 0:
+        array = np.full(n_groups, float(array))
+    if array.shape != (n_groups,):
+        raise ValueError(f"eps must be a number or a sequence of {n_groups} numbers, got {_show(eps)}")
+    if not np.all(np.isfinite(array)) or np.any(array < 0):
+        raise ValueError(f"eps must be finite and >= 0, got {_show(eps)}")
+    return array
+
+
+def check_distribution(name: str, value, size: int | None = None, *, strictly_positive: bool = False) -> np.ndarray:
+    """A probability vector: finite, in ``[0, 1]`` (or ``(0, 1]``), summing to one."""
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a sequence of numbers, got {value!r}") from None
+    if array.ndim != 1 or (size is not None and array.size != size) or array.size < 2:
+        expected = f"{size}" if size is not None else "at least 2"
+        raise ValueError(f"{name} must be a 1-d sequence of {expected} probabilities, got {_show(value)}")
+    low = 0.0 if not strictly_positive else np.nextafter(0.0, 1.0)
+    if not (np.all(np.isfinite(array)) and array.min() >= low and array.max() <= 1.0):
+        bounds = "(0, 1]" if strictly_positive else "[0, 1]"
+        raise ValueError(f"{name} must be finite probabilities in {bounds}, got {_show(value)}")
+    total = float(array.sum())
+    if abs(total - 1.0) > SUM_TOLERANCE:
+        raise ValueError(f"{name} must sum to 1 (within {SUM_TOLERANCE}), got {_show(value)} (sum {total:.6g})")
+    return array
+
+
+def check_distributions(name: str, value, n_rows: int | None, size: int) -> np.ndarray:
+    """An ``(n, size)`` array of probability vectors (rows), checked all at once."""
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an array of numbers, got {type(value).__name__}") from None
+    if array.ndim != 2 or array.shape[1] != size or (n_rows is not None and array.shape[0] != n_rows):
+        rows = n_rows if n_rows is not None else "n"
+        raise ValueError(f"{name} must have shape ({rows}, {size}), got shape {array.shape}")
+    bad = ~np.isfinite(array).all(axis=1) | (array.min(axis=1, initial=0.0) < 0) | (array.max(axis=1, initial=0.0) > 1)
+    bad |= np.abs(array.sum(axis=1) - 1.0) > SUM_TOLERANCE
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"{name} rows must be finite probabilities in [0, 1] summing to 1; row {row} is {_show(array[row])}"
+        )
+    return array
+
+
+def check_finite(name: str, value, n_rows: int | None = None) -> np.ndarray:
+    """A 1-d array (or a scalar, returned as shape ``(1,)``) of finite numbers."""
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be numbers, got {value!r}") from None
+    if array.ndim == 0:
+        array = array.reshape(1)
+    if array.ndim != 1 or (n_rows is not None and array.size != n_rows):
+        rows = n_rows if n_rows is not None else "n"
+        raise ValueError(f"{name} must have shape ({rows},), got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        row = int(np.flatnonzero(~np.isfinite(array))[0])
+        raise ValueError(f"{name} must be finite; entry {row} is {array[row]!r}")
+    return array

@@ -1,0 +1,24 @@
+"""Shared pytest configuration: a skipped test is a failure (integration tests must run)."""
+
+from __future__ import annotations
+
+import pytest
+
+_skipped: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped:
+        _skipped.append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _skipped and exitstatus == 0:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if _skipped:
+        terminalreporter.write_line(f"FAILED: {len(_skipped)} test(s) skipped; skips are failures here:", red=True)
+        for nodeid in _skipped:
+            terminalreporter.write_line(f"  {nodeid}", red=True)
