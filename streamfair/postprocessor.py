@@ -134,8 +134,8 @@ class DualPostProcessor:
         """Validate base predictions (one row per sample)."""
         raise NotImplementedError
 
-    def _scaled_costs(self, predictions: np.ndarray, learning: bool) -> np.ndarray:
-        """``beta * r(x)`` for each sample: shape ``(n, m)``."""
+    def _scaled_costs(self, predictions: np.ndarray, tau: np.ndarray, learning: bool) -> np.ndarray:
+        """``beta * r(x)`` for each sample (``tau`` is its group posterior): shape ``(n, m)``."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ set-up helpers
@@ -214,7 +214,7 @@ class DualPostProcessor:
         """One unlabeled sample: one stochastic-gradient step of the optimizer."""
         predictions = self._check_predictions([prediction], 1)
         taus = self._check_tau([tau], 1)
-        costs = self._scaled_costs(predictions, learning=True)
+        costs = self._scaled_costs(predictions, taus, learning=True)
         features = self._learning_features(taus)
         self._step(features[0], costs[0])
 
@@ -228,7 +228,7 @@ class DualPostProcessor:
         """
         predictions = self._check_predictions(predictions, None)
         taus = self._check_tau(tau, predictions.shape[0])
-        costs = self._scaled_costs(predictions, learning=True)
+        costs = self._scaled_costs(predictions, taus, learning=True)
         features = self._learning_features(taus)
         if batch_size is None:
             for i in range(features.shape[0]):
@@ -289,7 +289,7 @@ class DualPostProcessor:
         """``pi(l | x_i)`` for each sample: shape ``(n, m)``; the distribution DP is about."""
         predictions = self._check_predictions(predictions, None)
         taus = self._check_tau(tau, predictions.shape[0])
-        return self._served_proba(self._serving_features(taus), self._scaled_costs(predictions, learning=False))
+        return self._served_proba(self._serving_features(taus), self._scaled_costs(predictions, taus, learning=False))
 
     def proba_one(self, prediction: Any, tau: Sequence[float]) -> np.ndarray:
         """``pi(. | x)`` over the atoms for one sample: shape ``(m,)``."""

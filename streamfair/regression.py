@@ -111,7 +111,7 @@ class FairRegressionPostProcessor(DualPostProcessor):
     def _check_predictions(self, predictions: Any, n_rows: int | None) -> np.ndarray:
         return check_finite("eta", predictions, n_rows)
 
-    def _scaled_costs(self, predictions: np.ndarray, learning: bool) -> np.ndarray:
+    def _scaled_costs(self, predictions: np.ndarray, tau: np.ndarray, learning: bool) -> np.ndarray:
         clipped = np.clip(predictions, -self.B, self.B)
         if learning:
             self.n_clipped += int(np.count_nonzero(clipped != predictions))
