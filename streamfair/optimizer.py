@@ -41,14 +41,14 @@ class DualOptimizer:
         self.schedule = schedule
         self.eps = np.asarray(eps, dtype=float)
         shape = (2, n_atoms, self.eps.size)
-        self.w = np.zeros(shape)
-        self.w_ag = np.zeros(shape)
+        # One contiguous block [w, w_ag, c - eps] so that each linear combination is a single gemv.
+        self._stack = np.zeros((3,) + shape)
+        self._flat = self._stack.reshape(3, -1)
+        self.w, self.w_ag, self._offset = self._stack
         self.prox_centre = np.zeros(shape)  # c = sum_i mu_i w_i of SGD3 (zero otherwise)
         self.prox_weight = 0.0  # mu_tilde = sum_i mu_i
-        self._offset = np.empty(shape)  # c - eps, constant during a run
         self._tmp = np.empty(shape)
         self._scores = np.empty(shape[1:])
-        self._scores_ag = np.empty(shape[1:])
         self._scaled_gap = np.empty(shape[1:])
         self._coefficients = (0.0,) * 6
         self.epoch_hook: Callable[[], None] | None = None  # called at each epoch restart, first
@@ -91,14 +91,9 @@ class DualOptimizer:
         The returned ``(m, K)`` array is a buffer owned by the optimizer, valid until the next call.
         """
         qa, qw, *_ = self._coefficients = self.schedule.coefficients(self.prox_weight)
-        scores = self._scores
-        np.subtract(self.w[0], self.w[1], out=scores)
-        scores *= qw * beta
-        if qa:
-            np.subtract(self.w_ag[0], self.w_ag[1], out=self._scores_ag)
-            self._scores_ag *= qa * beta
-            scores += self._scores_ag
-        return scores
+        qa, qw = qa * beta, qw * beta
+        np.dot((qw, -qw, qa, -qa), self._flat[:2].reshape(4, -1), out=self._scores.reshape(-1))
+        return self._scores
 
     def end_step(self, gap: np.ndarray) -> None:
         """Finish the step given ``gap = E[pi(l | X) t_s(X)]`` (shape ``(m, K)``) at the query point.
@@ -106,20 +101,14 @@ class DualOptimizer:
         The stochastic gradient is ``(+gap + eps, -gap + eps)`` plus the SGD3 prox term.
         """
         _, _, k1, k2, b3, avg = self._coefficients
-        w, w_ag, tmp = self.w, self.w_ag, self._tmp
-        w *= k1
-        if k2:
-            np.multiply(w_ag, k2, out=tmp)
-            w += tmp
-        np.multiply(self._offset, b3, out=tmp)
-        w += tmp
+        tmp, flat_tmp = self._tmp, self._tmp.reshape(-1)
+        np.dot((k1, k2, b3), self._flat, out=flat_tmp)
         np.multiply(gap, b3, out=self._scaled_gap)
-        w[0] -= self._scaled_gap
-        w[1] += self._scaled_gap
-        np.maximum(w, 0.0, out=w)
-        w_ag *= 1.0 - avg
-        np.multiply(w, avg, out=tmp)
-        w_ag += tmp
+        tmp[0] -= self._scaled_gap
+        tmp[1] += self._scaled_gap
+        np.maximum(tmp, 0.0, out=self.w)
+        np.dot((avg, 1.0 - avg), self._flat[:2], out=flat_tmp)
+        self.w_ag[...] = tmp
         ended = self.schedule.advance()
         if ended is not None:
             self._restart(ended)

@@ -40,8 +40,9 @@ STATE_VERSION = 1
 class Diagnostics:
     """Live estimates computed from the post-processor's state, without S.
 
-    The per-atom gaps are a moving average (``window`` samples) of ``pi(l | x) t_s(x)`` at the
-    optimizer's query points, whose expectation is ``P(Y_hat = l) - P(Y_hat = l | S = s)`` (paper
+    The per-atom gaps are a mean over (about) the last ``window`` samples of ``pi(l | x) t_s(x)``
+    at the optimizer's query points (a jumping window: the current block of samples completed by
+    the mean of the previous full block), whose expectation is ``P(Y_hat = l) - P(Y_hat = l | S = s)`` (paper
     eq. 15); the other fairness estimates are derived from it.
     """
 
@@ -124,7 +125,11 @@ class DualPostProcessor:
         self._optimizer = DualOptimizer(schedule, n_atoms=self.atoms.size, eps=self.eps)
         if self.p_given is None:
             self._optimizer.epoch_hook = self._retune
-        self._moments = np.zeros((self.atoms.size, k + 1))  # moving E[pi t^T] | E[pi]
+        # Jumping window of [pi t^T | pi]: running sum of the current block, mean of the last full one.
+        self._block_sum = np.zeros((self.atoms.size, k + 1))
+        self._block_count = 0
+        self._last_block = np.zeros((self.atoms.size, k + 1))
+        self._has_last_block = False
         self.n_samples = 0
         self.n_clipped = 0
         self._draws = 0
@@ -207,13 +212,15 @@ class DualPostProcessor:
 
     @staticmethod
     def _extend(t: np.ndarray) -> np.ndarray:
-        return np.hstack([t, np.ones((t.shape[0], 1))])
+        extended = np.ones((t.shape[0], t.shape[1] + 1))
+        extended[:, :-1] = t
+        return extended
 
     # ------------------------------------------------------------------ learning
     def learn_one(self, prediction: Any, tau: Sequence[float]) -> None:
         """One unlabeled sample: one stochastic-gradient step of the optimizer."""
         predictions = self._check_predictions([prediction], 1)
-        taus = self._check_tau([tau], 1)
+        taus = check_distribution("tau", tau, self.n_groups)[None, :]
         costs = self._scaled_costs(predictions, taus, learning=True)
         features = self._learning_features(taus)
         self._step(features[0], costs[0])
@@ -259,17 +266,25 @@ class DualPostProcessor:
         np.exp(scores, out=scores)
         scores /= scores.sum(axis=1, keepdims=True)
         moments = scores.T @ features
-        moments /= n
-        self._optimizer.end_step(moments[:, :k])
+        self._optimizer.end_step(moments[:, :k] / n)
         self.n_samples += n
         self._track(moments, n)
 
     def _track(self, moments: np.ndarray, n: int) -> None:
-        """Fold ``n`` samples' mean ``[pi t^T | pi]`` into the moving average of the diagnostics."""
-        weight = min(1.0, n / min(self.n_samples, self.window))
-        self._moments *= 1.0 - weight
-        moments *= weight
-        self._moments += moments
+        """Add the sum of ``[pi t^T | pi]`` over ``n`` samples to the diagnostics' jumping window."""
+        self._block_sum += moments
+        self._block_count += n
+        if self._block_count >= self.window:
+            np.divide(self._block_sum, self._block_count, out=self._last_block)
+            self._has_last_block = True
+            self._block_sum[...] = 0.0
+            self._block_count = 0
+
+    def _window_moments(self) -> np.ndarray:
+        """Mean of ``[pi t^T | pi]`` over (about) the last ``window`` samples."""
+        if not self._has_last_block:
+            return self._block_sum / max(self._block_count, 1)
+        return (self._block_sum + (self.window - self._block_count) * self._last_block) / self.window
 
     def _retune(self) -> None:
         """At an epoch restart, re-derive the step sizes from the current estimate of ``p``."""
@@ -293,7 +308,7 @@ class DualPostProcessor:
 
     def proba_one(self, prediction: Any, tau: Sequence[float]) -> np.ndarray:
         """``pi(. | x)`` over the atoms for one sample: shape ``(m,)``."""
-        return self.proba_many([prediction], [tau])[0]
+        return self.proba_many([prediction], check_distribution("tau", tau, self.n_groups)[None, :])[0]
 
     def _check_mode(self, mode: str) -> None:
         if mode not in self.prediction_modes:
@@ -326,13 +341,14 @@ class DualPostProcessor:
         ``"mean"``.  Neither deterministic mode is covered by the DP guarantee.
         """
         self._check_mode(mode)
-        return self._reduce(self.proba_many([prediction], [tau]), mode, None if key is None else [key])[0]
+        return self._reduce(self.proba_one(prediction, tau)[None, :], mode, None if key is None else [key])[0]
 
     # ------------------------------------------------------------------ diagnostics
     def diagnostics(self) -> Diagnostics:
         """Live fairness and convergence estimates (no S needed); see :class:`Diagnostics`."""
         k = self.n_groups
-        gaps, mean_proba = self._moments[:, :k].copy(), self._moments[:, k].copy()
+        moments = self._window_moments()
+        gaps, mean_proba = moments[:, :k], moments[:, k]
         group_proba = mean_proba[:, None] - gaps
         served = self._optimizer.served
         gradient = np.stack([gaps + self.eps, -gaps + self.eps])
@@ -379,7 +395,10 @@ class DualPostProcessor:
             "config": self._config(),
             "optimizer": self._optimizer.state(),
             "step_constants": (self.schedule.smoothness, self.schedule.mu),
-            "moments": self._moments.copy(),
+            "block_sum": self._block_sum.copy(),
+            "block_count": self._block_count,
+            "last_block": self._last_block.copy(),
+            "has_last_block": self._has_last_block,
             "tau_sum": self._tau_sum.copy(),
             "tau_count": self._tau_count,
             "n_samples": self.n_samples,
@@ -398,7 +417,10 @@ class DualPostProcessor:
         obj = cls(**state["config"])
         obj.schedule.retune(*state["step_constants"])
         obj._optimizer.load_state(state["optimizer"])
-        obj._moments[...] = state["moments"]
+        obj._block_sum[...] = state["block_sum"]
+        obj._block_count = int(state["block_count"])
+        obj._last_block[...] = state["last_block"]
+        obj._has_last_block = bool(state["has_last_block"])
         obj._tau_sum = np.array(state["tau_sum"], dtype=float)
         obj._tau_count = int(state["tau_count"])
         obj.n_samples, obj.n_clipped, obj._draws = int(state["n_samples"]), int(state["n_clipped"]), int(state["draws"])

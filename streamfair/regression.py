@@ -112,7 +112,7 @@ class FairRegressionPostProcessor(DualPostProcessor):
         return check_finite("eta", predictions, n_rows)
 
     def _scaled_costs(self, predictions: np.ndarray, tau: np.ndarray, learning: bool) -> np.ndarray:
-        clipped = np.clip(predictions, -self.B, self.B)
+        clipped = np.minimum(np.maximum(predictions, -self.B), self.B)
         if learning:
             self.n_clipped += int(np.count_nonzero(clipped != predictions))
         return self.beta * dual.squared_costs(clipped, self.atoms)

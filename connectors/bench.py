@@ -1,0 +1,37 @@
+"""``streamfair bench``: run the benchmark scripts of ``benchmarks/`` and print their tables.
+
+Each ``benchmarks/bench_<name>.py`` defines ``main() -> str`` returning a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import time
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def available() -> dict[str, Path]:
+    """Benchmark names (``bench_<name>.py``) found in the repository's ``benchmarks/`` folder."""
+    return {path.stem.removeprefix("bench_"): path for path in sorted(BENCHMARKS.glob("bench_*.py"))}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("names", nargs="*", help=f"benchmarks to run (default: all of {sorted(available())})")
+
+
+def run(args: argparse.Namespace) -> int:
+    found = available()
+    unknown = sorted(set(args.names) - set(found))
+    if unknown:
+        raise SystemExit(f"unknown benchmark(s) {unknown}; available: {sorted(found)}")
+    for name in args.names or sorted(found):
+        spec = importlib.util.spec_from_file_location(f"bench_{name}", found[name])
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        start = time.perf_counter()
+        table = module.main()
+        print(f"\n## {name} ({time.perf_counter() - start:.1f} s)\n\n{table}", flush=True)
+    return 0

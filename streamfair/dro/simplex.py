@@ -1,0 +1,83 @@
+"""Log-sum-exp, softmax and Euclidean projections onto the (capped) probability simplex.
+
+These are the numerical primitives shared by the worst-case weight oracles
+(:mod:`streamfair.dro.weights`), the online updaters and the batch solvers.  Every exponential is
+taken after subtracting the maximum, so ``loss / temperature`` ratios of ``1e7`` and more are safe.
+
+Examples
+--------
+>>> import numpy as np
+>>> project_simplex(np.array([0.5, 0.9, -1.0]))
+array([0.3, 0.7, 0. ])
+>>> project_capped_simplex(np.array([3.0, 0.0, 0.0, 0.0]), cap=0.5)
+array([0.5       , 0.16666667, 0.16666667, 0.16666667])
+>>> round(log_sum_exp(np.array([800.0, 800.0])), 6)        # exp(800) overflows; this does not
+800.693147
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["log_sum_exp", "softmax", "project_simplex", "project_capped_simplex"]
+
+
+def log_sum_exp(values: np.ndarray) -> float:
+    """``log(sum(exp(values)))`` of a 1-d array without overflow."""
+    top = float(np.max(values))
+    if not np.isfinite(top):
+        return top
+    return top + float(np.log(np.sum(np.exp(values - top))))
+
+
+def softmax(values: np.ndarray) -> np.ndarray:
+    """``exp(values) / sum(exp(values))`` of a 1-d array without overflow."""
+    shifted = np.exp(values - np.max(values))
+    return shifted / shifted.sum()
+
+
+def project_simplex(v: np.ndarray) -> np.ndarray:
+    """Euclidean projection of ``v`` onto ``{q >= 0, sum(q) = 1}`` (sort and threshold, O(n log n)).
+
+    The threshold ``theta`` is the one for which ``sum(max(v - theta, 0)) = 1``; with ``v`` sorted
+    in decreasing order it is ``(sum of the top k entries - 1) / k`` for the largest ``k`` whose
+    ``k``-th entry stays above it.
+    """
+    v = np.asarray(v, dtype=float)
+    ordered = np.sort(v)[::-1]
+    excess = np.cumsum(ordered) - 1.0
+    k = np.arange(1, v.size + 1)
+    support = np.flatnonzero(ordered - excess / k > 0)[-1] + 1
+    theta = excess[support - 1] / support
+    return np.maximum(v - theta, 0.0)
+
+
+def project_capped_simplex(v: np.ndarray, cap: float) -> np.ndarray:
+    """Euclidean projection of ``v`` onto ``{0 <= q <= cap, sum(q) = 1}`` (needs ``cap * n >= 1``).
+
+    The projection is ``clip(v - theta, 0, cap)`` where ``s(theta) = sum(clip(v - theta, 0, cap))``
+    is continuous, piecewise linear and non-increasing with kinks at ``v_i`` and ``v_i - cap``.  A
+    binary search over the sorted kinks finds the linear piece containing ``s = 1``, which is then
+    solved exactly.
+    """
+    v = np.asarray(v, dtype=float)
+    if cap * v.size < 1.0 - 1e-12:
+        raise ValueError(f"cap must be >= 1 / n = {1.0 / v.size}, got {cap!r}")
+    if cap * v.size <= 1.0:
+        return np.full(v.size, 1.0 / v.size)
+    kinks = np.unique(np.concatenate([v, v - cap]))
+
+    def mass(theta: float) -> float:
+        return float(np.clip(v - theta, 0.0, cap).sum())
+
+    lo, hi = 0, kinks.size - 1  # mass(kinks[0]) = n * cap >= 1 >= 0 = mass(kinks[-1])
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if mass(kinks[mid]) >= 1.0:
+            lo = mid
+        else:
+            hi = mid
+    left, right = kinks[lo], kinks[hi]
+    mass_left, mass_right = mass(left), mass(right)
+    theta = left if mass_left == mass_right else left + (mass_left - 1.0) * (right - left) / (mass_left - mass_right)
+    return np.clip(v - theta, 0.0, cap)
