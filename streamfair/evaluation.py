@@ -90,9 +90,10 @@ def evaluate_deterministic(predictions, y, groups, n_groups: int | None = None) 
     _, index = np.unique(predictions, return_inverse=True)
     histograms = np.stack([np.bincount(index, weights=column) for column in weights.T])
     losses = (predictions - y) ** 2
-    by_group = histograms / _group_means(weights, np.ones(predictions.size))[:, None] / predictions.size
+    group_risk = _group_means(weights, losses)  # also checks that every group has weight
+    by_group = histograms / weights.sum(axis=0)[:, None]
     atom, ks = _unfairness(np.bincount(index) / predictions.size, by_group)
-    return FairnessReport(float(losses.mean()), _group_means(weights, losses), atom, ks)
+    return FairnessReport(float(losses.mean()), group_risk, atom, ks)
 
 
 def to_grid(predictions, atoms) -> np.ndarray:

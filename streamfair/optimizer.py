@@ -23,6 +23,9 @@ import numpy as np
 
 from .schedule import Run, Schedule
 
+#: What predictions use: the last completed epoch's output, or the running output.
+SERVING = ("epoch", "live")
+
 
 class DualOptimizer:
     """Dual iterates, their restarts (runs, SGD3 stages, epochs) and the generic update.
@@ -37,14 +40,18 @@ class DualOptimizer:
         Per-group slack, shape ``(K,)``.
     """
 
-    def __init__(self, schedule: Schedule, *, n_atoms: int, eps: np.ndarray):
+    def __init__(self, schedule: Schedule, *, n_atoms: int, eps: np.ndarray, serve: str = "epoch"):
+        if serve not in SERVING:
+            raise ValueError(f"serve must be one of {SERVING}, got {serve!r}")
         self.schedule = schedule
+        self.serve = serve
         self.eps = np.asarray(eps, dtype=float)
         shape = (2, n_atoms, self.eps.size)
         # One contiguous block [w, w_ag, c - eps] so that each linear combination is a single gemv.
         self._stack = np.zeros((3,) + shape)
         self._flat = self._stack.reshape(3, -1)
         self.w, self.w_ag, self._offset = self._stack
+        self._epoch_output = np.zeros(shape)  # output of the last completed epoch (0 before)
         self.prox_centre = np.zeros(shape)  # c = sum_i mu_i w_i of SGD3 (zero otherwise)
         self.prox_weight = 0.0  # mu_tilde = sum_i mu_i
         self._tmp = np.empty(shape)
@@ -56,8 +63,13 @@ class DualOptimizer:
 
     @property
     def served(self) -> np.ndarray:
-        """The dual point that predictions use (``w_ag``)."""
-        return self.w_ag
+        """The dual point that predictions use.
+
+        ``serve="epoch"``: the output of the last completed epoch (zero, i.e. the soft-rounded base
+        prediction, before the first one) -- exactly the paper's output after ``T`` samples, and a
+        restart never degrades it.  ``serve="live"``: the running output ``w_ag``.
+        """
+        return self.w_ag if self.serve == "live" else self._epoch_output
 
     def _start_epoch(self) -> None:
         """Restart the schedule at the served point; SGD3 anchors its first prox term there."""
@@ -75,6 +87,7 @@ class DualOptimizer:
 
     def _restart(self, ended: Run) -> None:
         if self.schedule.run_index == 0:
+            self._epoch_output[...] = self.w_ag
             if self.epoch_hook is not None:
                 self.epoch_hook()
             self._start_epoch()
@@ -118,6 +131,7 @@ class DualOptimizer:
         return {
             "w": self.w.copy(),
             "w_ag": self.w_ag.copy(),
+            "epoch_output": self._epoch_output.copy(),
             "prox_centre": self.prox_centre.copy(),
             "prox_weight": self.prox_weight,
             "schedule": self.schedule.state(),
@@ -125,8 +139,8 @@ class DualOptimizer:
 
     def load_state(self, state: dict) -> None:
         """Restore what :meth:`state` returned."""
-        for name in ("w", "w_ag", "prox_centre"):
-            value = np.asarray(state[name], dtype=float)
+        for name in ("w", "w_ag", "_epoch_output", "prox_centre"):
+            value = np.asarray(state[name.lstrip("_")], dtype=float)
             if value.shape != self.w.shape:
                 raise ValueError(f"state {name!r} has shape {value.shape}, expected {self.w.shape}")
             getattr(self, name)[...] = value

@@ -40,10 +40,9 @@ STATE_VERSION = 1
 class Diagnostics:
     """Live estimates computed from the post-processor's state, without S.
 
-    The per-atom gaps are a mean over (about) the last ``window`` samples of ``pi(l | x) t_s(x)``
-    at the optimizer's query points (a jumping window: the current block of samples completed by
-    the mean of the previous full block), whose expectation is ``P(Y_hat = l) - P(Y_hat = l | S = s)`` (paper
-    eq. 15); the other fairness estimates are derived from it.
+    The per-atom gaps are the mean of ``pi(l | x) t_s(x)`` over the last ``window`` samples, with
+    ``pi`` the *served* predictor; its expectation is ``P(Y_hat = l) - P(Y_hat = l | S = s)``
+    (paper eq. 15), and the other fairness estimates are derived from it.
     """
 
     n_samples: int
@@ -88,7 +87,11 @@ class DualPostProcessor:
     seed
         Seed of the randomized predictions.
     window
-        Samples in the moving average behind the live fairness diagnostics.
+        Recent samples kept (a bounded buffer) for the live diagnostics.
+    serve
+        ``"epoch"``: predictions use the output of the last completed epoch (the paper's output
+        after ``T`` samples; before it, the soft-rounded base prediction); ``"live"``: the running
+        output, updated every sample (as the paper's convergence plots do; not covered by theory).
     """
 
     prediction_modes: tuple[str, ...] = ("sample", "mode")
@@ -107,6 +110,7 @@ class DualPostProcessor:
         mu: float | None,
         seed: int,
         window: int,
+        serve: str = "epoch",
     ):
         self.atoms = np.asarray(atoms, dtype=float)
         self.n_groups = self._infer_groups(p, eps, n_groups)
@@ -122,14 +126,13 @@ class DualPostProcessor:
         self._tau_count = 1
         smoothness, mu = self._step_constants()
         schedule = Schedule(optimizer, inner=inner, smoothness=smoothness, mu=mu, horizon=self.horizon)
-        self._optimizer = DualOptimizer(schedule, n_atoms=self.atoms.size, eps=self.eps)
+        self._optimizer = DualOptimizer(schedule, n_atoms=self.atoms.size, eps=self.eps, serve=serve)
         if self.p_given is None:
             self._optimizer.epoch_hook = self._retune
-        # Jumping window of [pi t^T | pi]: running sum of the current block, mean of the last full one.
-        self._block_sum = np.zeros((self.atoms.size, k + 1))
-        self._block_count = 0
-        self._last_block = np.zeros((self.atoms.size, k + 1))
-        self._has_last_block = False
+        # The last `window` samples (base predictions and tau), for diagnostics at the served point.
+        self._recent_predictions: np.ndarray | None = None
+        self._recent_tau = np.zeros((self.window, k))
+        self._recent_count = 0
         self.n_samples = 0
         self.n_clipped = 0
         self._draws = 0
@@ -205,16 +208,24 @@ class DualPostProcessor:
             p = sums / counts[:, None]
             self._tau_sum = sums[-1].copy()
             self._tau_count = int(counts[-1])
-        return self._extend(dual.group_features(tau, p))
+        return dual.group_features(tau, p)
 
     def _serving_features(self, tau: np.ndarray) -> np.ndarray:
-        return self._extend(dual.group_features(tau, self.p))
+        return dual.group_features(tau, self.p)
 
-    @staticmethod
-    def _extend(t: np.ndarray) -> np.ndarray:
-        extended = np.ones((t.shape[0], t.shape[1] + 1))
-        extended[:, :-1] = t
-        return extended
+    def _remember(self, predictions: np.ndarray, tau: np.ndarray) -> None:
+        """Keep the last ``window`` samples in a ring buffer (row ``n_samples % window`` is next)."""
+        if self._recent_predictions is None:
+            self._recent_predictions = np.zeros((self.window,) + predictions.shape[1:])
+        n = tau.shape[0]
+        if n == 1:
+            slot = self.n_samples % self.window
+            self._recent_predictions[slot], self._recent_tau[slot] = predictions[0], tau[0]
+        else:
+            keep = min(n, self.window)
+            slots = (self.n_samples + np.arange(n - keep, n)) % self.window
+            self._recent_predictions[slots], self._recent_tau[slots] = predictions[-keep:], tau[-keep:]
+        self._recent_count = min(self.window, self._recent_count + n)
 
     # ------------------------------------------------------------------ learning
     def learn_one(self, prediction: Any, tau: Sequence[float]) -> None:
@@ -222,6 +233,7 @@ class DualPostProcessor:
         predictions = self._check_predictions([prediction], 1)
         taus = check_distribution("tau", tau, self.n_groups)[None, :]
         costs = self._scaled_costs(predictions, taus, learning=True)
+        self._remember(predictions, taus)
         features = self._learning_features(taus)
         self._step(features[0], costs[0])
 
@@ -230,61 +242,49 @@ class DualPostProcessor:
 
         With ``batch_size=None`` the result is bit-for-bit that of ``n`` calls to :meth:`learn_one`.
         With ``batch_size=b`` each step averages the stochastic gradient over ``b`` consecutive
-        samples (variance ``sigma^2 / b``); the schedule then counts steps, not samples, and the
-        running ``p`` estimate is the one at the end of each batch.
+        samples (variance ``sigma^2 / b``); the schedule then counts steps, not samples.  Each
+        sample's features use the running ``p`` estimate after that sample, as in sequential mode;
+        an epoch restart re-derives the step sizes from the estimate at the end of its last batch.
         """
         predictions = self._check_predictions(predictions, None)
         taus = self._check_tau(tau, predictions.shape[0])
+        if batch_size is not None:
+            batch_size = check_integer("batch_size", batch_size, 1)
         costs = self._scaled_costs(predictions, taus, learning=True)
-        features = self._learning_features(taus)
-        if batch_size is None:
-            for i in range(features.shape[0]):
-                self._step(features[i], costs[i])
-            return
-        batch_size = check_integer("batch_size", batch_size, 1)
-        for start in range(0, features.shape[0], batch_size):
-            stop = start + batch_size
-            self._step_batch(features[start:stop], costs[start:stop])
+        self._remember(predictions, taus)
+        start, n = 0, taus.shape[0]
+        while start < n:  # one chunk per epoch, so a restart sees the running p at its own sample
+            stop = min(n, start + (batch_size or 1) * self.schedule.steps_left())
+            features = self._learning_features(taus[start:stop])
+            if batch_size is None:
+                for i in range(features.shape[0]):
+                    self._step(features[i], costs[start + i])
+            else:
+                for first in range(0, features.shape[0], batch_size):
+                    rows = slice(first, first + batch_size)
+                    self._step_batch(features[rows], costs[start:stop][rows])
+            start = stop
 
     def _step(self, features: np.ndarray, scaled_costs: np.ndarray) -> None:
-        k = self.n_groups
-        scores = self._optimizer.begin_step(self.beta) @ features[:k]
+        scores = self._optimizer.begin_step(self.beta) @ features
         scores -= scaled_costs
         scores -= scores.max()
         np.exp(scores, out=scores)
         scores /= scores.sum()
-        moments = np.multiply.outer(scores, features)
-        self._optimizer.end_step(moments[:, :k])
+        self._optimizer.end_step(np.multiply.outer(scores, features))
         self.n_samples += 1
-        self._track(moments, 1)
 
     def _step_batch(self, features: np.ndarray, scaled_costs: np.ndarray) -> None:
-        k, n = self.n_groups, features.shape[0]
-        scores = features[:, :k] @ self._optimizer.begin_step(self.beta).T
+        n = features.shape[0]
+        scores = features @ self._optimizer.begin_step(self.beta).T
         scores -= scaled_costs
         scores -= scores.max(axis=1, keepdims=True)
         np.exp(scores, out=scores)
         scores /= scores.sum(axis=1, keepdims=True)
-        moments = scores.T @ features
-        self._optimizer.end_step(moments[:, :k] / n)
+        gap = scores.T @ features
+        gap /= n
+        self._optimizer.end_step(gap)
         self.n_samples += n
-        self._track(moments, n)
-
-    def _track(self, moments: np.ndarray, n: int) -> None:
-        """Add the sum of ``[pi t^T | pi]`` over ``n`` samples to the diagnostics' jumping window."""
-        self._block_sum += moments
-        self._block_count += n
-        if self._block_count >= self.window:
-            np.divide(self._block_sum, self._block_count, out=self._last_block)
-            self._has_last_block = True
-            self._block_sum[...] = 0.0
-            self._block_count = 0
-
-    def _window_moments(self) -> np.ndarray:
-        """Mean of ``[pi t^T | pi]`` over (about) the last ``window`` samples."""
-        if not self._has_last_block:
-            return self._block_sum / max(self._block_count, 1)
-        return (self._block_sum + (self.window - self._block_count) * self._last_block) / self.window
 
     def _retune(self) -> None:
         """At an epoch restart, re-derive the step sizes from the current estimate of ``p``."""
@@ -293,7 +293,7 @@ class DualPostProcessor:
     # ------------------------------------------------------------------ prediction
     def _served_proba(self, features: np.ndarray, scaled_costs: np.ndarray) -> np.ndarray:
         served = self._optimizer.served
-        scores = features[:, : self.n_groups] @ (self.beta * (served[0] - served[1])).T
+        scores = features @ (self.beta * (served[0] - served[1])).T
         scores -= scaled_costs
         scores -= scores.max(axis=1, keepdims=True)
         np.exp(scores, out=scores)
@@ -346,11 +346,17 @@ class DualPostProcessor:
     # ------------------------------------------------------------------ diagnostics
     def diagnostics(self) -> Diagnostics:
         """Live fairness and convergence estimates (no S needed); see :class:`Diagnostics`."""
-        k = self.n_groups
-        moments = self._window_moments()
-        gaps, mean_proba = moments[:, :k], moments[:, k]
-        group_proba = mean_proba[:, None] - gaps
         served = self._optimizer.served
+        if self._recent_count:
+            rows = slice(0, self._recent_count)
+            tau = self._recent_tau[rows]
+            costs = self._scaled_costs(self._recent_predictions[rows], tau, learning=False)
+            features = self._serving_features(tau)
+            proba = self._served_proba(features, costs)
+            gaps, mean_proba = proba.T @ features / self._recent_count, proba.mean(axis=0)
+        else:
+            gaps, mean_proba = np.zeros((self.atoms.size, self.n_groups)), np.zeros(self.atoms.size)
+        group_proba = mean_proba[:, None] - gaps
         gradient = np.stack([gaps + self.eps, -gaps + self.eps])
         schedule = self.schedule
         step = 1.0 / (2 ** (schedule.stages + 2) * schedule.mu)
@@ -385,6 +391,7 @@ class DualPostProcessor:
             "mu": self.mu_given,
             "seed": self.seed,
             "window": self.window,
+            "serve": self._optimizer.serve,
         }
 
     def state_dict(self) -> dict:
@@ -395,10 +402,9 @@ class DualPostProcessor:
             "config": self._config(),
             "optimizer": self._optimizer.state(),
             "step_constants": (self.schedule.smoothness, self.schedule.mu),
-            "block_sum": self._block_sum.copy(),
-            "block_count": self._block_count,
-            "last_block": self._last_block.copy(),
-            "has_last_block": self._has_last_block,
+            "recent_predictions": None if self._recent_predictions is None else self._recent_predictions.copy(),
+            "recent_tau": self._recent_tau.copy(),
+            "recent_count": self._recent_count,
             "tau_sum": self._tau_sum.copy(),
             "tau_count": self._tau_count,
             "n_samples": self.n_samples,
@@ -417,10 +423,10 @@ class DualPostProcessor:
         obj = cls(**state["config"])
         obj.schedule.retune(*state["step_constants"])
         obj._optimizer.load_state(state["optimizer"])
-        obj._block_sum[...] = state["block_sum"]
-        obj._block_count = int(state["block_count"])
-        obj._last_block[...] = state["last_block"]
-        obj._has_last_block = bool(state["has_last_block"])
+        recent = state["recent_predictions"]
+        obj._recent_predictions = None if recent is None else np.array(recent, dtype=float)
+        obj._recent_tau[...] = state["recent_tau"]
+        obj._recent_count = int(state["recent_count"])
         obj._tau_sum = np.array(state["tau_sum"], dtype=float)
         obj._tau_count = int(state["tau_count"])
         obj.n_samples, obj.n_clipped, obj._draws = int(state["n_samples"]), int(state["n_clipped"]), int(state["draws"])

@@ -38,7 +38,7 @@ class FairRegressionPostProcessor(DualPostProcessor):
         ``K``, when neither ``p`` nor a per-group ``eps`` gives it.
     horizon
         ``T``, samples in the first epoch (the paper's schedule is exact within it); later epochs
-        double it.  ``None``: 2500.
+        double it, warm-started at the previous output.  ``None``: 2500.
     optimizer
         ``"sgd3"`` (SGD3-refined, the paper's choice), ``"acsa"``, ``"acsa2"`` or ``"sgd"``.
     inner
@@ -48,7 +48,11 @@ class FairRegressionPostProcessor(DualPostProcessor):
     seed
         Seed of the randomized predictions.
     window
-        Samples in the moving average behind :meth:`diagnostics`.
+        Recent samples kept (bounded memory) for the live :meth:`diagnostics`.
+    serve
+        ``"epoch"`` (default): predictions use the output of the last completed epoch -- the
+        paper's output after ``T`` samples, the soft-rounded ``eta`` before it -- so a restart never
+        degrades them.  ``"live"``: the optimizer's running output, updated every sample.
 
     Attributes
     ----------
@@ -80,7 +84,7 @@ class FairRegressionPostProcessor(DualPostProcessor):
         self,
         B: float = 1.0,
         L: int | None = None,
-        eps: float | Sequence[float] = 0.005,
+        eps: float | Sequence[float] = 0.001,
         beta: float | None = None,
         p: Sequence[float] | None = None,
         n_groups: int | None = None,
@@ -90,6 +94,7 @@ class FairRegressionPostProcessor(DualPostProcessor):
         mu: float | None = None,
         seed: int = 0,
         window: int = 1000,
+        serve: str = "epoch",
     ):
         self.B = check_positive("B", B)
         reference = REFERENCE_HORIZON if horizon is None else check_integer("horizon", horizon, 1)
@@ -106,6 +111,7 @@ class FairRegressionPostProcessor(DualPostProcessor):
             mu=mu,
             seed=seed,
             window=window,
+            serve=serve,
         )
 
     def _check_predictions(self, predictions: Any, n_rows: int | None) -> np.ndarray:

@@ -182,9 +182,13 @@ class Schedule:
 
     def progress(self) -> float:
         """Fraction of the current epoch's samples already used, in ``[0, 1)``."""
+        total = sum(run.length for run in self.runs(self.epoch_horizon))
+        return 1.0 - self.steps_left() / total
+
+    def steps_left(self) -> int:
+        """Steps until the current epoch ends (the current step included)."""
         plan = self.runs(self.epoch_horizon)
-        done = sum(run.length for run in plan[: self.run_index]) + self.step - 1
-        return done / sum(run.length for run in plan)
+        return sum(run.length for run in plan[self.run_index :]) - self.step + 1
 
     def state(self) -> dict:
         """Counters that, with the constructor arguments, restore the schedule exactly."""
