@@ -77,6 +77,8 @@ def evaluate(proba, atoms, y, groups, n_groups: int | None = None) -> FairnessRe
         raise ValueError(f"proba must have shape (n, {atoms.size}), got {proba.shape}")
     y = check_finite("y", y, proba.shape[0])
     weights = group_membership(groups, proba.shape[0], n_groups)
+    order = np.argsort(atoms, kind="stable")  # the CDFs of the KS distance follow the values' order
+    atoms, proba = atoms[order], proba[:, order]
     losses = proba @ atoms**2 - 2 * y * (proba @ atoms) + y**2
     atom, ks = _unfairness(proba.mean(axis=0), _group_means(weights, proba))
     return FairnessReport(float(losses.mean()), _group_means(weights, losses), atom, ks)

@@ -437,6 +437,8 @@ class DualPostProcessor:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(type(self).from_state_dict(state).__dict__)
+        if self._optimizer.epoch_hook is not None:  # re-bind to self, not to the temporary object
+            self._optimizer.epoch_hook = self._retune
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self._config().items())

@@ -191,10 +191,14 @@ class Schedule:
         return sum(run.length for run in plan[self.run_index :]) - self.step + 1
 
     def state(self) -> dict:
-        """Counters that, with the constructor arguments, restore the schedule exactly."""
-        return {"epoch": self.epoch, "run_index": self.run_index, "step": self.step}
+        """Counters that, with the constructor arguments and ``M, mu``, restore the schedule exactly.
+
+        ``stages`` is included because :meth:`retune` may have capped it for an earlier epoch.
+        """
+        return {"epoch": self.epoch, "run_index": self.run_index, "step": self.step, "stages": self.stages}
 
     def load_state(self, state: dict) -> None:
-        """Restore counters produced by :meth:`state`."""
+        """Restore counters produced by :meth:`state` (after :meth:`retune` to the saved ``M, mu``)."""
         self.epoch, self.run_index, self.step = int(state["epoch"]), int(state["run_index"]), int(state["step"])
+        self.stages = int(state["stages"])
         self._enter_run()

@@ -1,0 +1,104 @@
+"""Throughput of the River estimator ``FairRegressor``: one ``predict_one`` + one ``learn_one`` per sample.
+
+Stream: River's Friedman generator with a group (``connectors.river.friedman_with_group``, 10
+features plus S).  Baseline, measured in the same run: the bare base model, River's
+``linear_model.LinearRegression``, on the same features.  The other rows add, one at a time, what
+the wrapper runs: the group classifier (``LogisticRegression``), then the post-processor (the
+whole ``FairRegressor``, with ``mode="sample"``, the default, and ``mode="mean"``); the last row
+is the core post-processor alone on precomputed ``(eta, tau)``.
+
+Run: ``python benchmarks/bench_river.py`` or ``streamfair bench river``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from river import linear_model
+
+from connectors.river import FairRegressor, friedman_with_group
+from streamfair import FairRegressionPostProcessor
+
+
+def _rate(run, n: int, repeats: int = 3) -> float:
+    """Samples per second of ``run()`` over ``n`` samples, best of ``repeats`` (fresh models each time)."""
+    best = float("inf")
+    for _ in range(repeats):
+        step = run()
+        start = time.perf_counter()
+        step()
+        best = min(best, time.perf_counter() - start)
+    return n / best
+
+
+def main(n: int = 3000) -> str:
+    data = list(friedman_with_group(n, seed=1))
+    bare = [({k: v for k, v in x.items() if k != "group"}, x["group"], y) for x, y in data]
+
+    def base_only():
+        model = linear_model.LinearRegression()
+
+        def step():
+            for x, _, y in bare:
+                model.predict_one(x)
+                model.learn_one(x, y)
+
+        return step
+
+    def both_base_models():
+        model, classifier = linear_model.LinearRegression(), linear_model.LogisticRegression()
+
+        def step():
+            for x, s, y in bare:
+                model.predict_one(x)
+                classifier.predict_proba_one(x)
+                model.predict_one(x)  # the wrapper computes eta and tau again while learning
+                classifier.predict_proba_one(x)
+                model.learn_one(x, y)
+                classifier.learn_one(x, s)
+
+        return step
+
+    def wrapper(mode: str):
+        def make():
+            model = FairRegressor(linear_model.LinearRegression(), linear_model.LogisticRegression(), mode=mode, seed=0)
+
+            def step():
+                for x, y in data:
+                    model.predict_one(x)
+                    model.learn_one(x, y)
+
+            return step
+
+        return make
+
+    def core_only():
+        fair = FairRegressionPostProcessor(n_groups=2, seed=0)
+        inputs = [(0.1 * (y - 0.5), [1.0 - 0.6 * s - 0.2, 0.6 * s + 0.2]) for _, s, y in bare]
+
+        def step():
+            for i, (eta, tau) in enumerate(inputs):
+                fair.predict_one(eta, tau, key=i)
+                fair.learn_one(eta, tau)
+
+        return step
+
+    baseline = _rate(base_only, n)
+    rows = [
+        ("LinearRegression (baseline)", baseline),
+        ("LinearRegression + LogisticRegression, both queried twice", _rate(both_base_models, n)),
+        ('FairRegressor, mode="sample"', _rate(wrapper("sample"), n)),
+        ('FairRegressor, mode="mean"', _rate(wrapper("mean"), n)),
+        ("core post-processor alone (predict_one + learn_one)", _rate(core_only, n)),
+    ]
+    lines = [
+        f"| model ({n} samples: predict_one + learn_one each) | samples/s | µs/sample | cost / baseline |",
+        "|---|---|---|---|",
+    ]
+    for name, rate in rows:
+        lines.append(f"| {name} | {rate:,.0f} | {1e6 / rate:.1f} | {baseline / rate:.1f}x |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(main())

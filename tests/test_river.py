@@ -1,0 +1,361 @@
+"""The River estimator ``connectors.river.FairRegressor``: River's conventions, S handling, fairness."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import itertools
+import math
+import pickle
+
+import numpy as np
+import pytest
+from river import base, checks, compose, dummy, evaluate, linear_model, metrics, naive_bayes
+from river import neighbors, preprocessing, stats
+from river.checks import common
+
+from connectors.river import FairRegressor, friedman_with_group
+from streamfair import FairRegressionPostProcessor, evaluate_deterministic
+from streamfair import evaluate as audit
+
+
+def without_group(x: dict) -> dict:
+    return {k: v for k, v in x.items() if k != "group"}
+
+
+def scaled(model):
+    return preprocessing.StandardScaler() | model
+
+
+def make(**params) -> FairRegressor:
+    return FairRegressor(linear_model.LinearRegression(), linear_model.LogisticRegression(), **params)
+
+
+def trained(n: int = 600, **params) -> tuple[FairRegressor, list]:
+    model = make(seed=7, **params)
+    data = list(friedman_with_group(n, seed=1))
+    for x, y in data:
+        model.learn_one(x, y)
+    return model, data
+
+
+class SilentClassifier(base.Classifier):
+    """A fake classifier with no opinion: ``predict_proba_one`` returns ``{}`` (unit tests only)."""
+
+    def learn_one(self, x, y):
+        pass
+
+    def predict_proba_one(self, x):
+        return {}
+
+    def predict_one(self, x):
+        return None
+
+
+# ---------------------------------------------------------------- River's own checks
+@pytest.mark.parametrize("index", [0, 1], ids=["default", "non-default"])
+def test_check_estimator(index):
+    params = list(FairRegressor._unit_test_params())[index]
+    checks.check_estimator(FairRegressor(**params))
+
+
+def test_check_estimator_behind_a_scaler():
+    checks.check_estimator(preprocessing.StandardScaler() | make())
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        common.check_learn_one,
+        common.check_pickling,
+        common.check_shuffle_features_no_impact,
+        common.check_emerging_features,
+        common.check_disappearing_features,
+        common.check_radically_disappearing_features,
+        common.check_predict_one_pure,
+        common.check_no_state_aliasing_with_input,
+        common.check_clone_is_independent,
+        common.check_seeding_is_idempotent,
+    ],
+    ids=lambda check: check.__name__,
+)
+def test_river_data_checks_on_a_stream_with_the_group(check):
+    """River's data-driven checks again, on data that carries S (TrumpApproval has none)."""
+    check(make(), dataset=list(friedman_with_group(200, seed=3)))
+
+
+def test_defaults_are_the_core_defaults():
+    ours = inspect.signature(FairRegressor).parameters
+    core = inspect.signature(FairRegressionPostProcessor).parameters
+    shared = set(ours) & set(core) - {"seed"}
+    assert shared == {"B", "L", "eps", "beta", "p", "horizon", "optimizer", "inner", "mu", "window", "serve"}
+    assert {name: ours[name].default for name in shared} == {name: core[name].default for name in shared}
+
+
+# ---------------------------------------------------------------- the sensitive attribute
+def test_sensitive_attribute_never_changes_a_prediction():
+    for mode in ("sample", "mean", "mode"):
+        model, _ = trained(mode=mode)
+        for x, _ in friedman_with_group(100, seed=5):
+            bare = without_group(x)
+            expected = model.predict_one(bare)
+            assert model.predict_one({**bare, "group": 0}) == expected
+            assert model.predict_one({**bare, "group": 1}) == expected
+            np.testing.assert_array_equal(model.proba_one({**bare, "group": 1}), model.proba_one(bare))
+
+
+def test_base_models_never_see_the_sensitive_attribute():
+    model, _ = trained()
+    assert "group" not in model.regressor.weights and "group" not in model.classifier.weights
+    assert len(model.regressor.weights) == 10  # Friedman's ten features, S removed
+    assert model.group_counts[0] + model.group_counts[1] == 600
+
+
+def test_predictions_are_pure_and_lie_on_the_grid():
+    model, _ = trained()
+    before = pickle.dumps(model)
+    for x, _ in friedman_with_group(50, seed=6):
+        assert model.predict_one(x) in model.atoms
+        model.proba_one(x)
+        model.diagnostics()
+    assert pickle.dumps(model) == before
+
+
+def test_sampled_predictions_follow_pi_and_depend_on_the_seed():
+    model, _ = trained(n=1500)
+    test = [without_group(x) for x, _ in friedman_with_group(3000, seed=8)]
+    proba = np.array([model.proba_one(x) for x in test])
+    draws = np.array([model.predict_one(x) for x in test])
+    index = np.searchsorted(model.atoms, draws)
+    np.testing.assert_array_equal(model.atoms[index], draws)
+    # Each draw is an independent-looking sample of pi(. | x): its mean matches the mean of pi.
+    expected = proba @ model.atoms
+    spread = np.sqrt(np.sum(proba @ model.atoms**2 - expected**2)) / len(test)
+    assert abs(draws.mean() - expected.mean()) < 4 * spread
+    reseeded = pickle.loads(pickle.dumps(model))
+    assert [reseeded.predict_one(x) for x in test[:200]] == draws[:200].tolist()
+    other = model.clone({"seed": 8})
+    twin = model.clone({"seed": 7})
+    for x, y in friedman_with_group(1500, seed=1):
+        other.learn_one(x, y)
+        twin.learn_one(x, y)
+    assert [twin.predict_one(x) for x in test[:200]] == draws[:200].tolist()
+    assert [other.predict_one(x) for x in test[:200]] != draws[:200].tolist()
+    np.testing.assert_array_equal(other.proba_one(test[0]), proba[0])
+
+
+def test_unknown_group_raises_before_anything_is_learned():
+    model, data = trained(n=50)
+    before = pickle.dumps(model)
+    x, y = data[0]
+    with pytest.raises(ValueError, match=r"x\['group'\] must be one of groups=\(0, 1\), got 2"):
+        model.learn_one({**x, "group": 2}, y)
+    scaled_pipeline = preprocessing.StandardScaler() | make()
+    with pytest.raises(ValueError, match="compose.Discard"):  # the scaler rewrites S
+        for x, y in data:
+            scaled_pipeline.learn_one(x, y)
+    assert pickle.dumps(model) == before
+
+
+# ---------------------------------------------------------------- the group posterior tau
+def test_tau_reads_groups_in_order_and_renormalizes():
+    model = FairRegressor(linear_model.LinearRegression(), naive_bayes.GaussianNB(), groups=("c", "a", "b"), seed=1)
+    reference = FairRegressionPostProcessor(n_groups=3, seed=1)
+    x = {"u": 0.3, "v": -1.0}
+    np.testing.assert_array_equal(model.proba_one(x), reference.proba_one(0.0, [1 / 3, 1 / 3, 1 / 3]))
+    model.learn_one({**x, "group": "a"}, 0.5)
+    reference.learn_one(0.0, [1 / 3, 1 / 3, 1 / 3])  # an untrained GaussianNB has no opinion
+    eta = model.regressor.predict_one(x)
+    # The classifier knows only "a": tau puts all the mass there, in the position of "a".
+    np.testing.assert_array_equal(model.proba_one(x), reference.proba_one(eta, [0.0, 1.0, 0.0]))
+
+
+def test_tau_falls_back_to_smoothed_group_frequencies():
+    model = FairRegressor(dummy.StatisticRegressor(stats.Mean()), SilentClassifier(), L=5, seed=2)
+    reference = FairRegressionPostProcessor(L=5, n_groups=2, seed=2)
+    mean = stats.Mean()
+    for i, (s, y) in enumerate([(0, 0.4), (0, -0.2), (1, 0.6), (0, 0.1)]):
+        counts = [[0, 0], [1, 0], [2, 0], [2, 1]][i]
+        reference.learn_one(mean.get(), [(c + 1) / (i + 2) for c in counts])
+        model.learn_one({"f": float(i), "group": s}, y)
+        mean.update(y)
+    assert model.group_counts == {0: 3, 1: 1}
+    np.testing.assert_array_equal(model.proba_one({"f": 9.0}), reference.proba_one(mean.get(), [4 / 6, 2 / 6]))
+    assert pickle.dumps(model._postprocessor.state_dict()) == pickle.dumps(reference.state_dict())
+
+
+# ---------------------------------------------------------------- what learns from what
+def snapshot(*models) -> list[bytes]:
+    return [pickle.dumps(m) for m in models]
+
+
+def assert_same_state(a, b) -> None:
+    """Equal values all the way down (pickles of unpickled objects may differ in sharing only)."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert_same_state(a[key], b[key])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for u, v in zip(a, b):
+            assert_same_state(u, v)
+    elif isinstance(a, np.ndarray) or a is None:
+        np.testing.assert_array_equal(a, b)
+    else:
+        assert a == b
+
+
+def test_unlabeled_samples_feed_only_the_post_processor():
+    model, data = trained(n=100)
+    frozen = snapshot(model.regressor, model.classifier)
+    n = model.diagnostics().n_samples
+    for x, _ in data[:30]:
+        model.learn_unlabeled_one(x)
+    assert snapshot(model.regressor, model.classifier) == frozen
+    assert model.diagnostics().n_samples == n + 30
+
+
+def test_learn_one_without_a_label_leaves_the_regressor_alone():
+    model, data = trained(n=100)
+    regressor, classifier = snapshot(model.regressor), snapshot(model.classifier)
+    model.learn_one(data[0][0])
+    assert snapshot(model.regressor) == regressor and snapshot(model.classifier) != classifier
+    pipeline = preprocessing.StandardScaler() | make()
+    pipeline.learn_one(without_group(data[0][0]))  # River pipelines pass y=None along
+    assert pipeline["FairRegressor"].diagnostics().n_samples == 1
+
+
+def test_sample_weight_goes_to_the_regressor_only():
+    model = make(seed=0)
+    regressor, classifier = linear_model.LinearRegression(), linear_model.LogisticRegression()
+    for i, (x, y) in enumerate(friedman_with_group(50, seed=4)):
+        w = 0.5 + i % 3
+        model.learn_one(x, y, w=w)
+        regressor.learn_one(without_group(x), y, w=w)
+        classifier.learn_one(without_group(x), x["group"])
+    assert model.regressor.weights == regressor.weights and model.regressor.intercept == regressor.intercept
+    assert model.classifier.weights == classifier.weights
+    unweighted = FairRegressor(neighbors.KNNRegressor(), linear_model.LogisticRegression(), seed=0)
+    unweighted.learn_one({"a": 1.0, "group": 0}, 0.2)
+    with pytest.raises(ValueError, match="w must be 1"):
+        unweighted.learn_one({"a": 1.0, "group": 0}, 0.2, w=2.0)
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"groups": (0,)}, "groups must be a tuple of at least 2"),
+        ({"groups": [0, 1]}, "groups must be a tuple"),
+        ({"groups": (0, 0)}, "distinct"),
+        ({"groups": ([0], [1])}, "hashable"),
+        ({"sensitive": ["g"]}, "sensitive must be a hashable"),
+        ({"mode": "median"}, "mode must be one of"),
+        ({"eps": -0.1}, "eps"),
+        ({"eps": (0.1, 0.1, 0.1)}, "eps"),
+        ({"seed": -1}, "seed"),
+        ({"B": 0.0}, "B must be"),
+    ],
+)
+def test_invalid_parameters_raise(params, message):
+    with pytest.raises(ValueError, match=message):
+        make(**params)
+
+
+def test_base_models_must_be_river_models():
+    with pytest.raises(ValueError, match="regressor must be a River regressor"):
+        FairRegressor(linear_model.LogisticRegression(), linear_model.LogisticRegression())
+    with pytest.raises(ValueError, match="classifier must be a River classifier"):
+        FairRegressor(linear_model.LinearRegression(), linear_model.LinearRegression())
+
+
+# ---------------------------------------------------------------- state, clone, pipelines
+def test_pickling_mid_stream_continues_exactly():
+    model, _ = trained(n=400)
+    copy_ = pickle.loads(pickle.dumps(model))
+    for x, y in itertools.islice(friedman_with_group(1200, seed=9), 400, None):
+        assert copy_.predict_one(x) == model.predict_one(x)
+        model.learn_one(x, y)
+        copy_.learn_one(x, y)
+    assert snapshot(copy_.regressor, copy_.classifier) == snapshot(model.regressor, model.classifier)
+    assert_same_state(copy_._postprocessor.state_dict(), model._postprocessor.state_dict())
+    assert copy_.group_counts == model.group_counts and copy_.diagnostics().n_samples == 1200
+
+
+def test_clone_is_fresh_and_learns_the_same():
+    model, data = trained(n=300)
+    fresh = make(seed=7)
+    clone = model.clone()
+    assert repr(clone) == repr(model) and clone.diagnostics().n_samples == 0
+    assert snapshot(clone) == snapshot(fresh)
+    for x, y in data:
+        clone.learn_one(x, y)
+    assert snapshot(clone) == snapshot(model)
+    assert [clone.predict_one(x) for x, _ in data[:100]] == [model.predict_one(x) for x, _ in data[:100]]
+
+
+def test_pipeline_with_a_scaler_that_skips_the_group():
+    """``(Discard(S) | scaler) + Select(S) | FairRegressor`` equals scaling by hand, in progressive validation."""
+    pipeline = (compose.Discard("group") | preprocessing.StandardScaler()) + compose.Select("group") | make(seed=3)
+    scaler, model = preprocessing.StandardScaler(), make(seed=3)
+    data = list(friedman_with_group(800, seed=10))
+    metric = evaluate.progressive_val_score(data, pipeline, metrics.MAE())
+    expected = metrics.MAE()
+    for x, y in data:
+        features = without_group(x)
+        scaled_x = {**scaler.transform_one(features), "group": x["group"]}
+        expected.update(y, model.predict_one(scaled_x))
+        scaler.learn_one(features)
+        model.learn_one({**scaler.transform_one(features), "group": x["group"]}, y)
+    assert metric.get() == expected.get()
+    assert snapshot(pipeline["FairRegressor"]) == snapshot(model)
+
+
+def test_pipeline_routes_the_sample_weight():
+    pipeline = preprocessing.StandardScaler() | make(seed=0)
+    reference = linear_model.LinearRegression()
+    scaler = preprocessing.StandardScaler()
+    for x, y in friedman_with_group(30, seed=11):
+        x = without_group(x)
+        pipeline.learn_one(x, y, w=3.0)
+        scaler.learn_one(x)
+        reference.learn_one(scaler.transform_one(x), y, w=3.0)
+    assert pipeline["FairRegressor"].regressor.weights == reference.weights
+
+
+# ---------------------------------------------------------------- fairness on a stream
+def test_fair_model_is_much_fairer_than_the_base_model_at_a_bounded_risk_cost():
+    """7,500 samples of the grouped Friedman stream (y scaled to about [-1.3, 1.5], Var(y) ~ 0.24).
+
+    Stated bound: the fair model's KS unfairness (audited with the true S, on fresh data) is at
+    most half the base model's, and its risk at most 0.05 above the base model's -- far below
+    the risk Var(y) of the trivially fair constant prediction.
+    """
+    base_model = scaled(linear_model.LinearRegression())
+    fair = FairRegressor(scaled(linear_model.LinearRegression()), scaled(linear_model.LogisticRegression()), L=10, seed=0)
+    for x, y in friedman_with_group(7500, seed=1):
+        fair.learn_one(x, y)
+        base_model.learn_one(without_group(x), y)
+    test = list(friedman_with_group(3000, seed=2))
+    y = np.array([y for _, y in test])
+    s = np.array([x.pop("group") for x, _ in test])
+    before = evaluate_deterministic([base_model.predict_one(x) for x, _ in test], y, s)
+    after = audit([fair.proba_one(x) for x, _ in test], fair.atoms, y, s)
+    drawn = evaluate_deterministic([fair.predict_one(x) for x, _ in test], y, s)
+    assert before.max_ks > 0.15  # the base model is clearly unfair
+    assert after.max_ks < 0.5 * before.max_ks
+    assert drawn.max_ks < 0.5 * before.max_ks  # the served draws too, not only their law
+    assert after.risk < before.risk + 0.05 < y.var()
+    diagnostics = fair.diagnostics()
+    assert diagnostics.n_samples == 7500 and diagnostics.epoch == 2
+    assert np.all(diagnostics.group_ks < 0.5 * before.max_ks)  # the S-free estimate agrees
+
+
+def test_progressive_val_score_runs_with_the_wrapper_alone():
+    data = list(friedman_with_group(300, seed=12))
+    model = make(seed=1)
+    metric = evaluate.progressive_val_score(data, model, metrics.MSE())
+    expected, twin = metrics.MSE(), make(seed=1)
+    for x, y in data:
+        expected.update(y, twin.predict_one(copy.deepcopy(x)))
+        twin.learn_one(x, y)
+    assert metric.get() == expected.get() and math.isfinite(metric.get())

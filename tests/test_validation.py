@@ -1,0 +1,171 @@
+"""Every invalid argument raises ``ValueError`` naming the argument and the offending value.
+
+A rejected call must also leave the post-processor untouched (no half-learned sample).
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+from streamfair import FairRegressionPostProcessor, evaluate, evaluate_deterministic
+
+NAN, INF = math.nan, math.inf
+
+
+def fitted(**kwargs):
+    config = dict(L=3, beta=5.0, eps=0.01, p=[0.4, 0.6], horizon=20)
+    config.update(kwargs)
+    f = FairRegressionPostProcessor(**config)
+    rng = np.random.default_rng(0)
+    f.learn_many(rng.uniform(-1, 1, 7), rng.dirichlet([1, 1], 7))
+    return f
+
+
+def check_error(call, *fragments):
+    """``call()`` raises ValueError whose message contains every fragment (the name, the value)."""
+    with pytest.raises(ValueError) as info:
+        call()
+    message = str(info.value)
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+
+
+# ---------------------------------------------------------------- constructor
+@pytest.mark.parametrize(
+    "kwargs,fragments",
+    [
+        (dict(eps=-0.1), ("eps", "-0.1")),
+        (dict(eps=[0.1, -0.01]), ("eps", "-0.01")),
+        (dict(eps=[0.1, 0.1, 0.1]), ("eps", "p")),  # 3 slacks for 2 groups
+        (dict(eps=NAN), ("eps", "nan")),
+        (dict(eps=INF), ("eps", "inf")),
+        (dict(p=[0.5, 0.6]), ("p", "[0.5, 0.6]", "sum")),
+        (dict(p=[1.2, -0.2]), ("p", "[1.2, -0.2]")),
+        (dict(p=[1.0, 0.0]), ("p", "[1.0, 0.0]")),  # a group with p_s = 0 makes t = 1 - tau/p undefined
+        (dict(p=[NAN, 0.5]), ("p", "nan")),
+        (dict(p=[[0.5, 0.5]]), ("p",)),  # the message gives the number of groups read from p, not p
+        (dict(p=[1.0]), ("p", "1")),  # one group
+        (dict(p=None, n_groups=1), ("n_groups", "1")),
+        (dict(p=None, n_groups=None), ("p", "n_groups")),  # K unknown
+        (dict(p=[0.5, 0.5], n_groups=3), ("n_groups", "3", "p")),
+        (dict(L=0), ("L", "0")),
+        (dict(L=-3), ("L", "-3")),
+        (dict(L=2.5), ("L", "2.5")),
+        (dict(B=0.0), ("B", "0.0")),
+        (dict(B=-1.0), ("B", "-1.0")),
+        (dict(B=INF), ("B", "inf")),
+        (dict(beta=0.0), ("beta", "0.0")),
+        (dict(beta=NAN), ("beta", "nan")),
+        (dict(mu=-1.0), ("mu", "-1.0")),
+        (dict(optimizer="adam"), ("optimizer", "'adam'")),
+        (dict(optimizer="SGD3"), ("optimizer", "'SGD3'")),
+        (dict(inner="sgd"), ("inner", "'sgd'")),
+        (dict(horizon=0), ("horizon", "0")),
+        (dict(horizon=10.0), ("horizon", "10.0")),
+        (dict(seed=-1), ("seed", "-1")),
+        (dict(seed=1.5), ("seed", "1.5")),
+        (dict(window=0), ("window", "0")),
+    ],
+)
+def test_constructor_rejects(kwargs, fragments):
+    config = dict(L=3, beta=5.0, eps=0.01, p=[0.4, 0.6], horizon=20)
+    config.update(kwargs)
+    check_error(lambda: FairRegressionPostProcessor(**config), *fragments)
+
+
+@pytest.mark.parametrize(
+    "optimizer,inner,smallest", [("sgd3", "acsa2", 2 * 4), ("sgd3", "acsa", 4), ("acsa2", "acsa", 2)]
+)
+def test_horizon_too_small_for_the_schedule(optimizer, inner, smallest):
+    # beta = 4: M / mu = beta^2 = 16, so SGD3 has J = 4 stages (of two AC-SA halves for acsa2)
+    config = dict(L=3, beta=4.0, eps=0.01, p=[0.5, 0.5], optimizer=optimizer, inner=inner)
+    FairRegressionPostProcessor(horizon=smallest, **config)
+    check_error(lambda: FairRegressionPostProcessor(horizon=smallest - 1, **config), "horizon", str(smallest - 1))
+
+
+def test_per_group_eps_gives_the_number_of_groups():
+    f = FairRegressionPostProcessor(L=2, beta=3.0, eps=[0.01, 0.02, 0.03], horizon=10)
+    assert f.n_groups == 3 and np.array_equal(f.eps, [0.01, 0.02, 0.03])
+
+
+# ---------------------------------------------------------------- learning and prediction inputs
+BAD_ONE = [
+    (lambda f: f.learn_one(NAN, [0.5, 0.5]), ("eta", "nan")),
+    (lambda f: f.learn_one(INF, [0.5, 0.5]), ("eta", "inf")),
+    (lambda f: f.learn_one(-INF, [0.5, 0.5]), ("eta", "-inf")),
+    (lambda f: f.learn_one([0.1, 0.2], [0.5, 0.5]), ("eta", "(1, 2)")),
+    (lambda f: f.learn_one("abc", [0.5, 0.5]), ("eta", "abc")),
+    (lambda f: f.learn_one(0.1, [0.5, 0.3, 0.2]), ("tau", "[0.5, 0.3, 0.2]")),
+    (lambda f: f.learn_one(0.1, [1.0]), ("tau", "[1.0]")),
+    (lambda f: f.learn_one(0.1, [1.2, -0.2]), ("tau", "[1.2, -0.2]")),
+    (lambda f: f.learn_one(0.1, [0.5, 0.6]), ("tau", "[0.5, 0.6]")),
+    (lambda f: f.learn_one(0.1, [0.5, 0.49]), ("tau", "[0.5, 0.49]")),
+    (lambda f: f.learn_one(0.1, [NAN, 0.5]), ("tau", "nan")),
+    (lambda f: f.learn_one(0.1, [INF, 0.5]), ("tau", "inf")),
+    (lambda f: f.proba_one(NAN, [0.5, 0.5]), ("eta", "nan")),
+    (lambda f: f.proba_one(0.1, [0.5, 0.6]), ("tau", "[0.5, 0.6]")),
+    (lambda f: f.predict_one(0.1, [0.5, 0.5], mode="median"), ("mode", "'median'")),
+    (lambda f: f.predict_one(INF, [0.5, 0.5]), ("eta", "inf")),
+]
+
+BAD_MANY = [
+    (lambda f: f.learn_many(np.zeros((3, 1)), np.full((3, 2), 0.5)), ("eta", "(3, 1)")),
+    (lambda f: f.learn_many(np.zeros(3), np.full((4, 2), 0.5)), ("tau", "(4, 2)")),
+    (lambda f: f.learn_many(np.zeros(3), np.full((3, 3), 1 / 3)), ("tau", "(3, 3)")),
+    (lambda f: f.learn_many(np.zeros(3), np.full(6, 0.5)), ("tau", "(6,)")),
+    (lambda f: f.learn_many([0.0, NAN, 0.0], np.full((3, 2), 0.5)), ("eta", "entry 1", "nan")),
+    (lambda f: f.learn_many([0.0, 0.0, 0.0], [[0.5, 0.5], [0.7, 0.7], [0.5, 0.5]]), ("tau", "row 1", "[0.7, 0.7]")),
+    (lambda f: f.learn_many([0.0, 0.0], [[0.5, 0.5], [1.5, -0.5]]), ("tau", "row 1", "[1.5, -0.5]")),
+    (lambda f: f.learn_many([0.0, 0.0], [[NAN, 0.5], [0.5, 0.5]]), ("tau", "row 0", "nan")),
+    (lambda f: f.learn_many([0.0, 0.0], np.full((2, 2), 0.5), batch_size=0), ("batch_size", "0")),
+    (lambda f: f.learn_many([0.0, 0.0], np.full((2, 2), 0.5), batch_size=2.0), ("batch_size", "2.0")),
+    (lambda f: f.proba_many([0.0, 0.0], np.full((3, 2), 0.5)), ("tau", "(3, 2)")),
+    (lambda f: f.predict_many([0.0, 0.0], np.full((2, 2), 0.5), mode="avg"), ("mode", "'avg'")),
+    (lambda f: f.predict_many([0.0, 0.0], np.full((2, 2), 0.5), keys=["a"]), ("keys", "1")),
+]
+
+
+@pytest.mark.parametrize("call,fragments", BAD_ONE + BAD_MANY)
+def test_rejected_call_names_the_argument_and_leaves_the_state_untouched(call, fragments):
+    f = fitted()
+    before = pickle.dumps(f.state_dict())
+    check_error(lambda: call(f), *fragments)
+    assert pickle.dumps(f.state_dict()) == before
+
+
+def test_tau_sum_tolerance_is_documented_and_applied():
+    f = fitted()
+    f.learn_one(0.0, [0.5, 0.5 + 5e-7])  # within 1e-6: accepted
+    check_error(lambda: f.learn_one(0.0, [0.5, 0.5 + 5e-6]), "tau")
+
+
+def test_out_of_range_eta_is_not_an_error_but_clipped():
+    f = fitted()
+    f.learn_one(7.5, [0.5, 0.5])
+    assert f.n_clipped == 1
+
+
+def test_bad_state_dict_is_rejected():
+    state = fitted().state_dict()
+    check_error(lambda: FairRegressionPostProcessor.from_state_dict({**state, "version": 99}), "version", "99")
+    check_error(lambda: FairRegressionPostProcessor.from_state_dict({**state, "class": "Other"}), "Other")
+
+
+# ---------------------------------------------------------------- evaluation inputs
+def test_evaluation_rejects_bad_inputs():
+    proba, atoms, y, groups = np.full((4, 3), 1 / 3), [0.0, 0.5, 1.0], [0.0, 1.0, 0.5, 0.5], [0, 1, 0, 1]
+    check_error(lambda: evaluate(np.full((4, 2), 0.5), atoms, y, groups), "proba", "(4, 2)")
+    check_error(lambda: evaluate(proba, atoms, [0.0, 1.0], groups), "y", "(2,)")
+    check_error(lambda: evaluate(proba, atoms, [0.0, NAN, 0.5, 0.5], groups), "y", "nan")
+    check_error(lambda: evaluate(proba, [0.0, INF, 1.0], y, groups), "atoms", "inf")
+    check_error(lambda: evaluate(proba, atoms, y, [0, 1, 0]), "groups", "4")
+    check_error(lambda: evaluate(proba, atoms, y, [0, 1, 0, -1]), "groups")
+    check_error(lambda: evaluate(proba, atoms, y, [0, 2, 0, 2]), "group", "0.0, 2.0]")  # group 1 is empty
+    check_error(lambda: evaluate(proba, atoms, y, np.full((4, 2), -0.5)), "groups")
+    check_error(lambda: evaluate(proba, atoms, y, [0, 3, 0, 1], n_groups=3), "n_groups=3", "3")
+    check_error(lambda: evaluate_deterministic([0.0, 1.0], [0.0], [0, 1]), "y", "(1,)")
+    check_error(lambda: evaluate_deterministic([0.0, NAN], [0.0, 1.0], [0, 1]), "predictions", "nan")
