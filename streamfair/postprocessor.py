@@ -303,12 +303,15 @@ class DualPostProcessor:
     def proba_many(self, predictions: Any, tau: Any) -> np.ndarray:
         """``pi(l | x_i)`` for each sample: shape ``(n, m)``; the distribution DP is about."""
         predictions = self._check_predictions(predictions, None)
-        taus = self._check_tau(tau, predictions.shape[0])
+        return self._proba(predictions, self._check_tau(tau, predictions.shape[0]))
+
+    def _proba(self, predictions: np.ndarray, taus: np.ndarray) -> np.ndarray:
         return self._served_proba(self._serving_features(taus), self._scaled_costs(predictions, taus, learning=False))
 
     def proba_one(self, prediction: Any, tau: Sequence[float]) -> np.ndarray:
         """``pi(. | x)`` over the atoms for one sample: shape ``(m,)``."""
-        return self.proba_many([prediction], check_distribution("tau", tau, self.n_groups)[None, :])[0]
+        predictions = self._check_predictions([prediction], 1)
+        return self._proba(predictions, check_distribution("tau", tau, self.n_groups)[None, :])[0]
 
     def _check_mode(self, mode: str) -> None:
         if mode not in self.prediction_modes:
