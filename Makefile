@@ -1,6 +1,8 @@
 # The README's two commands: `make demo` (main job on the embedded default) and `make test`.
 # Each creates its own virtual environment on a fresh machine.
 VENV ?= .venv
+# Small matrices on a 2-core machine: BLAS threads only contend.
+export OPENBLAS_NUM_THREADS ?= 1
 PY := $(VENV)/bin/python
 
 .PHONY: demo test bench install

@@ -1,0 +1,216 @@
+"""River linear models trained through surrogates: per-cell sample weights (A-1) and SSO (B-1).
+
+* :class:`WeightedLinearLearner` trains a River linear model with the per-sample loss weights that
+  :class:`streamfair.surrogates.MetricWeightTuner` publishes (``learn_one(x, y, w=...)``), feeding
+  the tuner the same labelled events; it adopts each new version atomically and records which
+  version trained each sample.
+* :class:`RiverSSO` runs target-based surrogate optimisation on a River ``LinearRegression`` or
+  ``LogisticRegression``: one oracle call (the loss derivative at the model's raw outputs, or an
+  external per-sample gradient) per batch, then ``m`` passes of the model's *own* optimizer over the
+  surrogate loss ``g_i (f_i - z_i) + (f_i - z_i)^2 / (2 eta)``.  With ``m = 1`` and single samples it
+  is bit for bit ``model.learn_one``.
+
+Both read the model's raw score through River's ``GLM._raw_dot_one`` (River >= 0.26), since the
+surrogate lives on the raw score (the logit for a classifier), not on the predicted probability.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Hashable, Sequence
+
+import numpy as np
+from river import linear_model, optim
+
+from streamfair.surrogates import MetricWeightTuner, PublishedWeights
+from streamfair.validation import check_integer, check_positive
+
+__all__ = ["RiverSSO", "WeightedLinearLearner", "linear_parameters", "set_linear_parameters"]
+
+
+def _check_glm(model) -> None:
+    if not isinstance(model, (linear_model.LinearRegression, linear_model.LogisticRegression)):
+        raise ValueError(f"model must be a river LinearRegression or LogisticRegression, got {type(model).__name__}")
+
+
+def linear_parameters(model, features: Sequence[Hashable]) -> np.ndarray:
+    """``theta = (w_f for f in features) + (intercept,)`` of a River linear model.
+
+    >>> from river import linear_model
+    >>> model = linear_model.LinearRegression()
+    >>> set_linear_parameters(model, ["a", "b"], [1.0, 2.0, 0.5])
+    >>> linear_parameters(model, ["a", "b"]).tolist(), model.predict_one({"a": 1.0, "b": 1.0})
+    ([1.0, 2.0, 0.5], 3.5)
+    """
+    _check_glm(model)
+    weights = model.weights
+    return np.array([float(weights.get(f, 0.0)) for f in features] + [float(model.intercept)])
+
+
+def set_linear_parameters(model, features: Sequence[Hashable], theta) -> None:
+    """Set a River linear model's weights and intercept from ``theta`` (see :func:`linear_parameters`)."""
+    _check_glm(model)
+    theta = np.asarray(theta, dtype=float)
+    if theta.shape != (len(features) + 1,):
+        raise ValueError(f"theta must have shape ({len(features) + 1},), got {theta.shape}")
+    for feature, value in zip(features, theta[:-1]):
+        model._weights[feature] = float(value)
+    model.intercept = float(theta[-1])
+
+
+def feature_vector(x: dict, features: Sequence[Hashable]) -> np.ndarray:
+    """``(x[f] for f in features) + (1,)``: the row a numpy linear component sees (missing: 0)."""
+    return np.array([float(x.get(f, 0.0)) for f in features] + [1.0])
+
+
+class WeightedLinearLearner:
+    """A River linear model trained with a tuner's versioned per-cell loss weights.
+
+    Parameters
+    ----------
+    model
+        A River ``LinearRegression`` or ``LogisticRegression`` (the upstream base model).
+    features
+        Feature names, in the order of the tuner's parameters (an intercept column is appended).
+    tuner
+        The :class:`~streamfair.surrogates.MetricWeightTuner` to feed, or ``None`` to only apply
+        versions given to :meth:`apply`.
+
+    Attributes
+    ----------
+    weights : PublishedWeights
+        The version in use.
+    trained_by_version : dict
+        Samples learned under each version.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from river import linear_model, optim
+    >>> from streamfair.surrogates import PublishedWeights
+    >>> learner = WeightedLinearLearner(linear_model.LinearRegression(optimizer=optim.SGD(0.1)), ["a"])
+    >>> learner.apply(PublishedWeights(1, np.zeros(2), np.array([0.0, 2.0]), np.array([0.5, 0.5]), 0.0, 0))
+    >>> learner.learn_one({"a": 1.0}, 1.0, cell=0)     # weight 0: no update
+    >>> learner.model.weights, learner.trained_by_version
+    ({'a': 0.0}, {1: 1})
+    """
+
+    def __init__(self, model, features: Sequence[Hashable], tuner: MetricWeightTuner | None = None):
+        _check_glm(model)
+        self.model = model
+        self.features = list(features)
+        if tuner is not None and tuner.n_features != len(self.features) + 1:
+            raise ValueError(
+                f"tuner must have n_features = {len(self.features) + 1} (features + intercept), got {tuner.n_features}"
+            )
+        self.tuner = tuner
+        self.weights = tuner.weights if tuner is not None else None
+        self.trained_by_version: dict[int, int] = {}
+
+    def apply(self, weights: PublishedWeights) -> None:
+        """Adopt a published version (older versions than the current one are ignored)."""
+        if self.weights is None or weights.version >= self.weights.version:
+            self.weights = weights
+
+    def learn_one(self, x: dict, y, cell: int) -> None:
+        """Learn one labelled sample with its cell's weight; feed the tuner (which may publish)."""
+        if self.tuner is not None:
+            published = self.tuner.observe(feature_vector(x, self.features), float(y), cell)
+            if published is not None:
+                self.apply(published)
+        w = 1.0 if self.weights is None else self.weights.sample_weight(cell)
+        version = 0 if self.weights is None else self.weights.version
+        self.trained_by_version[version] = self.trained_by_version.get(version, 0) + 1
+        self.model.learn_one(x, y, w=w)
+
+    def predict_one(self, x: dict):
+        return self.model.predict_one(x)
+
+
+class _SurrogateLoss:
+    """The per-sample surrogate ``g_i (f - z_i) + (f - z_i)^2 / (2 eta)`` seen by River's optimizer.
+
+    ``y_true`` carries the sample's index in the current batch.
+    """
+
+    def __init__(self, gradient_z: np.ndarray, z: np.ndarray, eta: float):
+        self.gradient_z, self.z, self.eta = gradient_z, z, eta
+
+    def gradient(self, y_true, y_pred):
+        return self.gradient_z[y_true] + (y_pred - self.z[y_true]) / self.eta
+
+
+class RiverSSO:
+    """SSO on a River linear model, reusing the model's own optimizer for the inner steps.
+
+    Parameters
+    ----------
+    model
+        River ``LinearRegression`` (target: the prediction) or ``LogisticRegression`` (the logit).
+    m
+        Passes over the batch per oracle call.
+    eta
+        Target-space step; ``None``: ``1 / (2 L)`` with ``L`` the smoothness of the model's loss in
+        River's convention (``Squared``: ``(p - y)^2``, ``L = 2``; ``Log``: ``L = 1/4``).
+
+    Attributes
+    ----------
+    n_oracle_calls, n_inner_steps : int
+        Batches whose gradient was queried, and per-sample optimizer updates made.
+    last_target_step_norm : float
+        ``||f_B(theta_{t+1}) - z_t||`` of the latest batch.
+    """
+
+    def __init__(self, model, m: int = 10, eta: float | None = None):
+        _check_glm(model)
+        self.model = model
+        self.m = check_integer("m", m, 1)
+        if eta is None:
+            smoothness = {optim.losses.Squared: 2.0, optim.losses.Log: 0.25}.get(type(model.loss))
+            if smoothness is None:
+                raise ValueError(f"eta must be given for the loss {type(model.loss).__name__}, got None")
+            eta = 0.5 / smoothness
+        self.eta = check_positive("eta", eta)
+        self.n_oracle_calls = 0
+        self.n_inner_steps = 0
+        self.last_target_step_norm = math.nan
+
+    def raw_one(self, x: dict) -> float:
+        """The model's raw score (prediction or logit): the target ``f(x)``."""
+        return self.model._raw_dot_one(x)
+
+    def learn_one(self, x: dict, y) -> None:
+        """SSO on a batch of one labelled sample (``m = 1``: exactly ``model.learn_one(x, y)``)."""
+        self.learn_batch([x], ys=[y])
+
+    def learn_batch(self, xs: Sequence[dict], ys=None, gradients=None) -> None:
+        """One oracle call for the batch, then ``m`` passes of the model's optimizer on the surrogate.
+
+        Give ``ys`` (the oracle is the model's loss derivative at the current raw scores) or
+        ``gradients`` (an external oracle's per-sample derivatives with respect to the raw score).
+        """
+        if (ys is None) == (gradients is None):
+            raise ValueError("give exactly one of ys and gradients")
+        xs = list(xs)
+        if not xs:
+            raise ValueError("xs must hold at least one sample, got 0")
+        z = np.array([self.raw_one(x) for x in xs])
+        if gradients is None:
+            if len(ys) != len(xs):
+                raise ValueError(f"ys must have {len(xs)} labels, got {len(ys)}")
+            gradient_z = np.array([self.model.loss.gradient(y_true=y, y_pred=zi) for y, zi in zip(ys, z)], dtype=float)
+        else:
+            gradient_z = np.asarray(gradients, dtype=float)
+            if gradient_z.shape != (len(xs),) or not np.all(np.isfinite(gradient_z)):
+                raise ValueError(f"gradients must be {len(xs)} finite numbers, got shape {gradient_z.shape}")
+        self.n_oracle_calls += 1
+        surrogate, original = _SurrogateLoss(gradient_z, z, self.eta), self.model.loss
+        self.model.loss = surrogate
+        try:
+            for _ in range(self.m):
+                for index, x in enumerate(xs):
+                    self.model.learn_one(x, index)
+                    self.n_inner_steps += 1
+        finally:
+            self.model.loss = original
+        self.last_target_step_norm = float(np.linalg.norm([self.raw_one(x) for x in xs] - z))

@@ -1,0 +1,212 @@
+"""Black-box metric optimisation by projected gradient descent in surrogate space (Jiang et al. 2020, Alg. 1).
+
+Each step estimates ``g ~ grad psi(u_t)`` at ``u_t = l(theta_t)`` (see :mod:`.gradient_estimates`),
+moves the surrogates to ``u~ = u_t - eta g`` and projects back onto the achievable set with the
+over-constrained projection (:mod:`.projection`).  ``K`` surrogates stand in for the ``d``
+parameters, which is where the method pays off (``K << d``).
+
+Safeguards (spec proposal A-1):
+
+* **dead zones** -- a piecewise-constant metric with too small a ``sigma`` gives all-zero
+  differences.  Such a step is never taken silently: ``dead_zone="raise_sigma"`` re-estimates with
+  ``sigma`` multiplied by ``sigma_growth`` (keeping the larger ``sigma`` afterwards) up to
+  ``max_sigma_raises`` times and then skips; ``"skip"`` skips at once.  Both are reported.
+* **truncation** (App. A.5.3) -- with a Lipschitz bound ``L`` of ``psi``, estimates with
+  ``||g|| > 2 sqrt(K) L`` are replaced by zero (reported as ``truncated``: no step is taken).
+* **monotonicity** -- ``psi`` is non-decreasing, so negative components are noise;
+  ``clip_negative=True`` clips them to 0 and the raw fraction is always reported.
+
+Examples
+--------
+>>> import numpy as np
+>>> from streamfair.surrogates import BlackBoxProblem, CellSurrogates, LinearInterpolation
+>>> rng = np.random.default_rng(0)
+>>> X = np.c_[rng.standard_normal((600, 2)), np.ones(600)]
+>>> y = np.where(X[:, 0] + 0.5 * rng.standard_normal(600) > 0.8, 1.0, -1.0)   # imbalanced
+>>> cells = CellSurrogates(X, y, cells=(y > 0).astype(int))
+>>> def balanced_error(scores):
+...     wrong = np.sign(scores) != y
+...     return 0.5 * (wrong[y > 0].mean() + wrong[y < 0].mean())
+>>> pgd = SurrogatePGD(BlackBoxProblem(cells, balanced_error), LinearInterpolation(10, sigma=0.1), eta=0.5)
+>>> float(balanced_error(X @ pgd.theta))             # theta = 0 predicts no class: all wrong
+1.0
+>>> reports = pgd.run(15)
+>>> bool(pgd.best_metric < 0.15), reports[-1].estimate.metric_calls  # logistic regression: 0.22
+(True, 20)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..validation import check_finite, check_integer, check_positive, check_seed
+from .gradient_estimates import GradientEstimate
+from .problem import BlackBoxProblem
+from .projection import Projection, project
+
+DEAD_ZONE_POLICIES = ("raise_sigma", "skip")
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """Diagnostics of one outer step of Algorithm 1."""
+
+    iteration: int
+    metric: float  # M(theta_t), before the step
+    surrogates: np.ndarray  # u_t = l(theta_t)
+    estimate: GradientEstimate  # the last estimate made (after any sigma raises)
+    gradient: np.ndarray  # the gradient used (after truncation / clipping; 0 if skipped)
+    sigma: float  # perturbation scale of the estimate used
+    sigma_raises: int  # times sigma was raised in this step because of a dead zone
+    dead_zone: bool  # the final estimate had all metric differences zero
+    truncated: bool  # ||g|| > 2 sqrt(K) L: replaced by zero
+    skipped: bool  # no step taken (dead zone or truncation)
+    target: np.ndarray  # u~ = u_t - eta g
+    projection: Projection | None  # None when skipped
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """Parameters of one outer step (shared by :class:`SurrogatePGD` and the streaming tuner)."""
+
+    eta: float = 0.1
+    projection_steps: int = 100
+    projection_lr: float = 1.0
+    dead_zone: str = "raise_sigma"
+    sigma_growth: float = 2.0
+    max_sigma_raises: int = 3
+    lipschitz: float | None = None
+    clip_negative: bool = False
+
+    def __post_init__(self):
+        check_positive("eta", self.eta)
+        check_integer("projection_steps", self.projection_steps, 1)
+        check_positive("projection_lr", self.projection_lr)
+        if self.dead_zone not in DEAD_ZONE_POLICIES:
+            raise ValueError(f"dead_zone must be one of {DEAD_ZONE_POLICIES}, got {self.dead_zone!r}")
+        if not self.sigma_growth > 1:
+            raise ValueError(f"sigma_growth must be > 1, got {self.sigma_growth!r}")
+        check_integer("max_sigma_raises", self.max_sigma_raises, 0)
+        if self.lipschitz is not None:
+            check_positive("lipschitz", self.lipschitz)
+
+
+def pgd_step(
+    problem: BlackBoxProblem,
+    theta: np.ndarray,
+    estimator,
+    config: StepConfig,
+    rng: np.random.Generator,
+    sigma: float,
+    iteration: int = 0,
+) -> tuple[np.ndarray, StepReport]:
+    """One step of Algorithm 1 from ``theta``; returns the new parameters and the report."""
+    metric = problem.metric_at(theta)
+    u = problem.surrogates.values(theta)
+    raises = 0
+    estimate = estimator.estimate(problem, theta, rng, sigma)
+    while estimate.dead_zone and config.dead_zone == "raise_sigma" and raises < config.max_sigma_raises:
+        raises += 1
+        sigma *= config.sigma_growth
+        estimate = estimator.estimate(problem, theta, rng, sigma)
+    gradient = np.maximum(estimate.gradient, 0.0) if config.clip_negative else estimate.gradient
+    bound = None if config.lipschitz is None else 2 * math.sqrt(u.size) * config.lipschitz
+    truncated = bound is not None and float(np.linalg.norm(gradient)) > bound
+    skipped = estimate.dead_zone or truncated
+    if skipped:
+        gradient = np.zeros_like(gradient)
+    target = u - config.eta * gradient
+    projection = None
+    if not skipped:
+        projection = project(problem.surrogates, target, theta, steps=config.projection_steps, lr=config.projection_lr)
+        theta = projection.theta
+    report = StepReport(
+        iteration, metric, u, estimate, gradient, estimate.sigma, raises, estimate.dead_zone, truncated, skipped,
+        target, projection,
+    )
+    return theta, report
+
+
+class SurrogatePGD:
+    """Algorithm 1: projected gradient descent over the relaxed surrogate space.
+
+    Parameters
+    ----------
+    problem
+        The surrogates and the black-box metric.
+    estimator
+        A gradient estimator of :mod:`.gradient_estimates` (the paper's experiments use
+        :class:`~.gradient_estimates.LinearInterpolation`).
+    eta
+        Step in surrogate space.
+    projection_steps, projection_lr
+        Adagrad steps and step size of the projection (the paper: 100 and 1.0).
+    dead_zone, sigma_growth, max_sigma_raises, lipschitz, clip_negative
+        Safeguards, see the module docstring.
+    theta0
+        Initial parameters; ``None``: zeros (the paper does not say).
+    seed
+        Seed of the perturbations.
+
+    Attributes
+    ----------
+    theta : ndarray
+        Current (last) iterate.
+    sigma : float
+        Current perturbation scale (raised after dead zones).
+    history : list of StepReport
+    best_theta, best_metric
+        The iterate with the lowest metric seen (the paper does not say whether it reports the last
+        or the best iterate; both are kept).
+    """
+
+    def __init__(
+        self,
+        problem: BlackBoxProblem,
+        estimator,
+        *,
+        eta: float = 0.1,
+        projection_steps: int = 100,
+        projection_lr: float = 1.0,
+        dead_zone: str = "raise_sigma",
+        sigma_growth: float = 2.0,
+        max_sigma_raises: int = 3,
+        lipschitz: float | None = None,
+        clip_negative: bool = False,
+        theta0=None,
+        seed: int = 0,
+    ):
+        self.problem = problem
+        self.estimator = estimator
+        self.config = StepConfig(
+            eta, projection_steps, projection_lr, dead_zone, sigma_growth, max_sigma_raises, lipschitz, clip_negative
+        )
+        d = problem.surrogates.n_features
+        self.theta = np.zeros(d) if theta0 is None else check_finite("theta0", theta0, d).copy()
+        self.sigma = estimator.sigma
+        self._rng = np.random.default_rng(check_seed(seed))
+        self.history: list[StepReport] = []
+        self.best_theta, self.best_metric = self.theta, math.inf
+
+    def step(self) -> StepReport:
+        """One outer iteration."""
+        theta, report = pgd_step(
+            self.problem, self.theta, self.estimator, self.config, self._rng, self.sigma, len(self.history)
+        )
+        self._remember(self.theta, report.metric)
+        self.theta, self.sigma = theta, report.sigma
+        self.history.append(report)
+        return report
+
+    def run(self, n_steps: int) -> list[StepReport]:
+        """``n_steps`` outer iterations; the final iterate's metric is evaluated for ``best_*``."""
+        reports = [self.step() for _ in range(check_integer("n_steps", n_steps, 1))]
+        self._remember(self.theta, self.problem.metric_at(self.theta))
+        return reports
+
+    def _remember(self, theta: np.ndarray, metric: float) -> None:
+        if metric < self.best_metric:
+            self.best_theta, self.best_metric = theta, metric

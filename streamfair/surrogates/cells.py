@@ -1,0 +1,163 @@
+"""Per-cell surrogate losses of a linear scorer: the ``K`` convex surrogates of Jiang et al. (2020).
+
+A *cell* is a subset of the labelled sample, e.g. group x label (the paper's fairness example: the
+logistic or hinge loss on the positives and on the negatives of each group) or group x outcome
+region for regression.  Surrogate ``k`` is the mean point-wise loss over cell ``k``:
+
+    l_k(theta) = mean_{i in cell k} phi(y_i, x_i theta),
+
+with ``phi`` the logistic or hinge loss of the margin ``y_i f_i`` (labels in ``{-1, +1}``) or the
+squared error ``(f_i - y_i)^2 / 2``.  Each ``l_k`` is convex in ``theta``, so the projection of
+Algorithm 1 is a convex problem.
+
+Examples
+--------
+>>> import numpy as np
+>>> X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+>>> cells = CellSurrogates(X, y=[1, -1, 1], cells=[0, 1, 1], loss="hinge")
+>>> cells.values(np.array([2.0, 0.5])).tolist()     # cell 0: margin 2; cell 1: margins -0.5, 2.5
+[0.0, 0.75]
+>>> cells.perturb_scores(X @ [2.0, 0.5], [0.5, 0.75]).round(6).tolist()  # cell 0 shifted to loss 0.5
+[0.5, 0.5, 2.5]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..validation import check_finite, check_integer
+
+SURROGATE_LOSSES = ("logistic", "hinge", "squared")
+
+#: Newton steps and relative tolerance of :meth:`CellSurrogates.perturb_scores`.
+NEWTON_STEPS, NEWTON_TOLERANCE = 100, 1e-12
+
+
+class CellSurrogates:
+    """``K`` per-cell mean losses of the linear scores ``f = X theta`` on a labelled sample.
+
+    Parameters
+    ----------
+    X : array of shape (n, d)
+        Features (include a column of ones for an intercept).
+    y : array of shape (n,)
+        Labels: ``-1`` or ``+1`` for ``"logistic"`` and ``"hinge"``, real for ``"squared"``.
+    cells : array of shape (n,)
+        Cell of each sample, an integer in ``[0, n_cells)``; every cell needs a sample.
+    n_cells
+        ``K``; ``None``: ``max(cells) + 1``.
+    loss
+        ``"logistic"``, ``"hinge"`` or ``"squared"``.
+
+    Attributes
+    ----------
+    counts : ndarray of shape (K,)
+        Samples per cell.
+    """
+
+    def __init__(self, X, y, cells, n_cells: int | None = None, loss: str = "logistic"):
+        X = np.asarray(X, dtype=float)
+        if X.ndim != 2 or X.shape[0] < 1 or not np.all(np.isfinite(X)):
+            raise ValueError(f"X must be a finite (n, d) array with n >= 1, got shape {X.shape}")
+        if loss not in SURROGATE_LOSSES:
+            raise ValueError(f"loss must be one of {SURROGATE_LOSSES}, got {loss!r}")
+        y = check_finite("y", y, X.shape[0])
+        if loss != "squared" and not np.all(np.abs(y) == 1.0):
+            raise ValueError(f"y must be -1 or +1 for the {loss} loss, got {y[np.abs(y) != 1.0][0]!r}")
+        cells = np.asarray(cells)
+        if cells.shape != (X.shape[0],) or not np.issubdtype(cells.dtype, np.integer) or cells.min() < 0:
+            raise ValueError(f"cells must be {X.shape[0]} integers >= 0, got {cells!r}")
+        self.n_cells = int(cells.max()) + 1 if n_cells is None else check_integer("n_cells", n_cells, 1)
+        self.counts = np.bincount(cells, minlength=self.n_cells).astype(float)
+        if cells.max() >= self.n_cells or np.any(self.counts == 0):
+            raise ValueError(
+                f"cells must cover 0..{self.n_cells - 1} with a sample each, got counts {self.counts.tolist()}"
+            )
+        self.X, self.y, self.cells, self.loss = X, y, cells, loss
+        self._average = np.eye(self.n_cells)[cells] / self.counts  # (n, K): column k averages cell k
+
+    @property
+    def n_features(self) -> int:
+        return self.X.shape[1]
+
+    def pointwise(self, scores: np.ndarray) -> np.ndarray:
+        """``phi(y_i, f_i)`` for scores of shape ``(n,)`` or ``(n, p)``."""
+        y = self.y if scores.ndim == 1 else self.y[:, None]
+        if self.loss == "squared":
+            return 0.5 * (scores - y) ** 2
+        margins = y * scores
+        return np.logaddexp(0.0, -margins) if self.loss == "logistic" else np.maximum(0.0, 1.0 - margins)
+
+    def _derivative(self, scores: np.ndarray) -> np.ndarray:
+        if self.loss == "squared":
+            return scores - self.y
+        margins = self.y * scores
+        slope = -1.0 / (1.0 + np.exp(margins)) if self.loss == "logistic" else -(margins < 1.0).astype(float)
+        return self.y * slope
+
+    def values_from_scores(self, scores) -> np.ndarray:
+        """``l(f)``: shape ``(K,)`` for scores ``(n,)``, ``(K, p)`` for scores ``(n, p)``."""
+        return self._average.T @ self.pointwise(np.asarray(scores, dtype=float))
+
+    def values(self, theta) -> np.ndarray:
+        """``l(theta)`` of shape ``(K,)``; for ``theta`` of shape ``(p, d)``, shape ``(K, p)``."""
+        theta = np.asarray(theta, dtype=float)
+        return self.values_from_scores(self.X @ theta.T)
+
+    def gradient(self, theta: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """``grad_theta sum_k w_k l_k(theta)`` (a subgradient for the hinge loss)."""
+        return self.gradient_from_scores(self.X @ theta, weights)
+
+    def gradient_from_scores(self, scores: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """:meth:`gradient` at the parameters whose scores are ``scores`` (saves one product)."""
+        return self.X.T @ (self._derivative(scores) * (weights / self.counts)[self.cells])
+
+    def perturb_scores(self, scores, targets) -> np.ndarray:
+        """Scores ``f + Delta`` whose cell losses equal ``targets`` (the Delta of Algorithms 2 and 4).
+
+        Classification cells shift every margin of cell ``k`` by one scalar ``c_k`` (found by
+        Newton's method); squared-error cells scale their residuals by ``sqrt(target_k / l_k)``.  Scores
+        of shape ``(n, p)`` take targets of shape ``(K, p)``; every target must be ``> 0``.
+        """
+        scores = np.asarray(scores, dtype=float)
+        targets = np.asarray(targets, dtype=float)
+        column = scores.ndim == 1
+        scores2 = scores[:, None] if column else scores
+        targets2 = targets[:, None] if column else targets
+        if targets2.shape != (self.n_cells, scores2.shape[1]) or not np.all(targets2 > 0):
+            raise ValueError(
+                f"targets must be > 0 with shape ({self.n_cells}, p) matching the scores, got {targets.shape}"
+            )
+        if self.loss == "squared":
+            current = self.values_from_scores(scores2)
+            if np.any(current <= 0):
+                raise ValueError("a squared-error cell with zero loss cannot be perturbed by residual scaling")
+            y = self.y[:, None]
+            perturbed = y + np.sqrt(targets2 / current)[self.cells] * (scores2 - y)
+        else:
+            perturbed = scores2 + self.y[:, None] * self._margin_shifts(scores2, targets2)[self.cells]
+        return perturbed[:, 0] if column else perturbed
+
+    def _margin_shifts(self, scores: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """Per-cell shifts ``c`` with ``h(c) = mean_{cell} phi(m_i + c) - target = 0``.
+
+        ``h`` is convex and decreasing, so Newton's method started left of the root (where
+        ``h > 0``) stays left of it and increases monotonically to it (exactly, after finitely many
+        steps, for the piecewise-linear hinge).
+        """
+        shifted = lambda shift: scores + self.y[:, None] * shift[self.cells]  # noqa: E731
+        shift = -np.ones_like(targets)
+        while np.any(low := self.values_from_scores(shifted(shift)) <= targets):
+            shift = np.where(low, 2 * shift, shift)
+        for _ in range(NEWTON_STEPS):
+            current = shifted(shift)
+            excess = self.values_from_scores(current) - targets
+            if np.all(np.abs(excess) <= NEWTON_TOLERANCE * targets):
+                break
+            margins = self.y[:, None] * current
+            if self.loss == "logistic":
+                slope = self._average.T @ (-1.0 / (1.0 + np.exp(margins)))
+            else:
+                slope = -(self._average.T @ (margins < 1.0).astype(float))
+            shift = shift - np.divide(excess, slope, out=np.zeros_like(excess), where=excess > 0)
+        return shift

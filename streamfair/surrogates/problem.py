@@ -1,0 +1,76 @@
+"""A black-box metric over a linear scorer, paired with its per-cell surrogates.
+
+The metric ``M`` is any function of the scores a linear model gives on the *metric sample* (lower
+is better: pass ``1 - F1`` for an F-measure).  It may be evaluated on the surrogates' own sample
+(what the finite-difference estimates of Algorithms 2 and 4 need) or on a separate validation
+slice (Algorithm 3).  Every evaluation is counted, since evaluations are the expensive part.
+
+Examples
+--------
+>>> import numpy as np
+>>> from streamfair.surrogates.cells import CellSurrogates
+>>> X = np.array([[1.0, 0.0], [0.0, 1.0]]); y = np.array([1.0, -1.0])
+>>> error = lambda scores: float(np.mean(np.sign(scores) != y))
+>>> problem = BlackBoxProblem(CellSurrogates(X, y, cells=[0, 1]), error)
+>>> problem.metric_at(np.array([1.0, -1.0])), problem.metric_calls
+(0.0, 1)
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .cells import CellSurrogates
+
+Metric = Callable[[np.ndarray], float]
+
+
+class BlackBoxProblem:
+    """The pair (surrogates, black-box metric) that Algorithm 1 optimises.
+
+    Parameters
+    ----------
+    surrogates
+        The ``K`` per-cell convex surrogates (and the sample they are measured on).
+    metric
+        ``M(scores) -> float``, lower is better, where ``scores = metric_features @ theta``.
+    metric_features : array of shape (n_M, d), optional
+        The metric sample's features; ``None``: the surrogates' sample.
+
+    Attributes
+    ----------
+    metric_calls : int
+        Evaluations of ``metric`` so far.
+    """
+
+    def __init__(self, surrogates: CellSurrogates, metric: Metric, metric_features=None):
+        if not callable(metric):
+            raise ValueError(f"metric must be callable, got {metric!r}")
+        self.surrogates = surrogates
+        self.metric = metric
+        self.shared_sample = metric_features is None
+        features = surrogates.X if metric_features is None else np.asarray(metric_features, dtype=float)
+        if features.ndim != 2 or features.shape[1] != surrogates.n_features or not np.all(np.isfinite(features)):
+            raise ValueError(
+                f"metric_features must be a finite (n, {surrogates.n_features}) array, got shape {features.shape}"
+            )
+        self.metric_features = features
+        self.metric_calls = 0
+
+    @property
+    def n_cells(self) -> int:
+        return self.surrogates.n_cells
+
+    def metric_of_scores(self, scores: np.ndarray) -> float:
+        """``M`` at the given metric-sample scores (counted)."""
+        value = float(self.metric(scores))
+        self.metric_calls += 1
+        if not np.isfinite(value):
+            raise ValueError(f"metric must return a finite number, got {value!r}")
+        return value
+
+    def metric_at(self, theta: np.ndarray) -> float:
+        """``M(theta)`` (counted)."""
+        return self.metric_of_scores(self.metric_features @ theta)

@@ -1,0 +1,290 @@
+"""Metric-adaptive cell weights for an upstream model (spec proposal A-1 on Jiang et al. 2020).
+
+A slow outer loop beside the per-sample stream: every ``every`` labelled feedback events it freezes
+the last ``window`` events, splits them into a surrogate slice and a metric slice (a keyed,
+reproducible split), and takes one step of Algorithm 1 against a user-supplied black-box metric.
+All ``2m`` metric evaluations of the step use the same frozen snapshot (common random numbers: the
+differences carry no sampling noise).  The projection's clipped residuals are the KKT weights for
+which the new parameters minimise the weighted loss ``sum_k w_k l_k`` (the paper's Appendix C); they
+are published together with the parameters as one immutable, versioned :class:`PublishedWeights`
+(replaced by a single reference assignment, so readers never see half an update).  An upstream
+model trained with :meth:`PublishedWeights.sample_weight` as per-sample weights (e.g. River's
+``learn_one(x, y, w=...)``) minimises that weighted loss.
+
+Fairness is **not** a coordinate of the surrogate space: a business metric usually improves when
+unfairness grows, so ``psi`` would decrease in such a coordinate and the relaxation and projection
+of Algorithm 1 (Observation 2, Lemma 1) would fail.  :func:`check_surrogate_kinds` rejects such a
+configuration; fairness is enforced downstream by the DP post-processor as a hard constraint.
+
+Examples
+--------
+>>> import numpy as np
+>>> rng = np.random.default_rng(0)
+>>> X = np.c_[rng.standard_normal((3000, 2)), np.ones(3000)]
+>>> group = (X[:, 0] > 0).astype(int)
+>>> y = X @ [1.0, -1.0, 0.5] + 0.1 * rng.standard_normal(3000)
+>>> def group_one_error(scores, window):          # the business cares about group 1 only
+...     one = window.cells == 1
+...     return float(np.mean((scores[one] - window.y[one]) ** 2))
+>>> tuner = MetricWeightTuner(3, 2, group_one_error, every=500, window=1000, seed=0)
+>>> published = tuner.observe_many(X, y, group)
+>>> [w.version for w in published], tuner.weights.version
+([1, 2, 3, 4, 5, 6], 6)
+>>> bool(tuner.weights.cell_weights[1] > tuner.weights.cell_weights[0])
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..keyed_random import keyed_uniform
+from ..validation import check_finite, check_integer, check_positive, check_seed
+from .blackbox import StepConfig, StepReport, pgd_step
+from .cells import SURROGATE_LOSSES, CellSurrogates
+from .gradient_estimates import LinearInterpolation
+from .problem import BlackBoxProblem
+
+#: Surrogate kinds: per-cell losses are monotone for any sensible metric; fairness violations are not.
+LOSS_KINDS = ("loss",)
+FAIRNESS_KINDS = ("fairness_violation",)
+
+
+def check_surrogate_kinds(kinds: Sequence[str], assume_monotone: bool = False) -> tuple[str, ...]:
+    """Validate what each surrogate coordinate measures.
+
+    Raises
+    ------
+    ValueError
+        For an unknown kind, or for a fairness violation in the surrogate space unless
+        ``assume_monotone=True`` (the caller vouches that the metric never improves when that
+        violation grows, e.g. because it prices unfairness).
+    """
+    kinds = tuple(kinds)
+    for index, kind in enumerate(kinds):
+        if kind not in LOSS_KINDS + FAIRNESS_KINDS:
+            raise ValueError(f"surrogate_kinds[{index}] must be one of {LOSS_KINDS + FAIRNESS_KINDS}, got {kind!r}")
+        if kind in FAIRNESS_KINDS and not assume_monotone:
+            raise ValueError(
+                f"surrogate_kinds[{index}] is {kind!r}: a fairness violation cannot be a coordinate of the "
+                "metric's surrogate space. Algorithm 1 needs the metric to be non-decreasing in every "
+                "surrogate (Observation 2 and Lemma 1 of Jiang et al.), but a business metric usually "
+                "improves when unfairness grows, so the tuner would trade fairness for the metric. Keep "
+                "fairness as a hard constraint of the downstream DP post-processor (its eps), or pass "
+                "assume_monotone=True if the metric itself penalises unfairness."
+            )
+    return kinds
+
+
+@dataclass(frozen=True)
+class FeedbackWindow:
+    """A frozen slice of labelled feedback (what the metric sees)."""
+
+    X: np.ndarray  # (n, d)
+    y: np.ndarray  # (n,)
+    cells: np.ndarray  # (n,) int
+    extra: np.ndarray  # (n, e) user columns (e.g. revenue), e = 0 if none
+
+
+@dataclass(frozen=True)
+class PublishedWeights:
+    """One published version of the tuned parameters and cell weights (immutable)."""
+
+    version: int
+    theta: np.ndarray  # (d,) parameters of the linear component
+    cell_weights: np.ndarray  # (K,) KKT weights of the surrogates, mean 1
+    cell_shares: np.ndarray  # (K,) share of each cell in the window used
+    metric: float  # M(theta) before the step that produced this version (nan for version 0)
+    n_events: int  # labelled events observed when published
+
+    def sample_weight(self, cell: int) -> float:
+        """Per-sample loss weight ``w_k / (K share_k)``: training on it minimises ``sum_k w_k l_k / K``."""
+        return float(self.cell_weights[cell] / (self.cell_weights.size * self.cell_shares[cell]))
+
+    def sample_weights(self, cells) -> np.ndarray:
+        """:meth:`sample_weight` for an array of cells."""
+        cells = np.asarray(cells, dtype=int)
+        return self.cell_weights[cells] / (self.cell_weights.size * self.cell_shares[cells])
+
+
+ScoreMetric = Callable[[np.ndarray, FeedbackWindow], float]
+
+
+class MetricWeightTuner:
+    """Slow outer loop tuning per-cell loss weights of a linear component against a black-box metric.
+
+    Parameters
+    ----------
+    n_features, n_cells
+        ``d`` and ``K``.
+    metric
+        ``metric(scores, window) -> float`` (lower is better): scores of the linear component on the
+        metric slice ``window`` (:class:`FeedbackWindow`).  It may wrap a downstream post-processor
+        (with frozen duals) to measure the served output.
+    loss
+        Cell surrogate: ``"squared"`` (regression), ``"logistic"`` or ``"hinge"`` (labels +-1).
+    every
+        Labelled events between outer steps.
+    window
+        Labelled events kept (the last ones); the outer step uses all of them.
+    metric_fraction
+        Share of events routed to the metric slice (keyed on the event index, reproducible).
+    n_perturbations, sigma, coordinates
+        Algorithm 3's ``m``, ``sigma`` and perturbed coordinates.
+    eta, projection_steps, projection_lr, dead_zone, sigma_growth, max_sigma_raises, lipschitz, clip_negative
+        See :class:`~.blackbox.SurrogatePGD` (``clip_negative`` defaults to ``True`` here: ``psi`` is
+        monotone, and the raw negative fraction stays in the reports).
+    surrogate_kinds, assume_monotone
+        See :func:`check_surrogate_kinds`; ``None``: every cell is a ``"loss"``.
+    theta0
+        Initial parameters; ``None``: zeros.
+    seed
+        Seed of the slice split and of the perturbations.
+
+    Attributes
+    ----------
+    weights : PublishedWeights
+        The current version (version 0: ``theta0`` and uniform weights).
+    last_report : StepReport or None
+        Diagnostics of the latest outer step (metric, estimate quality, projection residual).
+    outer_iterations, skipped_steps, n_events : int
+    """
+
+    def __init__(
+        self,
+        n_features: int,
+        n_cells: int,
+        metric: ScoreMetric,
+        *,
+        loss: str = "squared",
+        every: int = 1000,
+        window: int = 5000,
+        metric_fraction: float = 1 / 3,
+        n_perturbations: int = 10,
+        sigma: float = 0.1,
+        coordinates=None,
+        eta: float = 0.1,
+        projection_steps: int = 100,
+        projection_lr: float = 1.0,
+        dead_zone: str = "raise_sigma",
+        sigma_growth: float = 2.0,
+        max_sigma_raises: int = 3,
+        lipschitz: float | None = None,
+        clip_negative: bool = True,
+        surrogate_kinds: Sequence[str] | None = None,
+        assume_monotone: bool = False,
+        theta0=None,
+        seed: int = 0,
+    ):
+        self.n_features = check_integer("n_features", n_features, 1)
+        self.n_cells = check_integer("n_cells", n_cells, 1)
+        kinds = ("loss",) * self.n_cells if surrogate_kinds is None else surrogate_kinds
+        if len(kinds) != self.n_cells:
+            raise ValueError(f"surrogate_kinds must have {self.n_cells} entries, got {len(kinds)}")
+        self.surrogate_kinds = check_surrogate_kinds(kinds, assume_monotone)
+        if not callable(metric):
+            raise ValueError(f"metric must be callable, got {metric!r}")
+        self.metric = metric
+        if loss not in SURROGATE_LOSSES:
+            raise ValueError(f"loss must be one of {SURROGATE_LOSSES}, got {loss!r}")
+        self.loss = loss
+        self.every = check_integer("every", every, 1)
+        self.window = check_integer("window", window, 2)
+        if not 0 < metric_fraction < 1:
+            raise ValueError(f"metric_fraction must be in (0, 1), got {metric_fraction!r}")
+        self.metric_fraction = float(metric_fraction)
+        self.estimator = LinearInterpolation(n_perturbations, sigma, coordinates)
+        self.config = StepConfig(
+            eta, projection_steps, projection_lr, dead_zone, sigma_growth, max_sigma_raises, lipschitz, clip_negative
+        )
+        self.sigma = check_positive("sigma", sigma)
+        self.seed = check_seed(seed)
+        theta = np.zeros(self.n_features) if theta0 is None else check_finite("theta0", theta0, self.n_features).copy()
+        uniform = np.full(self.n_cells, 1.0)
+        self._published = PublishedWeights(0, theta, uniform, uniform / self.n_cells, math.nan, 0)
+        self._X = np.zeros((self.window, self.n_features))
+        self._y = np.zeros(self.window)
+        self._cells = np.zeros(self.window, dtype=int)
+        self._extra: np.ndarray | None = None
+        self._is_metric = np.zeros(self.window, dtype=bool)
+        self.n_events = 0
+        self.outer_iterations = 0
+        self.skipped_steps = 0
+        self.last_report: StepReport | None = None
+
+    @property
+    def weights(self) -> PublishedWeights:
+        """The latest published version."""
+        return self._published
+
+    def observe(self, x, y: float, cell: int, extra=None) -> PublishedWeights | None:
+        """Record one labelled event; run an outer step every ``every`` events.
+
+        Returns the newly published version, or ``None`` (no step due, or the step was skipped:
+        see :attr:`last_report`).
+        """
+        x = check_finite("x", x, self.n_features)
+        if isinstance(cell, bool) or not isinstance(cell, (int, np.integer)) or not 0 <= cell < self.n_cells:
+            raise ValueError(f"cell must be an integer in [0, {self.n_cells}), got {cell!r}")
+        extra = np.atleast_1d(np.asarray([] if extra is None else extra, dtype=float))
+        if self._extra is None:
+            self._extra = np.zeros((self.window, extra.size))
+        if extra.shape != (self._extra.shape[1],):
+            raise ValueError(f"extra must have {self._extra.shape[1]} entries like the first event, got {extra.size}")
+        slot = self.n_events % self.window
+        self._X[slot], self._y[slot], self._cells[slot], self._extra[slot] = x, float(y), int(cell), extra
+        self._is_metric[slot] = keyed_uniform(self.seed, self.n_events) < self.metric_fraction
+        self.n_events += 1
+        if self.n_events % self.every:
+            return None
+        return self._outer_step()
+
+    def observe_many(self, X, y, cells, extra=None) -> list[PublishedWeights]:
+        """:meth:`observe` for each row; returns the versions published meanwhile."""
+        X = np.asarray(X, dtype=float)
+        y = check_finite("y", y, X.shape[0] if X.ndim == 2 else None)
+        extra = [None] * y.size if extra is None else extra
+        published = [self.observe(x, label, int(cell), e) for x, label, cell, e in zip(X, y, cells, extra)]
+        return [version for version in published if version is not None]
+
+    def _outer_step(self) -> PublishedWeights | None:
+        filled = min(self.n_events, self.window)
+        metric_rows = self._is_metric[:filled]
+        cells = self._cells[:filled][~metric_rows]
+        if metric_rows.sum() < 1 or np.bincount(cells, minlength=self.n_cells).min() < 1:
+            self.skipped_steps += 1
+            return None
+        frozen = FeedbackWindow(
+            self._X[:filled][metric_rows].copy(),
+            self._y[:filled][metric_rows].copy(),
+            self._cells[:filled][metric_rows].copy(),
+            self._extra[:filled][metric_rows].copy(),
+        )
+        surrogates = CellSurrogates(
+            self._X[:filled][~metric_rows].copy(),
+            self._y[:filled][~metric_rows].copy(),
+            cells.copy(),
+            self.n_cells,
+            self.loss,
+        )
+        problem = BlackBoxProblem(surrogates, lambda scores: self.metric(scores, frozen), frozen.X)
+        rng = np.random.default_rng([self.seed, self.outer_iterations])
+        current = self._published
+        theta, report = pgd_step(
+            problem, current.theta, self.estimator, self.config, rng, self.sigma, self.outer_iterations
+        )
+        self.outer_iterations += 1
+        self.sigma = report.sigma
+        self.last_report = report
+        if report.skipped:
+            self.skipped_steps += 1
+            return None
+        multipliers = report.projection.multipliers
+        weights = multipliers * (self.n_cells / multipliers.sum()) if multipliers.sum() > 0 else current.cell_weights
+        shares = surrogates.counts / surrogates.counts.sum()
+        self._published = PublishedWeights(current.version + 1, theta, weights, shares, report.metric, self.n_events)
+        return self._published
