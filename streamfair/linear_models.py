@@ -91,7 +91,9 @@ def fit_least_squares(X, y) -> LinearModel:
 
     The coefficients are the minimum-norm minimizer of ``||Xc b - yc||`` for the column-centred
     ``Xc`` and ``yc``, and the intercept is ``mean(y) - mean(X) @ b``; with a full-rank design this
-    is the unique solution of the normal equations.
+    is the unique solution of the normal equations.  They are computed from the ``d x d`` normal
+    equations (directions in which the design's singular values are below ``1e-6`` times the
+    largest count as null), which is much cheaper than an SVD of the ``n x d`` design.
 
     Parameters
     ----------
@@ -109,7 +111,8 @@ def fit_least_squares(X, y) -> LinearModel:
     X = _check_design(X)
     y = check_finite("y", y, X.shape[0])
     x_mean, y_mean = X.mean(axis=0), float(y.mean())
-    coef = np.linalg.lstsq(X - x_mean, y - y_mean, rcond=None)[0]
+    centred = X - x_mean
+    coef = np.linalg.lstsq(centred.T @ centred, centred.T @ (y - y_mean), rcond=1e-12)[0]
     return LinearModel(coef, y_mean - float(x_mean @ coef))
 
 
@@ -195,8 +198,10 @@ def fit_logistic(X, labels, n_classes: int | None = None, l2: float = 1.0, tol: 
 
     Notes
     -----
-    The objective is invariant to adding a constant to every intercept, so the Hessian is singular
-    along that direction; Newton steps use the minimum-norm solution, which never moves along it.
+    The objective is invariant to adding a constant to every intercept, so the Hessian ``H`` is
+    singular along that direction ``v``; the gradient is orthogonal to ``v``, so the Newton step
+    solves ``(H + v v^T) step = grad`` (non-singular when ``l2 > 0``), whose solution never moves
+    along ``v`` (the minimum-norm Newton step).
     """
     X = _check_design(X)
     labels, k = _check_labels(labels, X.shape[0], n_classes)
@@ -212,7 +217,12 @@ def fit_logistic(X, labels, n_classes: int | None = None, l2: float = 1.0, tol: 
         if np.abs(grad).max() <= tol * n:
             return SoftmaxModel(theta[:d].copy(), theta[d].copy())
         proba = _softmax(Z @ theta)
-        step = np.linalg.lstsq(_hessian(Z, proba, l2), grad.ravel(), rcond=None)[0].reshape(d + 1, k)
+        hessian = _hessian(Z, proba, l2)
+        hessian[d * k :, d * k :] += 1.0 / k  # + v v^T, v = ones(K) / sqrt(K) on the intercepts
+        try:
+            step = np.linalg.solve(hessian, grad.ravel()).reshape(d + 1, k)
+        except np.linalg.LinAlgError:  # l2 = 0 with a rank-deficient design
+            step = np.linalg.lstsq(hessian, grad.ravel(), rcond=None)[0].reshape(d + 1, k)
         slope, size = float(np.sum(grad * step)), 1.0
         while True:  # backtracking (Armijo) line search along the Newton direction
             candidate = theta - size * step
