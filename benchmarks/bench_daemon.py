@@ -1,0 +1,209 @@
+"""The daemon's throughput and latency against a bare kafka-python consume-and-produce loop.
+
+Same broker (the bundled Tansu), same input topic, same client settings, same run:
+
+* **throughput**: 30,000 score messages are produced to a 3-partition topic first; each contender
+  (a fresh consumer group) then drains them.  Rate = messages / (last output acknowledged - first
+  record polled); the daemon's end is its final checkpoint.  The bare loop forwards each record's
+  key, value, partition and timestamp unchanged; the daemon parses, validates, predicts, learns,
+  encodes and checkpoints.  Contenders run alternately, twice (per-sample learning, the slowest,
+  once); the best run counts.
+* **latency**: 1,000 messages/s offered for 5 s, the contender in its own process; latency = the
+  time a reader sees the output minus the input record's create timestamp (the daemon and the
+  bare loop both keep it), in milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import threading
+import time
+
+import numpy as np
+
+N_MESSAGES = 30_000
+ROUNDS = 2
+RATE = 1000
+LATENCY_SECONDS = 5.0
+BATCH_SIZES = (1, 64)
+
+
+def _values(bootstrap: str, name: str, batch_size: int = 1) -> dict:
+    return {
+        "kafka.bootstrap_servers": bootstrap, "kafka.group_id": f"{name}-group", "kafka.session_timeout_ms": "3000",
+        "kafka.heartbeat_interval_ms": "1000", "topics.input": "bench.in", "topics.output": f"{name}.out",
+        "topics.dead_letter": f"{name}.dlq", "topics.changelog": f"{name}.changelog",
+        "processing.batch_size": str(batch_size), "processing.checkpoint_every_messages": "5000",
+        "log.level": "WARNING",
+    }
+
+
+def _config(values: dict):
+    from connectors.config import load_config
+
+    return load_config(env={}, overrides=[f"{k}={v}" for k, v in values.items()])
+
+
+def _messages(n: int, seed: int, start: int = 0) -> list[tuple[int, bytes, bytes]]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(start, start + n):
+        s = int(rng.integers(0, 2))
+        eta = float(np.clip(0.6 * s - 0.3 + 0.2 * rng.standard_normal(), -1, 1))
+        body = {"id": f"m{i}", "eta": eta, "tau": [0.8, 0.2] if s == 0 else [0.2, 0.8]}
+        out.append((i % 3, f"m{i}".encode(), json.dumps(body).encode()))
+    return out
+
+
+def _bare_loop(values: dict, n: int | None, stop: threading.Event | None = None) -> float:
+    """Forward records from the input to ``topics.output`` with the daemon's client settings.
+
+    Returns messages/s from the first record polled to the final flush (``n`` records), or runs
+    until ``stop`` is set (latency mode).
+    """
+    from connectors.kafka_io import make_consumer, make_producer
+
+    config = _config(values)
+    consumer = make_consumer(config)
+    consumer.subscribe([config.topics.input])
+    producer = make_producer(config)
+    count, first = 0, None
+    while (n is None or count < n) and not (stop is not None and stop.is_set()):
+        for records in consumer.poll(timeout_ms=100).values():
+            if first is None:
+                first = time.monotonic()
+            for record in records:
+                producer.send(config.topics.output, key=record.key, value=record.value, partition=record.partition,
+                              timestamp_ms=record.timestamp)
+            count += len(records)
+    producer.flush()
+    rate = count / (time.monotonic() - first) if first is not None else 0.0
+    consumer.close(autocommit=False)
+    producer.close()
+    return rate
+
+
+def _daemon(values: dict) -> float:
+    from connectors.daemon import Daemon
+
+    daemon = Daemon(_config(values), logger=logging.getLogger("bench"))
+    daemon.run(once=True)
+    return daemon.stats.produced / (daemon.stats.last_checkpoint - daemon.stats.first_record)
+
+
+def _serve_until(kind: str, values: dict, stop) -> None:  # a child process of the latency phase
+    if kind == "bare":
+        _bare_loop(values, None, stop)
+        return
+    from connectors.daemon import Daemon
+
+    daemon = Daemon(_config(values), logger=logging.getLogger("bench"))
+    threading.Thread(target=lambda: (stop.wait(), daemon.stop()), daemon=True).start()
+    daemon.run()
+
+
+def _latencies(broker, kind: str, values: dict, seed: int) -> np.ndarray:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    from connectors.kafka_io import ensure_topics
+
+    ensure_topics(_config(values))
+    context = multiprocessing.get_context("spawn")
+    stop = context.Event()
+    child = context.Process(target=_serve_until, args=(kind, values, stop))
+    child.start()
+    reader = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5)
+    reader.assign([TopicPartition(values["topics.output"], p) for p in range(3)])
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0)
+    messages = iter(_messages(int(RATE * LATENCY_SECONDS), seed, start=10**6 * (seed + 1)))
+    seen: list[float] = []
+    # wait until the contender has joined its group: one probe message must come through
+    probe_topic = values["topics.input"]
+    deadline = time.monotonic() + 30
+    producer.send(probe_topic, key=b"probe", value=json.dumps({"id": "probe", "eta": 0.0, "tau": [0.5, 0.5]}).encode(),
+                  partition=0)
+    while not any(reader.poll(timeout_ms=100).values()):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{kind} did not start")
+    started, sent = time.monotonic(), 0
+    while sent < RATE * LATENCY_SECONDS:
+        due = min(int((time.monotonic() - started) * RATE), int(RATE * LATENCY_SECONDS))
+        for _ in range(due - sent):
+            partition, key, value = next(messages)
+            producer.send(probe_topic, key=key, value=value, partition=partition)
+        sent = max(sent, due)
+        for records in reader.poll(timeout_ms=1).values():
+            now = time.time() * 1000.0
+            seen += [now - r.timestamp for r in records]
+    producer.flush()
+    deadline = time.monotonic() + 10
+    while len(seen) < sent and time.monotonic() < deadline:
+        for records in reader.poll(timeout_ms=20).values():
+            now = time.time() * 1000.0
+            seen += [now - r.timestamp for r in records]
+    stop.set()
+    child.join(15)
+    reader.close()
+    producer.close()
+    return np.array(seen)
+
+
+def main() -> str:
+    from kafka import KafkaProducer
+
+    from connectors.broker import Broker
+    from connectors.kafka_io import ensure_topics
+
+    with Broker() as broker:
+        base = _values(broker.bootstrap, "setup")
+        ensure_topics(_config(base))
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5)
+        for partition, key, value in _messages(N_MESSAGES, seed=0):
+            producer.send("bench.in", key=key, value=value, partition=partition)
+        producer.flush()
+        producer.close()
+
+        rates: dict[str, list[float]] = {}
+        for round_ in range(ROUNDS):
+            rates.setdefault("bare", []).append(_bare_loop(_values(broker.bootstrap, f"bare{round_}"), N_MESSAGES))
+            for b in BATCH_SIZES:
+                if b == 1 and round_ > 0:
+                    continue  # the slow contender runs once: its run-to-run noise is small next to its time
+                name = f"daemon{b}-{round_}"
+                rates.setdefault(f"b{b}", []).append(_daemon(_values(broker.bootstrap, name, b)))
+
+        latency = {}
+        for seed, kind in enumerate(("bare", "daemon")):
+            values = {**_values(broker.bootstrap, f"lat-{kind}"), "topics.input": f"lat-{kind}.in"}
+            latency[kind] = _latencies(broker, kind, values, seed)
+
+    bare = max(rates["bare"])
+    lines = [
+        f"Throughput, {N_MESSAGES} messages, 3 partitions, Tansu, kafka-python 3 (best of {ROUNDS} alternating runs)",
+        "",
+        "| contender | messages/s | ratio to bare loop |",
+        "|---|---:|---:|",
+        f"| bare consume-and-produce loop | {bare:,.0f} | 1.00 |",
+    ]
+    for b in BATCH_SIZES:
+        best = max(rates[f"b{b}"])
+        what = "per-sample learning (paper's algorithm)" if b == 1 else f"mini-batches of {b}"
+        lines.append(f"| daemon, batch_size={b} ({what}) | {best:,.0f} | {best / bare:.2f} |")
+    lines += [
+        "",
+        f"Latency at {RATE} messages/s offered for {LATENCY_SECONDS:.0f} s (ms, input create time to output read)",
+        "",
+        "| contender | p50 | p90 | p99 | max | received |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for kind, values in latency.items():
+        name = "bare loop" if kind == "bare" else "daemon, batch_size=1"
+        p50, p90, p99 = np.percentile(values, [50, 90, 99]) if values.size else (float("nan"),) * 3
+        lines.append(f"| {name} | {p50:.1f} | {p90:.1f} | {p99:.1f} | {values.max(initial=0):.1f} | {values.size} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(main())

@@ -1,0 +1,140 @@
+"""Checkpoints of one partition's task: post-processor state, input position, pending micro-batch.
+
+A checkpoint is one record of the compacted changelog topic, keyed ``"<input topic>:<partition>"``.
+Its value is UTF-8 JSON (format ``streamfair.checkpoint/1``): the post-processor's
+:meth:`~streamfair.DualPostProcessor.state_dict` with every numpy array stored as base64 of its
+little-endian float64/int64 bytes, so the encoding is exact (floats round-trip through ``repr``)
+and deterministic, and decoding never unpickles anything.  Only the optional online-learning base
+models (River objects, whose persistence format is pickle) are stored as a base64 pickle.
+
+Examples
+--------
+>>> from streamfair import FairRegressionPostProcessor
+>>> fair = FairRegressionPostProcessor(L=5, n_groups=2)
+>>> fair.learn_one(0.3, [0.4, 0.6])
+>>> point = Checkpoint("in", 2, offset=10, feedback_offset=None, state=fair.state_dict())
+>>> again = Checkpoint.from_bytes(point.to_bytes())
+>>> again.offset, again.key
+(10, b'in:2')
+>>> restored = FairRegressionPostProcessor.from_state_dict(again.state)
+>>> bool((restored.proba_one(0.1, [0.5, 0.5]) == fair.proba_one(0.1, [0.5, 0.5])).all())
+True
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+FORMAT = "streamfair.checkpoint/1"
+_ARRAY = "__ndarray__"
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        dtype = "<f8" if value.dtype.kind == "f" else "<i8"
+        data = np.ascontiguousarray(value, dtype=dtype).tobytes()
+        return {_ARRAY: dtype, "shape": list(value.shape), "data": base64.b64encode(data).decode("ascii")}
+    if isinstance(value, dict):
+        return {str(k): _encode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict):
+        if _ARRAY in value:
+            data = base64.b64decode(value["data"])
+            return np.frombuffer(data, dtype=value[_ARRAY]).reshape(value["shape"]).copy()
+        return {k: _decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+def checkpoint_key(topic: str, partition: int) -> bytes:
+    """Changelog key of a task: ``b"<topic>:<partition>"``."""
+    return f"{topic}:{partition}".encode("utf-8")
+
+
+@dataclass
+class Checkpoint:
+    """What one task needs to continue exactly.
+
+    Attributes
+    ----------
+    topic, partition
+        The input partition this task owns.
+    offset
+        Next input offset to process (everything before it is reflected in ``state``).
+    feedback_offset
+        Next feedback offset (feedback before it has been learned by ``models``), or ``None``.
+    state
+        The post-processor's ``state_dict()``.
+    pending_eta, pending_tau
+        Samples already predicted but not yet learned (micro-batch of ``processing.batch_size``).
+    models
+        Pickled base models (only when they learn online), else ``None``.
+    """
+
+    topic: str
+    partition: int
+    offset: int | None
+    feedback_offset: int | None
+    state: dict
+    pending_eta: list[float] = field(default_factory=list)
+    pending_tau: list[list[float]] = field(default_factory=list)
+    models: bytes | None = None
+
+    @property
+    def key(self) -> bytes:
+        return checkpoint_key(self.topic, self.partition)
+
+    @property
+    def n_samples(self) -> int:
+        """Samples the post-processor had learned from."""
+        return int(self.state["n_samples"])
+
+    def to_bytes(self) -> bytes:
+        """Deterministic UTF-8 JSON."""
+        payload = {
+            "format": FORMAT,
+            "topic": self.topic,
+            "partition": self.partition,
+            "offset": self.offset,
+            "feedback_offset": self.feedback_offset,
+            "state": _encode(self.state),
+            "pending_eta": [float(x) for x in self.pending_eta],
+            "pending_tau": [[float(x) for x in row] for row in self.pending_tau],
+            "models": None if self.models is None else base64.b64encode(self.models).decode("ascii"),
+        }
+        return json.dumps(payload, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Checkpoint:
+        """Parse :meth:`to_bytes` output; ``ValueError`` if it is not a checkpoint of this format."""
+        try:
+            payload = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as error:
+            raise ValueError(f"checkpoint is not JSON: {error}") from None
+        if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+            found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
+            raise ValueError(f"checkpoint format must be {FORMAT!r}, got {found!r}")
+        models = payload["models"]
+        return cls(
+            topic=payload["topic"],
+            partition=int(payload["partition"]),
+            offset=payload["offset"],
+            feedback_offset=payload["feedback_offset"],
+            state=_decode(payload["state"]),
+            pending_eta=list(payload["pending_eta"]),
+            pending_tau=[list(row) for row in payload["pending_tau"]],
+            models=None if models is None else base64.b64decode(models),
+        )

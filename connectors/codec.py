@@ -1,0 +1,296 @@
+"""Wire formats of the daemon: input and feedback messages in, predictions and dead letters out.
+
+Input (JSON object, UTF-8)::
+
+    {"id": "order-1", "eta": 0.42, "tau": [0.7, 0.3]}           # base model scores
+    {"id": 17, "features": {"age": 41, "income": 3.2}}            # raw features, scored by the base models
+    ... optional "distribution": true asks for the full distribution in the output
+
+Feedback (JSON object): ``{"id": ..., "features": {...}, "y": 0.37, "s": 1}``.
+
+Output (compact JSON, fixed key order, so replays are byte-identical)::
+
+    {"id":"order-1","prediction":0.24,"eta":0.42,"state_version":1523,"partition":0,"offset":1530}
+
+A message that cannot be used raises :class:`Invalid` with one of :data:`REASONS`; the daemon then
+copies the original bytes to the dead-letter topic with :func:`dead_letter_headers`.
+
+Examples
+--------
+>>> parser = InputParser(n_groups=2, max_bytes=1024)
+>>> parser.parse(b'{"id": "a", "eta": 0.5, "tau": [0.25, 0.75]}')
+('a', 0.5, [0.25, 0.75], None, False)
+>>> try:
+...     parser.parse(b'{"id": "a", "eta": 0.5, "tau": [0.5, 0.6]}')
+... except Invalid as error:
+...     print(error.reason)
+tau_not_distribution
+>>> encode_output("a", 0.25, 0.5, 3, 0, 7)
+b'{"id":"a","prediction":0.25,"eta":0.5,"state_version":3,"partition":0,"offset":7}'
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Sequence
+
+from streamfair.validation import SUM_TOLERANCE
+
+#: Every dead-letter reason, in the order the checks run.
+REASONS: tuple[str, ...] = (
+    "empty",  # null value (tombstone) or zero bytes
+    "oversized",  # more than processing.max_message_bytes
+    "not_utf8",  # bytes that are not UTF-8
+    "invalid_json",  # not parseable as JSON
+    "not_object",  # JSON, but not an object
+    "missing_id",  # no "id"
+    "bad_id",  # id not a non-empty string (<= 256 chars) or an integer
+    "bad_flag",  # "distribution" present but not true/false
+    "ambiguous_input",  # both "eta"/"tau" and "features"
+    "missing_prediction",  # neither "eta"+"tau" nor "features"
+    "bad_eta",  # eta not a number
+    "bad_tau",  # tau not a list of numbers
+    "non_finite",  # NaN or +-Infinity in eta, tau, features or y
+    "tau_length",  # tau has the wrong number of entries
+    "tau_not_distribution",  # tau has entries outside [0, 1] or does not sum to 1
+    "bad_features",  # features not an object of numbers / strings
+    "unknown_feature",  # a feature name outside models.features
+    "no_models",  # features given, but no base models configured
+    "model_error",  # a base model raised or returned something unusable
+    "missing_label",  # feedback without "y" or "s"
+    "bad_label",  # feedback "y" not a number
+    "bad_group",  # feedback "s" not one of the configured group labels
+)
+
+MAX_ID_LENGTH = 256
+#: ``|sum(tau) - 1|`` allowed here: half the post-processor's own tolerance, so that no tau accepted
+#: here can be refused by it because of a different summation order.
+TAU_TOLERANCE = SUM_TOLERANCE / 2
+HEADER_PREFIX = "streamfair."
+
+
+class Invalid(Exception):
+    """A message that cannot be processed: ``reason`` is one of :data:`REASONS`."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def group_label(value: Any) -> str:
+    """The string a group label is compared by: ``str(value)``, with ``False``/``True`` as ``"0"``/``"1"``.
+
+    >>> group_label(True), group_label(1), group_label("b")
+    ('1', '1', 'b')
+    """
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def _is_number(value: Any) -> bool:
+    return (type(value) is float or type(value) is int) or (
+        isinstance(value, (int, float)) and not isinstance(value, bool)
+    )
+
+
+def _decode(value: bytes | None, max_bytes: int) -> dict:
+    if not value:
+        raise Invalid("empty", "null or empty value")
+    if len(value) > max_bytes:
+        raise Invalid("oversized", f"{len(value)} bytes > {max_bytes}")
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise Invalid("not_utf8", str(error)) from None
+    try:
+        obj = json.loads(text)
+    except ValueError as error:  # JSONDecodeError, or a recursion/number error
+        raise Invalid("invalid_json", str(error)) from None
+    except RecursionError:
+        raise Invalid("invalid_json", "nested too deeply") from None
+    if type(obj) is not dict:
+        raise Invalid("not_object", f"JSON {type(obj).__name__}, expected an object")
+    return obj
+
+
+def _check_id(obj: dict) -> int | str:
+    if "id" not in obj:
+        raise Invalid("missing_id", "no 'id' field")
+    ident = obj["id"]
+    if type(ident) is str:
+        if 0 < len(ident) <= MAX_ID_LENGTH:
+            return ident
+    elif type(ident) is int:
+        return ident
+    raise Invalid("bad_id", f"id must be a non-empty string of <= {MAX_ID_LENGTH} characters or an integer, "
+                            f"got {_short(ident)}")
+
+
+def _finite_float(value: int | float, what: str) -> float:
+    """``float(value)``, or :class:`Invalid` ``"non_finite"`` for NaN, infinities and huge integers."""
+    try:
+        number = float(value)
+    except OverflowError:
+        raise Invalid("non_finite", f"{what} is too large") from None
+    if not math.isfinite(number):
+        raise Invalid("non_finite", f"{what} is {number!r}")
+    return number
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _check_features(features: Any, allowed: frozenset | None) -> dict:
+    if type(features) is not dict or not features:
+        raise Invalid("bad_features", f"features must be a non-empty object, got {_short(features)}")
+    for name, value in features.items():
+        if type(value) is str:
+            continue
+        if not _is_number(value):
+            raise Invalid("bad_features", f"feature {name!r} must be a number or a string, got {_short(value)}")
+        _finite_float(value, f"feature {name!r}")
+    if allowed is not None:
+        unknown = features.keys() - allowed
+        if unknown:
+            raise Invalid("unknown_feature", f"unknown feature names {sorted(unknown)[:5]}")
+    return features
+
+
+class InputParser:
+    """Validate input messages.
+
+    Parameters
+    ----------
+    n_groups
+        Expected length of ``tau``.
+    max_bytes
+        Larger messages are dead letters (``"oversized"``).
+    features
+        Allowed feature names (``None``: any).
+    models
+        Whether base models are configured (otherwise ``features`` messages are dead letters).
+    """
+
+    def __init__(self, n_groups: int, max_bytes: int, features: Sequence[str] | None = None, models: bool = False):
+        self.n_groups = int(n_groups)
+        self.max_bytes = int(max_bytes)
+        self.features = frozenset(features) if features else None
+        self.models = bool(models)
+
+    def parse(self, value: bytes | None) -> tuple[int | str, float | None, list[float] | None, dict | None, bool]:
+        """``(id, eta, tau, features, distribution)``: scores, or features (then eta and tau are None)."""
+        obj = _decode(value, self.max_bytes)
+        ident = _check_id(obj)
+        flag = obj.get("distribution", False)
+        if flag is not True and flag is not False:
+            raise Invalid("bad_flag", f"distribution must be true or false, got {_short(flag)}")
+        has_scores = "eta" in obj or "tau" in obj
+        if "features" in obj:
+            if has_scores:
+                raise Invalid("ambiguous_input", "give either eta and tau, or features, not both")
+            if not self.models:
+                raise Invalid("no_models", "features given but no base models are configured (models.eta, models.tau)")
+            return ident, None, None, _check_features(obj["features"], self.features), flag
+        if "eta" not in obj or "tau" not in obj:
+            raise Invalid("missing_prediction", "needs eta and tau, or features")
+        return ident, self._eta(obj["eta"]), self.check_tau(obj["tau"]), None, flag
+
+    @staticmethod
+    def _eta(eta: Any) -> float:
+        if not _is_number(eta):
+            raise Invalid("bad_eta", f"eta must be a number, got {_short(eta)}")
+        return _finite_float(eta, "eta")
+
+    def check_tau(self, tau: Any) -> list[float]:
+        """``tau`` as a list of floats: a probability vector of length ``n_groups``."""
+        if type(tau) is not list:
+            raise Invalid("bad_tau", f"tau must be a list of numbers, got {_short(tau)}")
+        values = []
+        for t in tau:  # one pass: JSON numbers are exactly int or float (bool is neither here)
+            if type(t) is float:
+                if not math.isfinite(t):
+                    raise Invalid("non_finite", f"tau is {tau!r}")
+                values.append(t)
+            elif type(t) is int:
+                values.append(_finite_float(t, "a tau entry"))
+            else:
+                raise Invalid("bad_tau", f"tau must be a list of numbers, got {_short(tau)}")
+        if len(values) != self.n_groups:
+            raise Invalid("tau_length", f"tau has {len(values)} entries, expected {self.n_groups}")
+        if min(values) < 0.0 or max(values) > 1.0 or abs(math.fsum(values) - 1.0) > TAU_TOLERANCE:
+            raise Invalid("tau_not_distribution", f"tau must be probabilities summing to 1, got {values!r}")
+        return values
+
+
+class FeedbackParser:
+    """Validate feedback messages ``{"id", "features", "y", "s"}`` (labels for the base models)."""
+
+    def __init__(self, groups: Sequence[str], max_bytes: int, features: Sequence[str] | None = None):
+        self.groups = {group_label(g) for g in groups}
+        self.max_bytes = int(max_bytes)
+        self.features = frozenset(features) if features else None
+
+    def parse(self, value: bytes | None) -> tuple[int | str, dict, float, Any]:
+        """``(id, features, y, s)`` with ``s`` as given in the message (matched by ``group_label``)."""
+        obj = _decode(value, self.max_bytes)
+        ident = _check_id(obj)
+        if "features" not in obj:
+            raise Invalid("bad_features", "feedback needs features")
+        features = _check_features(obj["features"], self.features)
+        if "y" not in obj or "s" not in obj:
+            raise Invalid("missing_label", "feedback needs y and s")
+        y = obj["y"]
+        if not _is_number(y):
+            raise Invalid("bad_label", f"y must be a number, got {_short(y)}")
+        y = _finite_float(y, "y")
+        s = obj["s"]
+        if type(s) not in (int, str, bool) or group_label(s) not in self.groups:
+            raise Invalid("bad_group", f"s must be one of {sorted(self.groups)}, got {_short(s)}")
+        return ident, features, y, s
+
+
+# ---------------------------------------------------------------------------- output
+def message_key(ident: int | str) -> bytes:
+    """The output record key: the id as UTF-8 (integers in decimal)."""
+    return ident.encode("utf-8") if type(ident) is str else str(ident).encode("ascii")
+
+
+def encode_output(
+    ident: int | str,
+    prediction: float,
+    eta: float,
+    state_version: int,
+    partition: int,
+    offset: int,
+    atoms: Sequence[float] | None = None,
+    proba: Sequence[float] | None = None,
+) -> bytes:
+    """One prediction as compact JSON; ``atoms``/``proba`` add the full distribution."""
+    text = (
+        f'{{"id":{json.dumps(ident)},"prediction":{float(prediction)!r},"eta":{float(eta)!r},'
+        f'"state_version":{int(state_version)},"partition":{int(partition)},"offset":{int(offset)}'
+    )
+    if proba is not None:
+        atoms_text = ",".join(repr(float(a)) for a in atoms)
+        proba_text = ",".join(repr(float(q)) for q in proba)
+        text += f',"distribution":{{"atoms":[{atoms_text}],"proba":[{proba_text}]}}'
+    return (text + "}").encode("utf-8")
+
+
+def dead_letter_headers(
+    reason: str, detail: str, topic: str, partition: int, offset: int, original: Sequence[tuple[str, bytes]] = ()
+) -> list[tuple[str, bytes]]:
+    """The original headers followed by ``streamfair.reason/detail/source.topic/partition/offset``."""
+    return [
+        *original,
+        (HEADER_PREFIX + "reason", reason.encode()),
+        (HEADER_PREFIX + "detail", detail[:500].encode("utf-8", "replace")),
+        (HEADER_PREFIX + "source.topic", topic.encode("utf-8")),
+        (HEADER_PREFIX + "source.partition", str(partition).encode()),
+        (HEADER_PREFIX + "source.offset", str(offset).encode()),
+    ]

@@ -1,0 +1,457 @@
+"""Daemon configuration: defaults < TOML file < ``STREAMFAIR_*`` environment < command-line flags.
+
+Every setting has a dotted key ``section.name``.  The TOML file uses tables (``[kafka]`` then
+``group_id = "..."``); the environment variable is ``STREAMFAIR_<SECTION>_<NAME>`` in upper case
+(``STREAMFAIR_KAFKA_GROUP_ID``); the command line has ``--set section.name=value`` and a few
+shortcuts.  Lists in the environment and in ``--set`` are comma-separated; an empty string means
+"not set" for optional settings.  Anything invalid raises :class:`ConfigError` naming the key.
+
+Examples
+--------
+>>> config = load_config(env={"STREAMFAIR_KAFKA_GROUP_ID": "scoring"},
+...                      overrides=["postprocessor.eps=0.01", "topics.input=orders"])
+>>> config.kafka.group_id, config.topics.input, config.postprocessor.eps
+('scoring', 'orders', 0.01)
+>>> load_config(overrides=["kafka.session_timeout_ms=abc"])
+Traceback (most recent call last):
+...
+connectors.config.ConfigError: kafka.session_timeout_ms: expected an integer, got 'abc'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import logging
+import math
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from streamfair import FairRegressionPostProcessor
+
+ENV_PREFIX = "STREAMFAIR_"
+GUARANTEES = ("at_least_once", "exactly_once")
+MODES = FairRegressionPostProcessor.prediction_modes
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_SERVER = re.compile(r"^[^\s:]+:\d{1,5}$")
+
+
+class ConfigError(ValueError):
+    """An invalid setting; the message starts with the dotted key."""
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    """Connection and client settings (see docs/daemon.md for why each value)."""
+
+    bootstrap_servers: list[str] = field(default_factory=lambda: ["127.0.0.1:9092"])
+    group_id: str = "streamfair"
+    client_id: str = "streamfair"
+    session_timeout_ms: int = 10000
+    heartbeat_interval_ms: int = 3000
+    max_poll_interval_ms: int = 60000
+    max_poll_records: int = 500
+    poll_timeout_ms: int = 100
+    fetch_max_wait_ms: int = 50
+    request_timeout_ms: int = 30000
+    linger_ms: int = 5
+    max_block_ms: int = 5000
+    delivery_timeout_ms: int = 60000
+    compression_type: str = "none"
+
+
+@dataclass(frozen=True)
+class TopicsConfig:
+    """Topic names; ``feedback`` empty means no feedback topic."""
+
+    input: str = "streamfair.input"
+    output: str = "streamfair.output"
+    dead_letter: str = "streamfair.dead-letter"
+    changelog: str = "streamfair.changelog"
+    feedback: str = ""
+    create: bool = True
+    partitions: int = 3
+    replication_factor: int = 1
+
+
+@dataclass(frozen=True)
+class ProcessingConfig:
+    """How messages become predictions, and how often state is checkpointed."""
+
+    guarantee: str = "at_least_once"
+    batch_size: int = 1
+    mode: str = "sample"
+    distribution: bool = False
+    max_message_bytes: int = 65536
+    checkpoint_every_messages: int = 1000
+    checkpoint_every_seconds: float = 5.0
+    transactional_id: str = ""
+
+
+def _postprocessor_fields() -> dict[str, tuple[str, Any]]:
+    """``{name: (type, default)}`` from the constructor of :class:`FairRegressionPostProcessor`.
+
+    Read from its signature so the section follows the core; ``n_groups`` defaults to 2 here.
+    """
+    fields = {}
+    for name, parameter in inspect.signature(FairRegressionPostProcessor).parameters.items():
+        kind = str(parameter.annotation).replace("Sequence[float]", "list[float]")
+        fields[name] = (kind, 2 if name == "n_groups" else parameter.default)
+    return fields
+
+
+class PostProcessorConfig:
+    """Arguments of :class:`streamfair.FairRegressionPostProcessor` (one instance per partition).
+
+    The keys are the constructor's parameters (``B, L, eps, beta, p, n_groups, horizon, ...``) with
+    its defaults, except ``n_groups = 2``.
+    """
+
+    def __init__(self, **values: Any):
+        fields = _postprocessor_fields()
+        unknown = values.keys() - fields.keys()
+        if unknown:
+            raise ConfigError(f"postprocessor.{sorted(unknown)[0]}: unknown configuration key")
+        self._values = {name: values.get(name, default) for name, (_, default) in fields.items()}
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["_values"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PostProcessorConfig) and self._values == other._values
+
+    def __repr__(self) -> str:
+        return f"PostProcessorConfig({', '.join(f'{k}={v!r}' for k, v in self._values.items())})"
+
+    def kwargs(self) -> dict[str, Any]:
+        """Constructor arguments; ``n_groups`` is dropped when ``p`` or a per-group ``eps`` gives it."""
+        values = dict(self._values)
+        if values.get("p") is not None or isinstance(values.get("eps"), list):
+            values["n_groups"] = None
+        return values
+
+    def build(self) -> FairRegressionPostProcessor:
+        """A fresh post-processor."""
+        return FairRegressionPostProcessor(**self.kwargs())
+
+
+@dataclass(frozen=True)
+class ModelsConfig:
+    """Base models for messages that carry raw features (pickled River models)."""
+
+    eta: str = ""
+    tau: str = ""
+    features: list[str] = field(default_factory=list)
+    groups: list[str] = field(default_factory=list)
+    learn: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.eta)
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """The metrics endpoint (``connectors.metrics``); ``port = 0`` disables it."""
+
+    port: int = 0
+    host: str = "0.0.0.0"
+    interval_seconds: float = 5.0  # how often the post-processors are sampled
+    audit_window: int = 1000  # labelled feedback samples behind the audited fairness
+    history: str = ""  # file the samples are appended to, for `streamfair report` ("": none)
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    level: str = "INFO"
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole daemon configuration."""
+
+    kafka: KafkaConfig = field(default_factory=KafkaConfig)
+    topics: TopicsConfig = field(default_factory=TopicsConfig)
+    processing: ProcessingConfig = field(default_factory=ProcessingConfig)
+    postprocessor: PostProcessorConfig = field(default_factory=PostProcessorConfig)
+    models: ModelsConfig = field(default_factory=ModelsConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+    @property
+    def n_groups(self) -> int:
+        """Number of groups (columns of tau)."""
+        return self.postprocessor.build().n_groups
+
+    def group_labels(self) -> list[str]:
+        """Group labels in tau's column order, as strings (default ``"0" .. "K-1"``).
+
+        The tau model's class labels and a feedback message's ``s`` are matched by ``str()``.
+        """
+        return list(self.models.groups) if self.models.groups else [str(i) for i in range(self.n_groups)]
+
+
+SECTIONS: dict[str, type] = {
+    "kafka": KafkaConfig,
+    "topics": TopicsConfig,
+    "processing": ProcessingConfig,
+    "postprocessor": PostProcessorConfig,
+    "models": ModelsConfig,
+    "metrics": MetricsConfig,
+    "log": LogConfig,
+}
+
+
+# ---------------------------------------------------------------------------- typed parsing
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _convert(key: str, kind: str, value: Any) -> Any:
+    """Coerce ``value`` (a TOML value, or a string from env/CLI) to the annotated ``kind``."""
+    optional = kind.endswith(" | None")
+    base = kind[: -len(" | None")] if optional else kind
+    if isinstance(value, str) and optional and value.strip().lower() in ("", "none"):
+        return None
+    if value is None and optional:
+        return None
+    if base == "str":
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return value
+    if base == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            return value.strip().lower() in ("1", "true", "yes", "on")
+        raise ConfigError(f"{key}: expected true or false, got {value!r}")
+    if base == "int":
+        if isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key}: expected an integer, got {value!r}")
+    if base == "float":
+        return _float(key, value)
+    if base == "list[str]":
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, list) and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
+            return [str(v) for v in value]
+        raise ConfigError(f"{key}: expected a list of strings, got {value!r}")
+    if base == "list[float]":
+        return _floats(key, value)
+    if base == "float | list[float]":
+        if isinstance(value, list) or (isinstance(value, str) and "," in value):
+            return _floats(key, value)
+        return _float(key, value)
+    if isinstance(value, str):  # a type this module does not know (a new core parameter): JSON, else text
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _float(key: str, value: Any) -> float:
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise ConfigError(f"{key}: expected a number, got {value!r}") from None
+    if not _is_number(value):
+        raise ConfigError(f"{key}: expected a number, got {value!r}")
+    return float(value)
+
+
+def _floats(key: str, value: Any) -> list[float]:
+    if isinstance(value, str):
+        value = [part for part in value.split(",") if part.strip()]
+    if not isinstance(value, list):
+        raise ConfigError(f"{key}: expected a list of numbers, got {value!r}")
+    return [_float(key, v) for v in value]
+
+
+def _fields(section: str) -> dict[str, str]:
+    if section == "postprocessor":
+        return {name: kind for name, (kind, _) in _postprocessor_fields().items()}
+    return {f.name: str(f.type) for f in dataclasses.fields(SECTIONS[section])}
+
+
+def _split_key(key: str) -> tuple[str, str]:
+    section, _, name = key.partition(".")
+    if section not in SECTIONS or name not in _fields(section):
+        raise ConfigError(f"{key}: unknown configuration key")
+    return section, name
+
+
+# ---------------------------------------------------------------------------- sources
+def _from_toml(path: str | os.PathLike) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as error:
+        raise ConfigError(f"config file {str(path)!r}: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"config file {str(path)!r}: invalid TOML: {error}") from None
+    values = {}
+    for section, table in data.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{section}: expected a [{section}] table, got {table!r}")
+        for name, value in table.items():
+            values[".".join(_split_key(f"{section}.{name}"))] = value
+    return values
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    names = {f"{ENV_PREFIX}{s}_{n}".upper(): f"{s}.{n}" for s in SECTIONS for n in _fields(s)}
+    values = {}
+    for variable, value in env.items():
+        if not variable.startswith(ENV_PREFIX) or variable == f"{ENV_PREFIX}CONFIG":
+            continue
+        if variable not in names:
+            raise ConfigError(f"{variable}: unknown configuration variable (keys are STREAMFAIR_<SECTION>_<NAME>)")
+        values[names[variable]] = value
+    return values
+
+
+def _from_overrides(overrides: Sequence[str]) -> dict[str, Any]:
+    values = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"{item}: expected section.name=value")
+        _split_key(key.strip())
+        values[key.strip()] = value
+    return values
+
+
+def load_config(
+    path: str | os.PathLike | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Sequence[str] = (),
+) -> Config:
+    """Merge the sources (later wins), convert, validate.
+
+    Parameters
+    ----------
+    path
+        TOML file; ``None``: ``$STREAMFAIR_CONFIG`` if set, else none.
+    env
+        Environment (``None``: ``os.environ``); only ``STREAMFAIR_*`` variables are read.
+    overrides
+        ``"section.name=value"`` strings, e.g. from ``--set``.
+    """
+    env = os.environ if env is None else env
+    path = path if path is not None else env.get(f"{ENV_PREFIX}CONFIG") or None
+    merged: dict[str, Any] = {}
+    if path is not None:
+        merged.update(_from_toml(path))
+    merged.update(_from_env(env))
+    merged.update(_from_overrides(overrides))
+    sections: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+    for key, value in merged.items():
+        section, name = _split_key(key)
+        sections[section][name] = _convert(key, _fields(section)[name], value)
+    config = Config(**{name: SECTIONS[name](**values) for name, values in sections.items()})
+    validate(config)
+    return config
+
+
+# ---------------------------------------------------------------------------- validation
+def _require(condition: bool, key: str, message: str, value: Any) -> None:
+    if not condition:
+        raise ConfigError(f"{key}: {message}, got {value!r}")
+
+
+def validate(config: Config) -> None:
+    """Check every setting; raise :class:`ConfigError` naming the first bad key."""
+    kafka = config.kafka
+    _require(len(kafka.bootstrap_servers) > 0, "kafka.bootstrap_servers", "needs at least one host:port",
+             kafka.bootstrap_servers)
+    for server in kafka.bootstrap_servers:
+        _require(bool(_SERVER.match(server)), "kafka.bootstrap_servers", "entries must be host:port", server)
+    for name in ("group_id", "client_id"):
+        _require(bool(getattr(kafka, name).strip()), f"kafka.{name}", "must not be empty", getattr(kafka, name))
+    for name in ("session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms", "max_poll_records",
+                 "poll_timeout_ms", "fetch_max_wait_ms", "request_timeout_ms", "max_block_ms", "delivery_timeout_ms"):
+        _require(getattr(kafka, name) >= 1, f"kafka.{name}", "must be >= 1", getattr(kafka, name))
+    _require(kafka.linger_ms >= 0, "kafka.linger_ms", "must be >= 0", kafka.linger_ms)
+    _require(kafka.heartbeat_interval_ms < kafka.session_timeout_ms, "kafka.heartbeat_interval_ms",
+             f"must be below kafka.session_timeout_ms ({kafka.session_timeout_ms})", kafka.heartbeat_interval_ms)
+    _require(kafka.delivery_timeout_ms > kafka.linger_ms + kafka.request_timeout_ms, "kafka.delivery_timeout_ms",
+             f"must exceed kafka.linger_ms + kafka.request_timeout_ms ({kafka.linger_ms + kafka.request_timeout_ms})",
+             kafka.delivery_timeout_ms)
+    _require(kafka.compression_type in ("none", "gzip", "snappy", "lz4", "zstd"), "kafka.compression_type",
+             "must be one of none, gzip, snappy, lz4, zstd", kafka.compression_type)
+
+    topics = config.topics
+    names = {"input": topics.input, "output": topics.output, "dead_letter": topics.dead_letter,
+             "changelog": topics.changelog}
+    if topics.feedback:
+        names["feedback"] = topics.feedback
+    for name, value in names.items():
+        _require(bool(_TOPIC.match(value)), f"topics.{name}", "must be 1-249 characters of [A-Za-z0-9._-]", value)
+    seen: dict[str, str] = {}
+    for name, value in names.items():
+        _require(value not in seen, f"topics.{name}", f"must differ from topics.{seen.get(value)}", value)
+        seen[value] = name
+    _require(topics.partitions >= 1, "topics.partitions", "must be >= 1", topics.partitions)
+    _require(topics.replication_factor >= 1, "topics.replication_factor", "must be >= 1", topics.replication_factor)
+
+    processing = config.processing
+    _require(processing.guarantee in GUARANTEES, "processing.guarantee", f"must be one of {GUARANTEES}",
+             processing.guarantee)
+    _require(processing.mode in MODES, "processing.mode", f"must be one of {MODES}", processing.mode)
+    _require(processing.batch_size >= 1, "processing.batch_size", "must be >= 1", processing.batch_size)
+    _require(processing.max_message_bytes >= 16, "processing.max_message_bytes", "must be >= 16",
+             processing.max_message_bytes)
+    _require(processing.checkpoint_every_messages >= 1, "processing.checkpoint_every_messages", "must be >= 1",
+             processing.checkpoint_every_messages)
+    seconds = processing.checkpoint_every_seconds
+    _require(math.isfinite(seconds) and seconds > 0, "processing.checkpoint_every_seconds",
+             "must be a finite number > 0", seconds)
+
+    try:
+        fair = config.postprocessor.build()
+    except ValueError as error:
+        message = str(error)
+        argument = message.split(" ", 1)[0]
+        key = f"postprocessor.{argument}" if argument in _fields("postprocessor") else "postprocessor"
+        raise ConfigError(f"{key}: {message}") from None
+
+    models = config.models
+    _require(bool(models.eta) == bool(models.tau), "models.tau" if models.eta else "models.eta",
+             "models.eta and models.tau must be given together", models.tau if models.eta else models.eta)
+    for name in ("eta", "tau"):
+        path = getattr(models, name)
+        _require(not path or Path(path).is_file(), f"models.{name}", "no such file", path)
+    _require(not models.groups or len(models.groups) == fair.n_groups, "models.groups",
+             f"must list the {fair.n_groups} group labels of tau's columns", models.groups)
+    _require(not models.learn or models.enabled, "models.learn", "needs models.eta and models.tau", models.learn)
+    _require(not models.learn or bool(topics.feedback), "models.learn", "needs topics.feedback", models.learn)
+
+    metrics = config.metrics
+    _require(0 <= metrics.port <= 65535, "metrics.port", "must be in 0..65535 (0: off)", metrics.port)
+    _require(bool(metrics.host.strip()), "metrics.host", "must not be empty", metrics.host)
+    _require(math.isfinite(metrics.interval_seconds) and metrics.interval_seconds > 0, "metrics.interval_seconds",
+             "must be a finite number > 0", metrics.interval_seconds)
+    _require(metrics.audit_window >= 1, "metrics.audit_window", "must be >= 1", metrics.audit_window)
+    _require(config.log.level.upper() in LOG_LEVELS, "log.level", f"must be one of {LOG_LEVELS}", config.log.level)
+
+
+def log_level(config: Config) -> int:
+    """The configured level as a :mod:`logging` constant."""
+    return getattr(logging, config.log.level.upper())

@@ -1,0 +1,61 @@
+"""Structured logs: one JSON object per line on stderr.
+
+Every line has ``ts`` (UTC, ISO 8601), ``level``, ``logger`` and ``event``, plus the event's fields.
+
+Examples
+--------
+>>> import io, json, logging
+>>> stream = io.StringIO()
+>>> logger = setup_logging("INFO", stream=stream, name="doctest")
+>>> log_event(logger, logging.INFO, "checkpoint", partitions=[0, 2], seconds=0.004)
+>>> line = json.loads(stream.getvalue())
+>>> line["event"], line["partitions"], line["level"]
+('checkpoint', [0, 2], 'info')
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import sys
+from typing import Any, TextIO
+
+_FIELDS = "streamfair_fields"
+
+
+class JsonFormatter(logging.Formatter):
+    """Formats a record as one JSON line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "ts": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": record.getMessage(),
+        }
+        line.update(getattr(record, _FIELDS, {}))
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str, separators=(",", ":"))
+
+
+def setup_logging(level: str | int, stream: TextIO | None = None, name: str = "streamfair") -> logging.Logger:
+    """Send ``name``'s records (and kafka-python's warnings) as JSON lines to ``stream`` (stderr)."""
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger(name)
+    logger.handlers[:] = [handler]
+    logger.setLevel(level if isinstance(level, int) else level.upper())
+    logger.propagate = False
+    kafka_logger = logging.getLogger("kafka")
+    kafka_logger.handlers[:] = [handler]
+    kafka_logger.setLevel(logging.ERROR)
+    kafka_logger.propagate = False
+    return logger
+
+
+def log_event(logger: logging.Logger, level: int, event: str, **fields: Any) -> None:
+    """Log ``event`` with structured ``fields``."""
+    if logger.isEnabledFor(level):
+        logger.log(level, event, extra={_FIELDS: fields})

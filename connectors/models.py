@@ -1,0 +1,109 @@
+"""Base models that turn raw features into ``eta`` and ``tau``: pickled River models.
+
+``eta`` comes from a regressor's ``predict_one(x)``; ``tau`` from a classifier's
+``predict_proba_one(x)`` read in the order of the configured group labels (labels are compared by
+:func:`group_label`, so ``1``, ``"1"`` and ``True`` -- the label River's binary classifiers use --
+are the same group).  Groups missing from the classifier's answer get
+probability 0 and the rest is renormalized; a classifier that gives no mass to any group (River
+classifiers answer ``{}`` before they have learned anything) gives the uniform ``tau``.
+
+Pickle runs code when it loads: only load model files (and changelog topics, which carry the
+pickled models when they learn online) from a trusted source.
+
+Examples
+--------
+>>> from river import linear_model
+>>> models = BaseModels(linear_model.LinearRegression(), linear_model.LogisticRegression(), ["0", "1"])
+>>> models.score({"x": 1.0})
+(0.0, [0.5, 0.5])
+>>> models.learn({"x": 1.0}, y=0.5, s=1)
+>>> eta, tau = models.score({"x": 1.0})
+>>> eta > 0.0 and tau[1] > 0.5
+True
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from pathlib import Path
+from typing import Any, Sequence
+
+from .codec import Invalid, group_label
+
+
+class BaseModels:
+    """A regressor for ``eta`` and a classifier for ``tau``.
+
+    Parameters
+    ----------
+    regressor
+        Has ``predict_one(x) -> float`` (and ``learn_one(x, y)`` to learn online).
+    classifier
+        Has ``predict_proba_one(x) -> dict`` (and ``learn_one(x, s)``).
+    groups
+        Group labels in ``tau``'s column order.
+    """
+
+    def __init__(self, regressor: Any, classifier: Any, groups: Sequence[Any]):
+        for name, model, method in (("regressor", regressor, "predict_one"),
+                                    ("classifier", classifier, "predict_proba_one")):
+            if not callable(getattr(model, method, None)):
+                raise ValueError(f"{name} must have a {method}() method, got {type(model).__name__}")
+        self.regressor = regressor
+        self.classifier = classifier
+        self.groups = [group_label(g) for g in groups]
+        if len(set(self.groups)) != len(self.groups) or len(self.groups) < 2:
+            raise ValueError(f"groups must be at least 2 distinct labels, got {list(groups)!r}")
+        self._column = {g: i for i, g in enumerate(self.groups)}
+
+    @classmethod
+    def load(cls, regressor_path: str | Path, classifier_path: str | Path, groups: Sequence[Any]) -> BaseModels:
+        """Unpickle both models; ``ValueError`` names ``models.eta`` or ``models.tau`` on failure."""
+        models = []
+        for key, path in (("models.eta", regressor_path), ("models.tau", classifier_path)):
+            try:
+                with open(path, "rb") as handle:
+                    models.append(pickle.load(handle))
+            except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as error:
+                raise ValueError(f"{key}: cannot load {str(path)!r}: {error}") from None
+        try:
+            return cls(models[0], models[1], groups)
+        except ValueError as error:
+            key = "models.eta" if "regressor" in str(error) else "models.tau"
+            raise ValueError(f"{key}: {error}") from None
+
+    def score(self, x: dict) -> tuple[float, list[float]]:
+        """``(eta, tau)`` for features ``x``; :class:`Invalid` ``"model_error"`` if unusable."""
+        try:
+            eta = self.regressor.predict_one(x)
+            proba = self.classifier.predict_proba_one(x)
+            eta = float(eta)
+            mass = [0.0] * len(self.groups)
+            for label, value in proba.items():
+                column = self._column.get(group_label(label))
+                if column is not None:
+                    mass[column] += float(value)
+        except Exception as error:  # a third-party model may raise anything on odd input
+            raise Invalid("model_error", f"{type(error).__name__}: {error}") from None
+        total = math.fsum(mass)
+        if not math.isfinite(eta) or not math.isfinite(total) or min(mass) < 0.0:
+            raise Invalid("model_error", f"models returned eta={eta!r}, proba={proba!r}")
+        if total <= 0.0:
+            return eta, [1.0 / len(mass)] * len(mass)
+        return eta, [m / total for m in mass]
+
+    def learn(self, x: dict, y: float, s: Any) -> None:
+        """One labelled sample: the regressor learns ``y``, the classifier learns ``s``."""
+        self.regressor.learn_one(x, y)
+        self.classifier.learn_one(x, s)
+
+    def to_bytes(self) -> bytes:
+        """Both models, pickled (for checkpoints and per-partition copies)."""
+        return pickle.dumps((self.regressor, self.classifier), protocol=5)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, groups: Sequence[Any]) -> BaseModels:
+        """Inverse of :meth:`to_bytes`."""
+        regressor, classifier = pickle.loads(data)
+        return cls(regressor, classifier, groups)

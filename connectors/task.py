@@ -1,0 +1,237 @@
+"""One input partition's processing task: its own post-processor, position and (optionally) models.
+
+Semantics, per partition, in offset order:
+
+* **predict before learn.**  Message ``i`` is predicted with the state that has learned the valid
+  messages before it (so the prediction never depends on the message itself), then it is learned.
+  With ``batch_size = b > 1`` learning is a mini-batch step every ``b`` valid messages
+  (``learn_many(..., batch_size=b)``), and messages are predicted with the state after the last
+  completed batch.  Either way the result depends only on the partition's message sequence, not on
+  how records arrive in polls, so a replay from a checkpoint reproduces every output byte for byte.
+* **draws keyed by id**: a sampled prediction is the atom drawn by ``keyed_uniform(seed, id)``.
+* Each prediction block is computed as a ``(b, ...)`` array with the message at row ``i mod b``,
+  padded when a poll ends mid-batch, so floating-point results never depend on poll boundaries.
+* Feedback (labels for the base models) is buffered and learned at the next checkpoint, so base
+  models change only at checkpoints and replays stay deterministic.
+
+Examples
+--------
+>>> from collections import namedtuple
+>>> from streamfair import FairRegressionPostProcessor
+>>> Record = namedtuple("Record", "topic partition offset timestamp key value headers")
+>>> task = PartitionTask("in", 0, FairRegressionPostProcessor(L=5, n_groups=2),
+...                      parser=InputParser(2, 1024))
+>>> rec = Record("in", 0, 7, 0, b"a", b'{"id":"a","eta":0.3,"tau":[0.5,0.5]}', [])
+>>> out = []
+>>> task.process([rec], lambda *a: out.append(a), lambda *a: None)
+>>> out[0][0], task.offset, task.fair.n_samples
+(b'a', 8, 1)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from streamfair import FairRegressionPostProcessor
+from streamfair.keyed_random import keyed_uniform, sample_index
+
+from .checkpoint import Checkpoint
+from .codec import FeedbackParser, InputParser, Invalid, encode_output, message_key
+from .models import BaseModels
+
+#: ``emit(key, value, timestamp_ms, partition)`` sends one prediction.
+Emit = Callable[[bytes, bytes, int, int], None]
+#: ``dead(record, reason, detail)`` sends one record to the dead-letter topic.
+Dead = Callable[[Any, str, str], None]
+
+
+class PartitionTask:
+    """Processing state of one input partition.
+
+    Parameters
+    ----------
+    topic, partition
+        The input partition.
+    fair
+        Its post-processor.
+    parser
+        Validates input messages.
+    batch_size
+        Valid messages per learning step (1: the paper's per-sample algorithm).
+    mode
+        ``"sample"``, ``"mean"`` or ``"mode"`` (see :meth:`streamfair.DualPostProcessor.predict_one`).
+    distribution
+        Always include the full distribution (otherwise only when a message asks for it).
+    models
+        Base models for feature messages (``None``: only score messages are accepted).
+    learn_models, feedback_parser
+        Whether feedback trains ``models`` (then they are part of checkpoints), and its parser.
+    offset, feedback_offset
+        Next input / feedback offset (``None``: not known yet).
+    pending_eta, pending_tau
+        Samples predicted but not yet learned.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        fair: FairRegressionPostProcessor,
+        *,
+        parser: InputParser,
+        batch_size: int = 1,
+        mode: str = "sample",
+        distribution: bool = False,
+        models: BaseModels | None = None,
+        learn_models: bool = False,
+        feedback_parser: FeedbackParser | None = None,
+        offset: int | None = None,
+        feedback_offset: int | None = None,
+        pending_eta: Sequence[float] = (),
+        pending_tau: Sequence[Sequence[float]] = (),
+    ):
+        if len(pending_eta) != len(pending_tau) or len(pending_eta) >= batch_size:
+            raise ValueError(f"pending samples must be fewer than batch_size={batch_size}, got {len(pending_eta)}")
+        self.topic = topic
+        self.partition = int(partition)
+        self.fair = fair
+        self.parser = parser
+        self.batch_size = int(batch_size)
+        self.mode = mode
+        self.distribution = bool(distribution)
+        self.models = models
+        self.learn_models = bool(learn_models)
+        self.feedback_parser = feedback_parser
+        self.offset = offset
+        self.feedback_offset = feedback_offset
+        self._pending_eta = [float(x) for x in pending_eta]
+        self._pending_tau = [[float(x) for x in row] for row in pending_tau]
+        self._feedback: list[tuple[dict, float, Any]] = []
+        self._feedback_next: int | None = None
+        k = fair.n_groups
+        self._fill_tau = [1.0 / k] * k
+        self.processed = 0  # input records handled since this task was created (valid or not)
+
+    # ------------------------------------------------------------------ checkpoints
+    @classmethod
+    def from_checkpoint(cls, point: Checkpoint, *, models: BaseModels | None, **options: Any) -> PartitionTask:
+        """Continue from ``point``; with ``learn_models``, its pickled models (if any) replace ``models``."""
+        if point.models is not None and models is not None and options.get("learn_models"):
+            models = BaseModels.from_bytes(point.models, models.groups)
+        return cls(
+            point.topic,
+            point.partition,
+            FairRegressionPostProcessor.from_state_dict(point.state),
+            models=models,
+            offset=point.offset,
+            feedback_offset=point.feedback_offset,
+            pending_eta=point.pending_eta,
+            pending_tau=point.pending_tau,
+            **options,
+        )
+
+    def checkpoint(self) -> Checkpoint:
+        """Learn the buffered feedback, then snapshot everything (an independent copy)."""
+        if self._feedback:
+            for features, y, s in self._feedback:
+                self.models.learn(features, y, s)
+            self._feedback.clear()
+        if self._feedback_next is not None:
+            self.feedback_offset = self._feedback_next
+        return Checkpoint(
+            topic=self.topic,
+            partition=self.partition,
+            offset=self.offset,
+            feedback_offset=self.feedback_offset,
+            state=self.fair.state_dict(),
+            pending_eta=list(self._pending_eta),
+            pending_tau=[list(row) for row in self._pending_tau],
+            models=self.models.to_bytes() if self.learn_models else None,
+        )
+
+    # ------------------------------------------------------------------ input
+    def process(self, records: Sequence[Any], emit: Emit, dead: Dead) -> None:
+        """Predict (then learn) every valid record in order; invalid ones go to ``dead``."""
+        parse = self.parser.parse
+        models = self.models
+        valid = []
+        for record in records:
+            try:
+                ident, eta, tau, features, want = parse(record.value)
+                if features is not None:
+                    eta, tau = models.score(features)
+            except Invalid as error:
+                dead(record, error.reason, error.detail)
+                continue
+            valid.append((record, ident, eta, tau, want or self.distribution))
+        b = self.batch_size
+        i, n = 0, len(valid)
+        while i < n:
+            start = len(self._pending_eta)
+            chunk = valid[i : i + b - start]
+            self._emit_chunk(start, chunk, emit)
+            for _, _, eta, tau, _ in chunk:
+                self._pending_eta.append(eta)
+                self._pending_tau.append(tau)
+            if len(self._pending_eta) == b:
+                self._learn()
+            i += len(chunk)
+        if records:
+            self.offset = records[-1].offset + 1
+            self.processed += len(records)
+
+    def _emit_chunk(self, start: int, chunk: list, emit: Emit) -> None:
+        fair, b = self.fair, self.batch_size
+        etas = [c[2] for c in chunk]
+        taus = [c[3] for c in chunk]
+        if b > 1:  # rows at their position within the batch, padding elsewhere: shape-stable floats
+            stop = start + len(chunk)
+            etas = [0.0] * start + etas + [0.0] * (b - stop)
+            taus = [self._fill_tau] * start + taus + [self._fill_tau] * (b - stop)
+        proba = fair.proba_many(etas, taus)
+        if self.mode == "sample":
+            atoms, seed = fair.atoms, fair.seed
+            predictions = [atoms[sample_index(proba[start + j], keyed_uniform(seed, c[1]))] for j, c in enumerate(chunk)]
+        else:
+            predictions = fair.predict_many(etas, taus, mode=self.mode)[start : start + len(chunk)]
+        version = fair.n_samples
+        partition = self.partition
+        for j, (record, ident, eta, _, want) in enumerate(chunk):
+            if want:
+                value = encode_output(ident, predictions[j], eta, version, partition, record.offset,
+                                      fair.atoms, proba[start + j])
+            else:
+                value = encode_output(ident, predictions[j], eta, version, partition, record.offset)
+            emit(message_key(ident), value, record.timestamp, partition)
+
+    def _learn(self) -> None:
+        if self.batch_size == 1:
+            self.fair.learn_one(self._pending_eta[0], self._pending_tau[0])
+        else:
+            self.fair.learn_many(np.array(self._pending_eta), np.array(self._pending_tau), batch_size=self.batch_size)
+        self._pending_eta.clear()
+        self._pending_tau.clear()
+
+    # ------------------------------------------------------------------ feedback
+    def add_feedback(self, records: Sequence[Any], dead: Dead) -> list[tuple[Any, Any, dict, float, Any]]:
+        """Parse feedback records; buffer them for the models.  Returns the valid ``(record, id, x, y, s)``."""
+        accepted = []
+        for record in records:
+            try:
+                ident, features, y, s = self.feedback_parser.parse(record.value)
+            except Invalid as error:
+                dead(record, error.reason, error.detail)
+                continue
+            accepted.append((record, ident, features, y, s))
+            if self.learn_models:
+                self._feedback.append((features, y, s))
+        if records:
+            self._feedback_next = records[-1].offset + 1
+        return accepted
+
+    @property
+    def n_pending(self) -> int:
+        """Samples predicted but not yet learned."""
+        return len(self._pending_eta)

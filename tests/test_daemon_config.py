@@ -1,0 +1,120 @@
+"""Daemon configuration: precedence of the sources and errors that name the key."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from connectors.config import ConfigError, load_config
+from connectors.daemon import add_arguments, config_from_args
+
+
+def test_defaults_validate_and_build_a_postprocessor():
+    config = load_config(env={})
+    assert config.kafka.bootstrap_servers == ["127.0.0.1:9092"]
+    assert config.processing.guarantee == "at_least_once"
+    assert config.n_groups == 2
+    assert config.postprocessor.build().n_groups == 2
+
+
+def test_precedence_file_then_environment_then_overrides(tmp_path):
+    path = tmp_path / "streamfair.toml"
+    path.write_text(
+        '[kafka]\ngroup_id = "from-file"\nclient_id = "file-client"\n'
+        '[postprocessor]\neps = [0.01, 0.02, 0.03]\n'
+        '[topics]\ninput = "file-input"\n'
+    )
+    env = {"STREAMFAIR_KAFKA_GROUP_ID": "from-env", "STREAMFAIR_TOPICS_INPUT": "env-input"}
+    config = load_config(path, env=env, overrides=["topics.input=cli-input"])
+    assert config.kafka.client_id == "file-client"  # only in the file
+    assert config.kafka.group_id == "from-env"  # env beats file
+    assert config.topics.input == "cli-input"  # overrides beat env
+    assert config.postprocessor.eps == [0.01, 0.02, 0.03]
+    assert config.n_groups == 3  # a per-group eps decides K; the default n_groups=2 is dropped
+
+
+def test_config_file_from_environment_variable(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[processing]\nbatch_size = 16\n')
+    assert load_config(env={"STREAMFAIR_CONFIG": str(path)}).processing.batch_size == 16
+
+
+def test_string_values_are_converted_by_type():
+    config = load_config(env={
+        "STREAMFAIR_KAFKA_BOOTSTRAP_SERVERS": "a:1, b:2",
+        "STREAMFAIR_PROCESSING_DISTRIBUTION": "yes",
+        "STREAMFAIR_PROCESSING_CHECKPOINT_EVERY_SECONDS": "0.5",
+        "STREAMFAIR_POSTPROCESSOR_P": "0.25,0.75",
+        "STREAMFAIR_POSTPROCESSOR_L": "none",
+    })
+    assert config.kafka.bootstrap_servers == ["a:1", "b:2"]
+    assert config.processing.distribution is True
+    assert config.processing.checkpoint_every_seconds == 0.5
+    assert config.postprocessor.p == [0.25, 0.75]
+    assert config.postprocessor.L is None
+
+
+@pytest.mark.parametrize(
+    "overrides, key",
+    [
+        (["kafka.session_timeout_ms=abc"], "kafka.session_timeout_ms"),
+        (["kafka.heartbeat_interval_ms=20000"], "kafka.heartbeat_interval_ms"),
+        (["kafka.bootstrap_servers=nohost"], "kafka.bootstrap_servers"),
+        (["kafka.delivery_timeout_ms=1000"], "kafka.delivery_timeout_ms"),
+        (["kafka.compression_type=brotli"], "kafka.compression_type"),
+        (["topics.output=bad name!"], "topics.output"),
+        (["topics.dead_letter=streamfair.input"], "topics.dead_letter"),
+        (["processing.guarantee=maybe"], "processing.guarantee"),
+        (["processing.mode=median"], "processing.mode"),
+        (["processing.batch_size=0"], "processing.batch_size"),
+        (["processing.checkpoint_every_seconds=nan"], "processing.checkpoint_every_seconds"),
+        (["processing.distribution=perhaps"], "processing.distribution"),
+        (["postprocessor.eps=-1"], "postprocessor.eps"),
+        (["postprocessor.B=0"], "postprocessor.B"),
+        (["postprocessor.optimizer=adam"], "postprocessor.optimizer"),
+        (["models.eta=/does/not/exist.pkl", "models.tau=/does/not/exist.pkl"], "models.eta"),
+        (["models.tau=/x.pkl"], "models.eta"),
+        (["models.groups=a,b,c"], "models.groups"),
+        (["models.learn=true"], "models.learn"),
+        (["metrics.port=70000"], "metrics.port"),
+        (["log.level=chatty"], "log.level"),
+        (["kafka.no_such_key=1"], "kafka.no_such_key"),
+        (["nosection.key=1"], "nosection.key"),
+    ],
+)
+def test_invalid_setting_names_its_key(overrides, key):
+    with pytest.raises(ConfigError) as error:
+        load_config(env={}, overrides=overrides)
+    assert str(error.value).startswith(f"{key}:"), str(error.value)
+
+
+def test_unknown_environment_variable_and_toml_key_are_errors(tmp_path):
+    with pytest.raises(ConfigError, match="STREAMFAIR_KAFKA_GROUPID"):
+        load_config(env={"STREAMFAIR_KAFKA_GROUPID": "x"})
+    path = tmp_path / "c.toml"
+    path.write_text('[topics]\nimput = "x"\n')
+    with pytest.raises(ConfigError, match=r"^topics\.imput: unknown"):
+        load_config(path, env={})
+    path.write_text('[topics\n')
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        load_config(path, env={})
+
+
+def test_cli_shortcut_flags_override_set():
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--set", "kafka.group_id=a", "--group-id", "b", "--bootstrap-servers", "h:1,h:2",
+                              "--guarantee", "exactly_once", "--once"])
+    config = config_from_args(args)
+    assert config.kafka.group_id == "b"
+    assert config.kafka.bootstrap_servers == ["h:1", "h:2"]
+    assert config.processing.guarantee == "exactly_once"
+    assert args.once
+
+
+def test_serve_reports_a_configuration_error_and_exits_2(capsys):
+    from connectors.cli import main
+
+    assert main(["serve", "--set", "processing.guarantee=sometimes"]) == 2
+    assert "processing.guarantee" in capsys.readouterr().err
