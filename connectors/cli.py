@@ -16,6 +16,10 @@ COMMANDS = {
     "experiment": ("connectors.experiment", "reproduce the paper's experiments (tables and plots)"),
     "bench": ("connectors.bench", "run the benchmarks and print their tables"),
     "report": ("connectors.report", "render a PNG of fairness and risk over time"),
+    "classification-experiment": (
+        "connectors.classification_experiment",
+        "complex metrics and constraints (seed 003): paper vs ours",
+    ),
     "surrogates-experiment": (
         "connectors.surrogates_experiment",
         "black-box macro-F1 on COMPAS and Adult (seed 000, A-T4), paper vs ours",

@@ -4,6 +4,7 @@ The algorithms here are pure numpy (no I/O).  Adapters for Kafka, River and Prom
 the ``connectors`` package.
 """
 
+from .classification import FairClassificationPostProcessor
 from .evaluation import FairnessReport, evaluate, evaluate_deterministic
 from .postprocessor import Diagnostics, DualPostProcessor
 from .regression import FairRegressionPostProcessor
@@ -11,6 +12,7 @@ from .regression import FairRegressionPostProcessor
 __all__ = [
     "Diagnostics",
     "DualPostProcessor",
+    "FairClassificationPostProcessor",
     "FairRegressionPostProcessor",
     "FairnessReport",
     "evaluate",

@@ -1,0 +1,171 @@
+"""Demographic-parity post-processing of a multiclass classifier, one unlabeled sample at a time.
+
+The dual method of Chzhen, Hebiri & Taturyan (NeurIPS 2024) is stated for regression, and its
+Remark 2.2 notes that it carries over to multiclass classification: the atoms are the classes and
+the per-sample cost of predicting class ``j`` is the expected loss under the base model's class
+probabilities, ``r_j(x) = sum_i P(Y = i | x) L[i, j]`` (``1 - P(Y = j | x)`` for the 0-1 loss).
+Everything else -- the entropic dual, the stochastic optimizers, randomized predictions, state and
+diagnostics -- is :class:`~streamfair.postprocessor.DualPostProcessor`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .keyed_random import Key
+from .postprocessor import REFERENCE_HORIZON, DualPostProcessor, default_beta
+from .validation import check_distributions, check_integer
+
+__all__ = ["FairClassificationPostProcessor", "zero_one_costs"]
+
+
+def zero_one_costs(n_classes: int) -> np.ndarray:
+    """The 0-1 loss matrix ``L[i, j] = 1(i != j)`` (row: true class, column: predicted class).
+
+    >>> zero_one_costs(3)
+    array([[0., 1., 1.],
+           [1., 0., 1.],
+           [1., 1., 0.]])
+    """
+    return 1.0 - np.eye(check_integer("n_classes", n_classes, 2))
+
+
+def _check_cost_matrix(cost_matrix: Any, n_classes: int) -> np.ndarray:
+    try:
+        array = np.asarray(cost_matrix, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"cost_matrix must be an ({n_classes}, {n_classes}) array of numbers, got {cost_matrix!r}") from None
+    if array.shape != (n_classes, n_classes):
+        raise ValueError(f"cost_matrix must have shape ({n_classes}, {n_classes}), got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"cost_matrix must be finite, got {array.tolist()}")
+    return array
+
+
+class FairClassificationPostProcessor(DualPostProcessor):
+    """Streaming DP post-processor for a multiclass classifier, unaware of the sensitive attribute.
+
+    Each sample brings the base model's class probabilities ``P(Y = . | x)`` and the group
+    posterior ``tau(x) = P(S = . | x)``; neither the label nor S is ever seen.  Every sample takes
+    one stochastic step on the entropic dual, and predictions are draws from ``pi(. | x)`` over the
+    classes whose law is (up to ``eps`` per class and group) the same in every group:
+    ``|P(Y_hat = j | S = s) - P(Y_hat = j)| <= eps_s``.  Binary classification is ``n_classes=2``.
+
+    Parameters
+    ----------
+    n_classes
+        Number of classes ``n >= 2``; ``None``: ``len(classes)``.
+    classes
+        Labels returned by the ``predict_*`` methods, in the column order of the probabilities;
+        ``None``: ``0, ..., n - 1``.
+    cost_matrix
+        ``L[i, j]``, the cost of predicting ``j`` when the truth is ``i``; ``None``: the 0-1 loss.
+        The post-processor minimizes the expected cost under the base model's probabilities.
+    eps
+        Allowed per-class gap ``|P(Y_hat = j | S = s) - P(Y_hat = j)|``: one number or one per group.
+    beta
+        Entropic parameter; ``None``: ``sqrt(T) log2(sqrt(T))`` as for regression.  The
+        regularization costs at most ``log(n) / beta`` of expected cost (Lemma 3.3).
+    p, n_groups, horizon, optimizer, inner, mu, seed, window, serve
+        As for :class:`~streamfair.regression.FairRegressionPostProcessor` (``serve="epoch"``:
+        predictions use the last completed epoch's output, the soft-rounded base prediction before).
+
+    Attributes
+    ----------
+    atoms : ndarray of shape (n,)
+        The class indices ``0, ..., n - 1`` as floats (what the engine calls atoms).
+    classes : ndarray of shape (n,)
+        The labels the predictions are reported in.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> s = rng.integers(0, 2, 4000)                       # hidden group, never given to the model
+    >>> tau = np.where(s[:, None] == 1, [0.2, 0.8], [0.8, 0.2])
+    >>> score = np.clip(0.3 + 0.4 * s + 0.15 * rng.standard_normal(4000), 0, 1)
+    >>> proba = np.column_stack([1 - score, score])      # base model: P(Y = 1 | x) = score
+    >>> fair = FairClassificationPostProcessor(classes=["no", "yes"], eps=0.01, p=[0.5, 0.5], horizon=4000)
+    >>> fair.learn_many(proba, tau)
+    >>> rates = fair.diagnostics().group_proba[1]          # estimated P(Y_hat = yes | S = s)
+    >>> before = abs((score[s == 1] > 0.5).mean() - (score[s == 0] > 0.5).mean())
+    >>> bool(abs(rates[1] - rates[0]) < 0.5 * before)
+    True
+    >>> str(fair.predict_one([0.4, 0.6], [0.2, 0.8], key="msg-1")) in ("no", "yes")
+    True
+    """
+
+    prediction_modes = ("sample", "mode")
+
+    def __init__(
+        self,
+        n_classes: int | None = None,
+        classes: Sequence[Any] | None = None,
+        cost_matrix: Any = None,
+        eps: float | Sequence[float] = 0.005,
+        beta: float | None = None,
+        p: Sequence[float] | None = None,
+        n_groups: int | None = None,
+        horizon: int | None = None,
+        optimizer: str = "sgd3",
+        inner: str = "acsa2",
+        mu: float | None = None,
+        seed: int = 0,
+        window: int = 1000,
+        serve: str = "epoch",
+    ):
+        if n_classes is None and classes is None:
+            raise ValueError("the number of classes is unknown: give n_classes or classes")
+        if classes is not None:
+            labels = list(classes)
+            if len(set(labels)) != len(labels):
+                raise ValueError(f"classes must be distinct, got {labels!r}")
+            if n_classes is not None and check_integer("n_classes", n_classes, 2) != len(labels):
+                raise ValueError(f"n_classes={n_classes} does not match the {len(labels)} classes {labels!r}")
+            n_classes = len(labels)
+        self.n_classes = check_integer("n_classes", n_classes, 2)
+        self.classes = np.arange(self.n_classes) if classes is None else np.asarray(labels)
+        self._classes_given = None if classes is None else labels
+        self.cost_matrix = (
+            zero_one_costs(self.n_classes) if cost_matrix is None else _check_cost_matrix(cost_matrix, self.n_classes)
+        )
+        self._cost_given = cost_matrix is not None
+        reference = REFERENCE_HORIZON if horizon is None else check_integer("horizon", horizon, 1)
+        super().__init__(
+            np.arange(self.n_classes, dtype=float),
+            eps=eps,
+            p=p,
+            n_groups=n_groups,
+            beta=default_beta(reference) if beta is None else beta,
+            horizon=horizon,
+            optimizer=optimizer,
+            inner=inner,
+            mu=mu,
+            seed=seed,
+            window=window,
+            serve=serve,
+        )
+
+    def _check_predictions(self, predictions: Any, n_rows: int | None) -> np.ndarray:
+        return check_distributions("proba", predictions, n_rows, self.n_classes)
+
+    def _scaled_costs(self, predictions: np.ndarray, tau: np.ndarray, learning: bool) -> np.ndarray:
+        return self.beta * (predictions @ self.cost_matrix)
+
+    def predict_many(self, predictions: Any, tau: Any, mode: str = "sample", keys: Sequence[Key] | None = None):
+        """Fair class labels for ``n`` samples (``predictions``: class-probability rows)."""
+        return self.classes[super().predict_many(predictions, tau, mode, keys).astype(int)]
+
+    def predict_one(self, prediction: Any, tau: Sequence[float], mode: str = "sample", key: Key | None = None):
+        """A fair class label for one sample; ``mode`` and ``key`` as in the engine's ``predict_one``."""
+        return self.classes[int(super().predict_one(prediction, tau, mode, key))]
+
+    def _config(self) -> dict:
+        return {
+            "n_classes": self.n_classes,
+            "classes": self._classes_given,
+            "cost_matrix": self.cost_matrix.tolist() if self._cost_given else None,
+            **super()._config(),
+        }

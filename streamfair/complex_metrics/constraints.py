@@ -1,0 +1,224 @@
+"""Constraints ``phi(C) <= 0`` on a confusion tensor (Table 1, right; Examples 5-8).
+
+Every constraint here is *linear* in its own generalized confusion vector ``v = Phi(joint) vec(C)``
+once the marginals (``pi``, ``mu_a``, ``mu_{a,i}``) are fixed by the sample: the max-of-absolute
+forms of the paper are written as their separate one-sided rows ``A v <= b`` (Sec. 2.10 notes that
+the pruning LP is exact for such rows).  Calling a constraint on a confusion tensor returns the
+paper's ``phi(C)``, i.e. ``max(A v - b)``: for coverage ``max_i |sum_j C_ji - tau_i| - eps``.
+
+>>> import numpy as np
+>>> C = np.array([[[0.3, 0.1], [0.1, 0.0]],        # group 0: P(Y_hat = 1 | A = 0) = 0.2
+...               [[0.1, 0.2], [0.0, 0.2]]])       # group 1: P(Y_hat = 1 | A = 1) = 0.8
+>>> round(DemographicParity(eps=0.05)(C), 6)         # |0.2 - 0.5| - 0.05
+0.25
+>>> round(Coverage(eps=0.01, target=[0.5, 0.5])(C), 6)   # coverage (0.5, 0.5): met with slack
+-0.01
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .performance import as_tensor, class_priors
+
+__all__ = ["LinearConstraint", "Coverage", "DemographicParity", "EqualOpportunity", "EqualizedOdds", "Precision"]
+
+
+def _check_eps(eps) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating, np.integer)) or not np.isfinite(eps) or eps < 0:
+        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+    return float(eps)
+
+
+def _two_sided(d: int, centre: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``|v - centre| <= eps``: ``v <= centre + eps`` and ``-v <= eps - centre``."""
+    return np.vstack([np.eye(d), -np.eye(d)]), np.concatenate([centre + eps, eps - centre])
+
+
+def _group_priors(joint: np.ndarray, name: str) -> np.ndarray:
+    if joint.shape[0] < 2:
+        raise ValueError(f"{name} needs at least 2 groups, got {joint.shape[0]}")
+    if np.any(joint.sum(axis=1) <= 0):
+        raise ValueError(f"{name} needs every group to have samples, got group masses {joint.sum(axis=1).tolist()}")
+    return joint.sum(axis=1)
+
+
+class LinearConstraint:
+    """Rows ``A v <= b`` on the coordinates ``v = Phi(joint) vec(C)``."""
+
+    name = "constraint"
+    #: Whether ``Phi`` and the rows can be estimated without labels (from predictions and groups).
+    label_free = False
+
+    def coordinates(self, joint: np.ndarray) -> np.ndarray:
+        """``Phi``, shape ``(d, m n n)``."""
+        raise NotImplementedError
+
+    def bounds(self, joint: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A box containing ``v`` for every achievable ``C`` (differences of rates lie in [-1, 1])."""
+        d = self.coordinates(joint).shape[0]
+        return -np.ones(d), np.ones(d)
+
+    def rows(self, joint: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(A, b)``: the constraint holds iff ``A v <= b``."""
+        raise NotImplementedError
+
+    def __call__(self, confusion: np.ndarray) -> float:
+        """The paper's ``phi(C) = max(A v - b)`` (feasible iff ``<= 0``), marginals from ``C``."""
+        tensor = as_tensor(confusion)
+        joint = tensor.sum(axis=2)
+        a, b = self.rows(joint)
+        return float(np.max(a @ (self.coordinates(joint) @ tensor.ravel()) - b))
+
+
+class Coverage(LinearConstraint):
+    """``max_j |sum_i C_ij - target_j| <= eps`` (Ex. 6); ``target=None`` uses the class priors."""
+
+    name = "coverage"
+
+    def __init__(self, eps: float, target: Sequence[float] | None = None):
+        self.eps = _check_eps(eps)
+        self.target = None if target is None else np.asarray(target, dtype=float)
+        self.label_free = target is not None
+
+    def _target(self, joint):
+        if self.target is None:
+            return class_priors(joint)
+        if self.target.shape != (joint.shape[1],):
+            raise ValueError(f"target must have {joint.shape[1]} entries, got {self.target.tolist()}")
+        return self.target
+
+    def coordinates(self, joint):
+        m, n = joint.shape
+        phi = np.zeros((n, m, n, n))
+        for j in range(n):
+            phi[j, :, :, j] = 1.0
+        return phi.reshape(n, -1)
+
+    def bounds(self, joint):
+        n = joint.shape[1]
+        return np.zeros(n), np.ones(n)
+
+    def rows(self, joint):
+        return _two_sided(joint.shape[1], self._target(joint), self.eps)
+
+    def __repr__(self):
+        target = None if self.target is None else self.target.tolist()
+        return f"Coverage(eps={self.eps}, target={target})"
+
+
+class DemographicParity(LinearConstraint):
+    """``max_{a,j} |P(Y_hat = j | A = a) - P(Y_hat = j)| <= eps`` (Ex. 7; label-free)."""
+
+    name = "demographic parity"
+    label_free = True
+
+    def __init__(self, eps: float):
+        self.eps = _check_eps(eps)
+
+    def coordinates(self, joint):
+        m, n = joint.shape
+        mass = _group_priors(joint, "demographic parity")
+        phi = np.zeros((m, n, m, n, n))
+        for a in range(m):
+            for j in range(n):
+                phi[a, j, :, :, j] = -1.0
+                phi[a, j, a, :, j] += 1.0 / mass[a]
+        return phi.reshape(m * n, -1)
+
+    def rows(self, joint):
+        d = joint.size
+        return _two_sided(d, np.zeros(d), self.eps)
+
+    def __repr__(self):
+        return f"DemographicParity(eps={self.eps})"
+
+
+class EqualOpportunity(LinearConstraint):
+    """``max_a |TPR_a - TPR| <= eps`` for the ``positive`` class (Ex. 8, binary or one-vs-rest)."""
+
+    name = "equal opportunity"
+
+    def __init__(self, eps: float, positive: int = 1):
+        self.eps = _check_eps(eps)
+        self.positive = int(positive)
+
+    def coordinates(self, joint):
+        m, n = joint.shape
+        c = self.positive
+        if not 0 <= c < n:
+            raise ValueError(f"positive must be a class in 0..{n - 1}, got {c}")
+        _group_priors(joint, "equal opportunity")
+        if np.any(joint[:, c] <= 0):
+            raise ValueError(f"equal opportunity needs positives in every group, got {joint[:, c].tolist()}")
+        phi = np.zeros((m, m, n, n))
+        for a in range(m):
+            phi[a, :, c, c] = -1.0 / joint[:, c].sum()
+            phi[a, a, c, c] += 1.0 / joint[a, c]
+        return phi.reshape(m, -1)
+
+    def rows(self, joint):
+        m = joint.shape[0]
+        return _two_sided(m, np.zeros(m), self.eps)
+
+    def __repr__(self):
+        return f"EqualOpportunity(eps={self.eps}, positive={self.positive})"
+
+
+class EqualizedOdds(LinearConstraint):
+    """``max_{a,i,j} |P(Y_hat = j | Y = i, A = a) - P(Y_hat = j | Y = i)| <= eps``."""
+
+    name = "equalized odds"
+
+    def __init__(self, eps: float):
+        self.eps = _check_eps(eps)
+
+    def coordinates(self, joint):
+        m, n = joint.shape
+        _group_priors(joint, "equalized odds")
+        if np.any(joint <= 0):
+            raise ValueError(f"equalized odds needs every (group, class) cell to be non-empty, got {joint.tolist()}")
+        priors = joint.sum(axis=0)
+        phi = np.zeros((m, n, n, m, n, n))
+        for a in range(m):
+            for i in range(n):
+                for j in range(n):
+                    phi[a, i, j, :, i, j] = -1.0 / priors[i]
+                    phi[a, i, j, a, i, j] += 1.0 / joint[a, i]
+        return phi.reshape(m * n * n, -1)
+
+    def rows(self, joint):
+        d = joint.size * joint.shape[1]
+        return _two_sided(d, np.zeros(d), self.eps)
+
+    def __repr__(self):
+        return f"EqualizedOdds(eps={self.eps})"
+
+
+class Precision(LinearConstraint):
+    """Precision of class ``c`` at least ``minimum``: ``minimum sum_i C_ic - C_cc <= 0`` (Ex. 5, linear form)."""
+
+    name = "precision"
+
+    def __init__(self, cls: int, minimum: float):
+        self.cls = int(cls)
+        if not 0 <= minimum <= 1:
+            raise ValueError(f"minimum must be in [0, 1], got {minimum!r}")
+        self.minimum = float(minimum)
+
+    def coordinates(self, joint):
+        m, n = joint.shape
+        if not 0 <= self.cls < n:
+            raise ValueError(f"cls must be a class in 0..{n - 1}, got {self.cls}")
+        phi = np.zeros((1, m, n, n))
+        phi[0, :, :, self.cls] = self.minimum
+        phi[0, :, self.cls, self.cls] -= 1.0
+        return phi.reshape(1, -1)
+
+    def rows(self, joint):
+        return np.ones((1, 1)), np.zeros(1)
+
+    def __repr__(self):
+        return f"Precision(cls={self.cls}, minimum={self.minimum})"

@@ -1,0 +1,91 @@
+"""The result of a fit, and hyper-parameter selection as in App. B.1 of Narasimhan et al.
+
+>>> import numpy as np
+>>> from streamfair.complex_metrics import Problem, QMean, Sample, frank_wolfe
+>>> sample = Sample(np.array([[0.9, 0.1], [0.6, 0.4], [0.3, 0.7], [0.2, 0.8]]), y=[0, 1, 1, 0])
+>>> fits = [frank_wolfe(Problem(QMean(), sample), iterations=t) for t in (1, 20)]
+>>> best = select(fits)
+>>> best.objective == min(f.objective for f in fits)
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Sequence
+
+import numpy as np
+
+from .mixture import RandomizedClassifier
+from .problem import Component, Problem, combine
+from .pruning import sparsify
+
+__all__ = ["Fit", "make_fit", "select"]
+
+
+@dataclass
+class Fit:
+    """A fitted randomized classifier and its training-sample performance.
+
+    Attributes
+    ----------
+    classifier
+        The randomized classifier (serve it with ``predict_one(..., key=message_id)``).
+    point, confusion
+        Its generalized confusion vector and confusion tensor on the training sample.
+    objective, violation
+        ``psi`` and ``max_k phi_k`` (``<= 0``: feasible; 0 without constraints) on the training sample.
+    history
+        Per-iteration traces (algorithm-specific, e.g. ``"objective"``, ``"interval"``).
+    points
+        ``(k, d)``: the training vector of each component of ``classifier``.
+    """
+
+    classifier: RandomizedClassifier
+    point: np.ndarray
+    confusion: np.ndarray | None
+    objective: float
+    violation: float
+    history: dict = field(default_factory=dict)
+    points: np.ndarray | None = None
+
+    def sparse(self) -> "Fit":
+        """The same training vector with at most ``d + 1`` components (Caratheodory, :func:`sparsify`).
+
+        Training vector, objective and constraints are unchanged; serving and evaluation get
+        cheaper.  Only the vector is matched, so ``confusion`` (the full training tensor) is set to
+        ``None``: use ``classifier.confusion(sample)`` for it.
+        """
+        weights = sparsify(self.points, self.classifier.weights)
+        keep = weights > 0
+        classifier = RandomizedClassifier(weights[keep], self.classifier.scores[keep], self.classifier.grouping, self.classifier.seed)
+        point = weights[keep] @ self.points[keep]
+        return replace(self, classifier=classifier, point=point, confusion=None, points=self.points[keep])
+
+
+def make_fit(problem: Problem, components: Sequence[Component], weights: np.ndarray, seed: int = 0, **history) -> Fit:
+    """Combine ``components`` with ``weights`` into a :class:`Fit` on ``problem``."""
+    weights = np.asarray(weights, dtype=float)
+    weights = np.maximum(weights, 0.0)
+    mixture = combine(components, weights / weights.sum())
+    classifier = RandomizedClassifier(mixture.mix, mixture.scores, problem.sample.grouping, seed)
+    return Fit(
+        classifier,
+        mixture.point,
+        mixture.confusion,
+        problem.objective(mixture.point),
+        problem.violation(mixture.point),
+        {name: np.asarray(value) for name, value in history.items()},
+        mixture.points,
+    )
+
+
+def select(fits: Sequence[Fit], tolerance: float = 1e-9) -> Fit:
+    """App. B.1: the lowest training objective among fits that meet the constraints on the training
+    sample; if none does, the one with the smallest violation."""
+    if not fits:
+        raise ValueError("select needs at least one fit")
+    feasible = [f for f in fits if f.violation <= tolerance]
+    if feasible:
+        return min(feasible, key=lambda f: f.objective)
+    return min(fits, key=lambda f: f.violation)

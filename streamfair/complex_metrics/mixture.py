@@ -1,0 +1,171 @@
+"""A randomized mixture of plug-in classifiers, served one sample at a time.
+
+The algorithms of Narasimhan et al. output ``h = sum_t alpha_t h_t``: to predict, draw a component
+``t ~ alpha`` and apply the deterministic plug-in ``h_t``.  Here each draw is determined by the
+classifier's ``seed`` and a per-message ``key`` (:mod:`streamfair.keyed_random`), so replaying a
+message reproduces its prediction; serving costs ``O(m n^2)`` per sample.
+
+>>> import numpy as np
+>>> always = [np.array([[1.0, 0.0], [1.0, 0.0]]), np.array([[0.0, 1.0], [0.0, 1.0]])]
+>>> h = RandomizedClassifier([0.25, 0.75], always, seed=3)   # "always 1" w.p. 0.25, "always 0" w.p. 0.75
+>>> h.predict_one([0.9, 0.1], key="order-7") == h.predict_one([0.2, 0.8], key="order-7")
+True
+>>> share = np.mean(h.predict_many(np.full((4000, 2), 0.5), keys=range(4000)))   # about 0.25
+>>> bool(abs(share - 0.25) < 0.03)
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..keyed_random import Key, keyed_uniform, sample_index
+from ..validation import SUM_TOLERANCE, check_distributions, check_seed
+from .confusion import Sample, cost_features, plug_in
+
+__all__ = ["RandomizedClassifier"]
+
+STATE_VERSION = 1
+GROUPINGS = ("none", "aware", "unaware")
+
+
+class RandomizedClassifier:
+    """``sum_t weights[t] * plug-in(scores[t])``.
+
+    Parameters
+    ----------
+    weights
+        Mixture weights (non-negative, summing to one); zero-weight components are dropped.
+    scores
+        One ``(m n, n)`` score matrix per component: component ``t`` predicts
+        ``argmin*_j sum_{a,i} P[a, i] scores[t][a n + i, j]`` (see :mod:`.confusion`).
+    grouping
+        ``"none"`` (``m = 1``), ``"aware"`` (predictions need the group) or ``"unaware"`` (they need
+        the group posterior ``tau``).
+    seed
+        Seed of the component draws.
+    """
+
+    def __init__(self, weights: Sequence[float], scores: Any, grouping: str = "none", seed: int = 0):
+        scores = np.asarray(scores, dtype=float)
+        if scores.ndim != 3 or scores.shape[1] % scores.shape[2] or scores.shape[2] < 2:
+            raise ValueError(f"scores must have shape (k, m n, n), got shape {scores.shape}")
+        weights = np.asarray(weights, dtype=float)
+        if weights.shape != (scores.shape[0],):
+            raise ValueError(f"weights must have one entry per component ({scores.shape[0]}), got shape {weights.shape}")
+        if not np.all(np.isfinite(weights)) or weights.min() < 0 or abs(weights.sum() - 1.0) > SUM_TOLERANCE:
+            raise ValueError(f"weights must be finite, >= 0 and sum to 1, got {weights.tolist()[:8]} (sum {weights.sum():.6g})")
+        if grouping not in GROUPINGS:
+            raise ValueError(f"grouping must be one of {GROUPINGS}, got {grouping!r}")
+        keep = weights > 0
+        self.weights = weights[keep] / weights[keep].sum()
+        self.scores = scores[keep]
+        self.n_classes = scores.shape[2]
+        self.n_groups = scores.shape[1] // self.n_classes
+        if grouping == "none" and self.n_groups != 1:
+            raise ValueError(f"grouping 'none' needs (k, n, n) scores, got shape {scores.shape}")
+        self.grouping = grouping
+        self.seed = check_seed(seed)
+        self._draws = 0
+
+    @property
+    def n_components(self) -> int:
+        """Number of deterministic classifiers with positive weight."""
+        return self.weights.size
+
+    # ------------------------------------------------------------------ serving
+    def _features(self, proba: Any, groups: Any, tau: Any, n_rows: int | None) -> np.ndarray:
+        proba = check_distributions("proba", proba, n_rows, self.n_classes)
+        n = proba.shape[0]
+        if self.grouping == "aware":
+            if groups is None:
+                raise ValueError("this classifier is group-aware: give the group of each sample")
+            groups = np.asarray(groups).reshape(n)
+            if not np.issubdtype(groups.dtype, np.integer) or groups.min() < 0 or groups.max() >= self.n_groups:
+                raise ValueError(f"groups must be integers in 0..{self.n_groups - 1}, got {groups.tolist()[:8]}")
+            return cost_features(proba, groups, None, self.n_groups)
+        if self.grouping == "unaware":
+            if tau is None:
+                raise ValueError("this classifier is group-unaware: give the group posterior tau of each sample")
+            tau = check_distributions("tau", np.asarray(tau, dtype=float).reshape(n, -1), n, self.n_groups)
+            return cost_features(proba, None, tau, self.n_groups)
+        return proba
+
+    def draw(self, key: Key) -> int:
+        """The component used for the message ``key``."""
+        return sample_index(self.weights, keyed_uniform(self.seed, key))
+
+    def _keys(self, n: int, keys: Sequence[Key] | None) -> Sequence[Key]:
+        if keys is None:
+            keys = [f"draw:{self._draws + i}" for i in range(n)]
+            self._draws += n
+        elif len(keys) != n:
+            raise ValueError(f"keys must have one key per sample ({n}), got {len(keys)}")
+        return keys
+
+    def predict_many(self, proba: Any, groups: Any = None, tau: Any = None, keys: Sequence[Key] | None = None) -> np.ndarray:
+        """Class predictions (indices) for ``n`` samples, one component draw per key."""
+        features = self._features(proba, groups, tau, None)
+        components = np.array([self.draw(key) for key in self._keys(features.shape[0], keys)], dtype=np.intp)
+        predictions = np.empty(features.shape[0], dtype=np.intp)
+        for t in np.unique(components):
+            rows = components == t
+            predictions[rows] = plug_in(features[rows], self.scores[t])
+        return predictions
+
+    def predict_one(self, proba: Any, group: int | None = None, tau: Any = None, key: Key | None = None) -> int:
+        """The class prediction (index) for one sample; pass the message id as ``key``."""
+        features = self._features([proba], None if group is None else [group], None if tau is None else [tau], 1)
+        (key,) = self._keys(1, None if key is None else [key])
+        return int(plug_in(features, self.scores[self.draw(key)])[0])
+
+    # ------------------------------------------------------------------ evaluation
+    def component_predictions(self, sample: Sample) -> np.ndarray:
+        """``(k, N)``: every component's predictions on ``sample``."""
+        self._check_sample(sample)
+        return np.stack([sample.predict(scores) for scores in self.scores])
+
+    def confusion(self, sample: Sample) -> np.ndarray:
+        """The mixture's expected confusion tensor on ``sample``: ``sum_t alpha_t C[h_t]`` (Prop. 7)."""
+        self._check_sample(sample)
+        return sum(w * sample.confusion(sample.predict(s)) for w, s in zip(self.weights, self.scores))
+
+    def _check_sample(self, sample: Sample) -> None:
+        if sample.n_classes != self.n_classes or sample.grouping != self.grouping or sample.n_groups != self.n_groups:
+            raise ValueError(
+                f"sample ({sample.n_classes} classes, {sample.n_groups} groups, grouping {sample.grouping!r}) does not fit "
+                f"the classifier ({self.n_classes} classes, {self.n_groups} groups, grouping {self.grouping!r})"
+            )
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict:
+        """Configuration, components and the draw counter."""
+        return {
+            "version": STATE_VERSION,
+            "class": type(self).__name__,
+            "weights": self.weights.copy(),
+            "scores": self.scores.copy(),
+            "grouping": self.grouping,
+            "seed": self.seed,
+            "draws": self._draws,
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> "RandomizedClassifier":
+        """The classifier whose :meth:`state_dict` was taken."""
+        if state.get("version") != STATE_VERSION or state.get("class") != cls.__name__:
+            raise ValueError(f"state is for {state.get('class')!r} version {state.get('version')!r}, expected {cls.__name__!r}")
+        obj = cls(state["weights"], state["scores"], state["grouping"], state["seed"])
+        obj._draws = int(state["draws"])
+        return obj
+
+    def __getstate__(self) -> dict:
+        return self.state_dict()
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(type(self).from_state_dict(state).__dict__)
+
+    def __repr__(self) -> str:
+        return f"RandomizedClassifier({self.n_components} components, {self.n_classes} classes, grouping={self.grouping!r})"

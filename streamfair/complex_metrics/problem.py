@@ -1,0 +1,211 @@
+"""A learning problem (OP1 / OP2) on a sample, and its plug-in linear minimization oracle (Alg. 9/10).
+
+The problem stacks the metric's and the constraints' coordinates into one generalized confusion
+vector ``v = Phi vec(C)`` of dimension ``d`` (Def. 24).  The outer algorithms work on ``v`` only:
+
+* ``objective(v)`` and its gradient (the metric reads the first block);
+* ``constraint_values(v) = A v - b`` (one row per one-sided linear constraint);
+* ``lmo(w)``: the plug-in classifier minimizing ``<w, v>`` -- its score matrix is ``Phi^T w``
+  reshaped to ``(m n, n)`` -- with its empirical ``v`` and confusion tensor on the sample.
+
+>>> import numpy as np
+>>> from streamfair.complex_metrics.performance import QMean
+>>> from streamfair.complex_metrics.confusion import Sample
+>>> sample = Sample(np.array([[0.9, 0.1], [0.6, 0.4], [0.3, 0.7]]), y=[0, 1, 1])
+>>> problem = Problem(QMean(), sample)
+>>> best = problem.lmo(np.array([-1.0, -1.0]))          # maximize the sum of recalls
+>>> best.point.tolist(), round(problem.objective(best.point), 4)
+([1.0, 0.5], 0.3536)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .confusion import Sample, zero_one_scores
+from .constraints import LinearConstraint
+from .lp import linprog
+from .performance import Metric
+
+__all__ = ["Component", "Layout", "Problem"]
+
+
+@dataclass(frozen=True)
+class Component:
+    """A (small) mixture of plug-in classifiers and its place on the sample.
+
+    ``scores`` has shape ``(k, m n, n)`` with inner weights ``mix`` (``k = 1``: deterministic) and
+    inner vectors ``points`` ``(k, d)``; ``point`` is its ``v`` and ``confusion`` its confusion
+    tensor on the problem's sample.
+    """
+
+    scores: np.ndarray
+    mix: np.ndarray
+    points: np.ndarray
+    point: np.ndarray
+    confusion: np.ndarray
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The stacked coordinates ``v = matrix vec(C)`` (metric block first) and rows ``A v <= b``."""
+
+    matrix: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    metric_size: int
+    A: np.ndarray
+    b: np.ndarray
+
+    @classmethod
+    def build(cls, metric: Metric, constraints: Sequence[LinearConstraint], joint: np.ndarray) -> "Layout":
+        """The layout at the marginals ``joint`` (``(m, n)``)."""
+        blocks = [metric.coordinates(joint)] + [c.coordinates(joint) for c in constraints]
+        matrix = np.vstack(blocks)
+        bounds = [metric.bounds(joint)] + [c.bounds(joint) for c in constraints]
+        rows, rhs, start = [], [], blocks[0].shape[0]
+        for constraint, block in zip(constraints, blocks[1:]):
+            a, b = constraint.rows(joint)
+            full = np.zeros((a.shape[0], matrix.shape[0]))
+            full[:, start : start + block.shape[0]] = a
+            rows.append(full)
+            rhs.append(b)
+            start += block.shape[0]
+        return cls(
+            matrix,
+            np.concatenate([low for low, _ in bounds]),
+            np.concatenate([high for _, high in bounds]),
+            blocks[0].shape[0],
+            np.vstack(rows) if rows else np.zeros((0, matrix.shape[0])),
+            np.concatenate(rhs) if rhs else np.zeros(0),
+        )
+
+
+class Problem:
+    """Minimize ``metric`` subject to ``constraints`` over classifiers, estimated on ``sample``.
+
+    Parameters
+    ----------
+    metric
+        The objective ``psi``.
+    sample
+        The labelled sample (labels may be missing for label-free coordinates).
+    constraints
+        Linear constraints (possibly none: OP1).
+    """
+
+    def __init__(self, metric: Metric, sample: Sample, constraints: Sequence[LinearConstraint] = ()):
+        self.metric = metric
+        self.sample = sample
+        self.constraints = tuple(constraints)
+        layout = Layout.build(metric, self.constraints, sample.joint)
+        self.matrix, self.lower, self.upper = layout.matrix, layout.lower, layout.upper
+        self.metric_size, self.A, self.b = layout.metric_size, layout.A, layout.b
+
+    @property
+    def dimension(self) -> int:
+        """``d``, the length of the generalized confusion vector."""
+        return self.matrix.shape[0]
+
+    @property
+    def n_constraints(self) -> int:
+        """``K``, the number of one-sided constraint rows."""
+        return self.b.size
+
+    def with_metric(self, metric: Metric) -> "Problem":
+        """The same sample and constraints with another objective."""
+        return Problem(metric, self.sample, self.constraints)
+
+    # ------------------------------------------------------------------ functions of v
+    def objective(self, v: np.ndarray) -> float:
+        """``psi(v)``."""
+        return self.metric.value(v[: self.metric_size])
+
+    def objective_gradient(self, v: np.ndarray) -> np.ndarray:
+        """``grad psi(v)`` padded with zeros on the constraint coordinates."""
+        gradient = np.zeros(self.dimension)
+        gradient[: self.metric_size] = self.metric.gradient(v[: self.metric_size])
+        return gradient
+
+    def constraint_values(self, v: np.ndarray) -> np.ndarray:
+        """``A v - b``: feasible iff every entry is ``<= 0``."""
+        return self.A @ v - self.b
+
+    def violation(self, v: np.ndarray) -> float:
+        """``max_k phi_k(v)`` (0 for an unconstrained problem)."""
+        return float(self.constraint_values(v).max()) if self.n_constraints else 0.0
+
+    def point(self, confusion: np.ndarray) -> np.ndarray:
+        """``v = Phi vec(C)``."""
+        return self.matrix @ confusion.ravel()
+
+    def conjugate_argmin(self, g: np.ndarray) -> np.ndarray:
+        """``argmin_{lower <= v <= upper} psi(v) - g . v`` (psi reads only the metric block)."""
+        k = self.metric_size
+        v = np.where(g > 0, self.upper, self.lower)
+        v[:k] = self.metric.conjugate_argmin(g[:k], self.lower[:k], self.upper[:k])
+        return v
+
+    # ------------------------------------------------------------------ oracles
+    def scores(self, w: np.ndarray) -> np.ndarray:
+        """The score matrix ``Phi^T w`` of the linear objective ``<w, v>``, shape ``(m n, n)``."""
+        n = self.sample.n_classes
+        return (self.matrix.T @ w).reshape(-1, n)
+
+    def oracle(self, scores: np.ndarray) -> Component:
+        """The deterministic plug-in classifier with this score matrix, placed on the sample."""
+        confusion = self.sample.confusion(self.sample.predict(scores))
+        point = self.point(confusion)
+        return Component(scores[None].copy(), np.ones(1), point[None], point, confusion)
+
+    def lmo(self, w: np.ndarray) -> Component:
+        """Alg. 9/10: the plug-in classifier for the linear objective ``<w, v>``."""
+        return self.oracle(self.scores(w))
+
+    def baseline(self) -> Component:
+        """The plug-in ``argmax eta_hat`` (the arbitrary first oracle call of the algorithms)."""
+        return self.oracle(zero_one_scores(self.sample.n_classes, self.sample.n_groups))
+
+    def constant(self, j: int) -> Component:
+        """The classifier that always predicts class ``j`` (exactly fair; coverage ``e_j``)."""
+        n, m = self.sample.n_classes, self.sample.n_groups
+        scores = np.ones((m * n, n))
+        scores[:, j] = 0.0
+        return self.oracle(scores)
+
+    def feasible_start(self) -> Component:
+        """A mixture of the constant classifiers and ``argmax eta_hat`` with the smallest ``max_k phi_k``.
+
+        Constant classifiers satisfy demographic parity, equal opportunity and equalized odds
+        exactly, and mixing them with weights ``tau`` meets any coverage target, so this is the
+        strictly feasible start that ConEllipsoid and ConBisection need.
+        """
+        candidates = [self.baseline()] + [self.constant(j) for j in range(self.sample.n_classes)]
+        if not self.n_constraints:
+            return candidates[0]
+        points = np.stack([c.point for c in candidates])
+        values = points @ self.A.T - self.b  # (k, K)
+        k = len(candidates)
+        # min s  s.t.  sum_t alpha_t values[t] <= s,  alpha in the simplex;  s = s_plus - s_minus.
+        cost = np.zeros(k + 2)
+        cost[k], cost[k + 1] = 1.0, -1.0
+        a_ub = np.hstack([values.T, -np.ones((self.n_constraints, 1)), np.ones((self.n_constraints, 1))])
+        a_eq = np.concatenate([np.ones(k), [0.0, 0.0]])[None]
+        result = linprog(cost, a_ub, np.zeros(self.n_constraints), a_eq, np.ones(1))
+        alpha = result.x[:k]
+        return combine(candidates, alpha / alpha.sum())
+
+
+def combine(components: Sequence[Component], weights: np.ndarray) -> Component:
+    """The mixture ``sum_t weights[t] components[t]`` as one component (zero weights dropped)."""
+    keep = [t for t in range(len(components)) if weights[t] > 0]
+    scores = np.concatenate([components[t].scores for t in keep])
+    mix = np.concatenate([weights[t] * components[t].mix for t in keep])
+    points = np.concatenate([components[t].points for t in keep])
+    point = sum(weights[t] * components[t].point for t in keep)
+    confusion = sum(weights[t] * components[t].confusion for t in keep)
+    positive = mix > 0
+    return Component(scores[positive], mix[positive] / mix[positive].sum(), points[positive], point, confusion)

@@ -1,0 +1,370 @@
+"""Streaming versions of the complex-metric algorithms (spec complex-metrics.md §5; derived, not in the paper).
+
+* **Mode A** -- :class:`WindowedRefit`: keep a window of labelled tuples ``(eta_hat, y, group)``,
+  refit a batch algorithm on it every ``refit_every`` arrivals, serve the latest mixture.  The
+  paper's guarantees apply per refit when the window is i.i.d.
+* **Mode B** -- :class:`StreamingFrankWolfe`: Frank-Wolfe with one-sample oracle estimates.  The
+  state is a running estimate ``C_t`` of the deployed policy's confusion; each arrival is predicted
+  by the plug-in for ``grad psi(C_t)`` and, when its label arrives (possibly later), ``C_t`` moves
+  towards ``e_a e_y e_yhat`` with step ``1 / t`` (so ``C_t`` is the empirical confusion of the
+  predictions made) or a constant step (an exponentially weighted estimate that tracks drift).
+* **Mode C** -- :class:`OnlinePrimalDual`: the same plus one multiplier per constraint row,
+  updated by projected ascent on the one-sample constraint estimate ``A Phi e_t - b``; the served
+  cost is ``grad psi + A^T nu``.  For a linear metric this is the spec's online primal-dual; for
+  demographic parity (and coverage with a known target) no update reads a label: without ``y`` the
+  confusion update uses ``eta_hat`` as a label surrogate, exact for those coordinates, and with
+  ``tau`` in place of the group the policy is unaware of S.
+
+Modes B and C are one engine (:class:`StreamingPlugIn`); B is C without constraints.  Both keep
+periodic snapshots of their cost matrices: :meth:`StreamingPlugIn.classifier` serves their uniform
+mixture (the time average the theory is about) with keyed draws.
+
+>>> import numpy as np
+>>> from streamfair.complex_metrics import HMean
+>>> rng = np.random.default_rng(0)
+>>> y = rng.choice(3, 3000, p=[0.8, 0.15, 0.05])
+>>> proba = np.eye(3)[y] * 0.3 + rng.dirichlet([4, 1, 0.5], 3000) * 0.7
+>>> stream = StreamingFrankWolfe(HMean(), n_classes=3)
+>>> predictions = stream.run(proba, y)                  # predict each sample, then learn its label
+>>> bool(stream.objective() < HMean()(np.eye(3)[y].T @ np.eye(3)[proba.argmax(axis=1)] / 3000))
+True
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..keyed_random import Key
+from ..validation import check_integer, check_positive, check_seed
+from .confusion import Sample, plug_in, zero_one_scores
+from .constraints import LinearConstraint
+from .fit import Fit
+from .mixture import GROUPINGS, RandomizedClassifier
+from .performance import Metric
+from .problem import Layout, Problem
+
+__all__ = ["WindowedRefit", "StreamingPlugIn", "StreamingFrankWolfe", "OnlinePrimalDual"]
+
+STATE_VERSION = 1
+
+
+def _membership(n_groups: int, group: Any, tau: Any) -> np.ndarray:
+    """The sample's group weights ``G[a]``: one-hot ``group`` if given, else ``tau`` (``[1]`` without groups)."""
+    if n_groups == 1:
+        return np.ones(1)
+    if group is not None:
+        if isinstance(group, bool) or not isinstance(group, (int, np.integer)) or not 0 <= group < n_groups:
+            raise ValueError(f"group must be an integer in 0..{n_groups - 1}, got {group!r}")
+        return np.eye(n_groups)[int(group)]
+    if tau is None:
+        raise ValueError("each sample needs its group or its group posterior tau")
+    tau = np.asarray(tau, dtype=float)
+    if tau.shape != (n_groups,) or not np.all(np.isfinite(tau)) or tau.min() < 0 or abs(tau.sum() - 1) > 1e-6:
+        raise ValueError(f"tau must be {n_groups} probabilities summing to 1, got {tau.tolist()}")
+    return tau
+
+
+def _check_proba(n_classes: int, proba: Any) -> np.ndarray:
+    """One sample's class probabilities."""
+    proba = np.asarray(proba, dtype=float)
+    if proba.shape != (n_classes,) or not np.all(np.isfinite(proba)) or proba.min() < 0 or abs(proba.sum() - 1) > 1e-6:
+        raise ValueError(f"proba must be {n_classes} class probabilities summing to 1, got {proba.tolist()}")
+    return proba
+
+
+class StreamingPlugIn:
+    """The streaming plug-in engine of modes B and C (see the module docstring).
+
+    Parameters
+    ----------
+    metric
+        The objective ``psi``.
+    constraints
+        Linear constraints (none: mode B).
+    n_classes, n_groups
+        ``n`` and ``m`` (``m = 1`` without groups).
+    grouping
+        ``"none"``, ``"aware"`` (predictions use the group) or ``"unaware"`` (they use ``tau``; the
+        confusion update also uses ``tau`` unless the group is given with the label).
+    step
+        Confusion-estimate step: ``None`` for ``1 / t`` (running mean), or a constant in ``(0, 1]``.
+    dual_step
+        Multiplier step ``eta_0``; the ``t``-th update uses ``eta_0 / sqrt(t)``.
+    prior_count
+        Weight, in samples, of the uniform initial confusion estimate.
+    refresh_every
+        Recompute the served cost matrix every this many label arrivals (1: every arrival; larger:
+        the spec's mini-batch variant, cheaper).
+    remap_every
+        Re-derive the coordinates ``Phi, A, b`` at the current marginals (priors, group shares)
+        every this many label arrivals; they change slowly and cost more than a refresh.
+    snapshot_every
+        Keep the served cost matrix every this many label arrivals for :meth:`classifier`.
+    seed
+        Seed of the keyed draws of :meth:`classifier`.
+    """
+
+    def __init__(
+        self,
+        metric: Metric,
+        constraints: Sequence[LinearConstraint] = (),
+        *,
+        n_classes: int,
+        n_groups: int = 1,
+        grouping: str = "none",
+        step: float | None = None,
+        dual_step: float = 0.1,
+        prior_count: float = 1.0,
+        refresh_every: int = 1,
+        remap_every: int = 100,
+        snapshot_every: int = 100,
+        seed: int = 0,
+    ):
+        self.metric = metric
+        self.constraints = tuple(constraints)
+        self.n_classes = check_integer("n_classes", n_classes, 2)
+        self.n_groups = check_integer("n_groups", n_groups, 1)
+        if grouping not in GROUPINGS:
+            raise ValueError(f"grouping must be one of {GROUPINGS}, got {grouping!r}")
+        if (grouping == "none") != (self.n_groups == 1):
+            raise ValueError(f"grouping {grouping!r} does not fit n_groups={self.n_groups}")
+        self.grouping = grouping
+        if step is not None and not (0 < step <= 1):
+            raise ValueError(f"step must be None or in (0, 1], got {step!r}")
+        self.step = step
+        self.dual_step = check_positive("dual_step", dual_step)
+        self.prior_count = check_positive("prior_count", prior_count)
+        self.refresh_every = check_integer("refresh_every", refresh_every, 1)
+        self.remap_every = check_integer("remap_every", remap_every, 1)
+        self.snapshot_every = check_integer("snapshot_every", snapshot_every, 1)
+        self.seed = check_seed(seed)
+        m, n = self.n_groups, self.n_classes
+        self.confusion = np.full((m, n, n), 1.0 / (m * n * n))
+        self.n_labels = 0
+        self._structure(self.confusion.sum(axis=2))
+        self.multipliers = np.zeros(self._b.size)
+        self._snapshots: list[np.ndarray] = []
+        self._refresh()
+
+    # ------------------------------------------------------------------ structure
+    def _structure(self, joint: np.ndarray) -> None:
+        """``Phi``, ``A``, ``b`` at the marginals ``joint``, and ``A Phi``."""
+        self._joint = joint
+        layout = Layout.build(self.metric, self.constraints, joint)
+        self._phi, self._metric_size, self._a, self._b = layout.matrix, layout.metric_size, layout.A, layout.b
+        self._constraint_map = self._a @ self._phi  # (K, m n n): one-sample constraint estimates
+
+    def _refresh(self) -> None:
+        """The served cost matrix ``Phi^T (grad psi(v) + A^T nu)``."""
+        v = self._phi @ self.confusion.ravel()
+        w = self._a.T @ self.multipliers
+        w[: self._metric_size] += self.metric.gradient(v[: self._metric_size])
+        self.scores = (self._phi.T @ w).reshape(-1, self.n_classes)
+
+    # ------------------------------------------------------------------ serving and learning
+    def predict_one(self, proba: Any, group: int | None = None, tau: Any = None) -> int:
+        """The deterministic prediction of the current policy (aware: needs ``group``; unaware: ``tau``)."""
+        proba = _check_proba(self.n_classes, proba)
+        if self.grouping == "aware":
+            proba = np.outer(_membership(self.n_groups, group, None), proba)
+        elif self.grouping == "unaware":
+            proba = np.outer(_membership(self.n_groups, None, tau), proba)
+        return int(plug_in(proba.reshape(1, -1), self.scores)[0])
+
+    def learn_one(self, proba: Any, prediction: int, y: int | None = None, group: int | None = None, tau: Any = None) -> None:
+        """Fold in one served sample: its prediction and, if known, its label (else ``proba`` stands in)."""
+        proba = _check_proba(self.n_classes, proba)
+        if isinstance(prediction, bool) or not isinstance(prediction, (int, np.integer)) or not 0 <= prediction < self.n_classes:
+            raise ValueError(f"prediction must be a class in 0..{self.n_classes - 1}, got {prediction!r}")
+        if y is None:
+            labels = proba
+        elif isinstance(y, bool) or not isinstance(y, (int, np.integer)) or not 0 <= y < self.n_classes:
+            raise ValueError(f"y must be a class in 0..{self.n_classes - 1}, got {y!r}")
+        else:
+            labels = np.zeros(self.n_classes)
+            labels[int(y)] = 1.0
+        membership = _membership(self.n_groups, group, tau)
+        weights = np.outer(membership, labels).ravel()  # the sample's mass in cells (a, i, prediction)
+        cells = np.arange(weights.size) * self.n_classes + int(prediction)
+        self.n_labels += 1
+        rate = self.step if self.step is not None else 1.0 / (self.n_labels + self.prior_count)
+        self.confusion *= 1.0 - rate
+        self.confusion.ravel()[cells] += rate * weights
+        if self._b.size:
+            estimate = self._constraint_map[:, cells] @ weights - self._b
+            self.multipliers = np.maximum(self.multipliers + self.dual_step / np.sqrt(self.n_labels) * estimate, 0.0)
+        if self.n_labels % self.remap_every == 0:
+            self._structure(self.confusion.sum(axis=2))
+        if self.n_labels % self.refresh_every == 0:
+            self._refresh()
+        if self.n_labels % self.snapshot_every == 0:
+            self._snapshots.append(self.scores.copy())
+
+    def run(self, proba: Any, y: Any = None, groups: Any = None, tau: Any = None, delay: int = 0) -> np.ndarray:
+        """Serve a stream in order: predict sample ``t``, learn the label of sample ``t - delay``.
+
+        ``y=None``: learn without labels.  Returns the predictions made; at the end the labels of the
+        last ``delay`` samples are learned too.
+        """
+        proba = np.asarray(proba, dtype=float)
+        n = proba.shape[0]
+        delay = check_integer("delay", delay, 0)
+        predictions = np.empty(n, dtype=np.intp)
+
+        def learn(t):
+            self.learn_one(
+                proba[t],
+                int(predictions[t]),
+                None if y is None else int(y[t]),
+                None if groups is None else int(groups[t]),
+                None if tau is None else tau[t],
+            )
+
+        for t in range(n):
+            group = None if groups is None else int(groups[t])
+            predictions[t] = self.predict_one(proba[t], group, None if tau is None else tau[t])
+            if t >= delay:
+                learn(t - delay)
+        for t in range(max(n - delay, 0), n):
+            learn(t)
+        return predictions
+
+    # ------------------------------------------------------------------ outputs
+    def objective(self) -> float:
+        """``psi`` of the running confusion estimate (with ``1 / t``: of the predictions made)."""
+        v = self._phi @ self.confusion.ravel()
+        return self.metric.value(v[: self._metric_size])
+
+    def violation(self) -> float:
+        """``max_k phi_k`` of the running confusion estimate (0 without constraints)."""
+        if not self._b.size:
+            return 0.0
+        return float(np.max(self._a @ (self._phi @ self.confusion.ravel()) - self._b))
+
+    def classifier(self, last: int | None = None) -> RandomizedClassifier:
+        """The uniform mixture of the (last ``last``) snapshots of the served policy, or the current one."""
+        snapshots = self._snapshots[-last:] if last else self._snapshots
+        scores = np.stack(snapshots) if snapshots else self.scores[None]
+        return RandomizedClassifier(np.full(len(scores), 1.0 / len(scores)), scores, self.grouping, self.seed)
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict:
+        """Arrays and counters that continue the stream exactly (the metric and constraints are not included)."""
+        return {
+            "version": STATE_VERSION,
+            "confusion": self.confusion.copy(),
+            "multipliers": self.multipliers.copy(),
+            "n_labels": self.n_labels,
+            "snapshots": [s.copy() for s in self._snapshots],
+            "scores": self.scores.copy(),
+            "joint": self._joint.copy(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from :meth:`state_dict` (on an object built with the same arguments)."""
+        if state.get("version") != STATE_VERSION or np.shape(state["confusion"]) != self.confusion.shape:
+            raise ValueError("state does not fit this streaming object (version or shape differ)")
+        self.confusion = np.array(state["confusion"], dtype=float)
+        self.n_labels = int(state["n_labels"])
+        self._structure(np.array(state["joint"], dtype=float))
+        self.multipliers = np.array(state["multipliers"], dtype=float)
+        self._snapshots = [np.array(s, dtype=float) for s in state["snapshots"]]
+        self.scores = np.array(state["scores"], dtype=float)
+
+
+class StreamingFrankWolfe(StreamingPlugIn):
+    """Mode B: streaming Frank-Wolfe for an unconstrained metric (see :class:`StreamingPlugIn`)."""
+
+    def __init__(self, metric: Metric, *, n_classes: int, **kwargs):
+        super().__init__(metric, (), n_classes=n_classes, **kwargs)
+
+
+class OnlinePrimalDual(StreamingPlugIn):
+    """Mode C: online primal-dual for constraints (see :class:`StreamingPlugIn`)."""
+
+    def __init__(self, metric: Metric, constraints: Sequence[LinearConstraint], *, n_classes: int, **kwargs):
+        if not constraints:
+            raise ValueError("OnlinePrimalDual needs at least one constraint (use StreamingFrankWolfe otherwise)")
+        super().__init__(metric, constraints, n_classes=n_classes, **kwargs)
+
+
+class WindowedRefit:
+    """Mode A: refit a batch algorithm on a window of labelled tuples, serve the latest mixture.
+
+    Parameters
+    ----------
+    fit
+        ``problem -> Fit``, e.g. ``lambda p: constrained_gda(p, 2000)``; must be deterministic.
+    metric, constraints
+        The problem refitted on each window.
+    n_classes, n_groups, grouping
+        As for :class:`StreamingPlugIn`; ``"aware"`` tuples carry the group, ``"unaware"`` ones
+        ``tau`` (and the group, when known, for the confusion estimates).
+    window
+        Tuples kept (a sliding window; only class probabilities, labels and groups are stored).
+    refit_every
+        Arrivals between refits.
+    seed
+        Seed of the served classifiers' draws.
+    """
+
+    def __init__(
+        self,
+        fit: Callable[[Problem], Fit],
+        metric: Metric,
+        constraints: Sequence[LinearConstraint] = (),
+        *,
+        n_classes: int,
+        n_groups: int = 1,
+        grouping: str = "none",
+        window: int = 10_000,
+        refit_every: int = 1000,
+        seed: int = 0,
+    ):
+        self.fit, self.metric, self.constraints = fit, metric, tuple(constraints)
+        self.n_classes = check_integer("n_classes", n_classes, 2)
+        self.n_groups = check_integer("n_groups", n_groups, 1)
+        if grouping not in GROUPINGS:
+            raise ValueError(f"grouping must be one of {GROUPINGS}, got {grouping!r}")
+        self.grouping = grouping
+        self.window = check_integer("window", window, 1)
+        self.refit_every = check_integer("refit_every", refit_every, 1)
+        self.seed = check_seed(seed)
+        self._buffer: deque = deque(maxlen=self.window)
+        self.n_arrivals = 0
+        self.last_fit: Fit | None = None
+        scores = zero_one_scores(self.n_classes, self.n_groups)[None]
+        self.classifier = RandomizedClassifier(np.ones(1), scores, grouping, self.seed)
+
+    def learn_one(self, proba: Any, y: int | None, group: int | None = None, tau: Any = None) -> None:
+        """Add one tuple (``y=None``: unlabeled, the label-free surrogate is used); refit when due."""
+        proba = _check_proba(self.n_classes, proba)
+        if self.grouping != "none":
+            _membership(self.n_groups, group, tau)  # validates whichever of group / tau is given
+        self._buffer.append((proba, y, group, None if tau is None else np.asarray(tau, dtype=float)))
+        self.n_arrivals += 1
+        if self.n_arrivals % self.refit_every == 0:
+            self.refit()
+
+    def refit(self) -> Fit:
+        """Fit on the current window and serve the result."""
+        proba, y, groups, tau = zip(*self._buffer)
+        labelled = all(label is not None for label in y)
+        sample = Sample(
+            np.stack(proba),
+            np.array(y) if labelled else None,
+            np.array(groups) if groups[0] is not None else None,
+            np.stack(tau) if tau[0] is not None else None,
+            n_groups=self.n_groups,
+        )
+        self.last_fit = self.fit(Problem(self.metric, sample, self.constraints))
+        fitted = self.last_fit.classifier
+        self.classifier = RandomizedClassifier(fitted.weights, fitted.scores, fitted.grouping, self.seed)
+        return self.last_fit
+
+    def predict_one(self, proba: Any, group: int | None = None, tau: Any = None, key: Key | None = None) -> int:
+        """The latest mixture's prediction, drawn by ``key``."""
+        return self.classifier.predict_one(proba, group, tau, key)
