@@ -30,6 +30,7 @@ Examples
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -113,6 +114,8 @@ class PartitionTask:
         k = fair.n_groups
         self._fill_tau = [1.0 / k] * k
         self.processed = 0  # input records handled since this task was created (valid or not)
+        self.learned = 0  # samples learned by this task object, and the time it took (for metrics)
+        self.learn_seconds = 0.0
 
     # ------------------------------------------------------------------ checkpoints
     @classmethod
@@ -207,10 +210,13 @@ class PartitionTask:
             emit(message_key(ident), value, record.timestamp, partition)
 
     def _learn(self) -> None:
+        started = time.perf_counter()
         if self.batch_size == 1:
             self.fair.learn_one(self._pending_eta[0], self._pending_tau[0])
         else:
             self.fair.learn_many(np.array(self._pending_eta), np.array(self._pending_tau), batch_size=self.batch_size)
+        self.learn_seconds += time.perf_counter() - started
+        self.learned += len(self._pending_eta)
         self._pending_eta.clear()
         self._pending_tau.clear()
 

@@ -1,0 +1,337 @@
+"""``streamfair report``: a PNG of each group's fairness gap and of the risk over time, eps drawn in.
+
+The picture comes from a **history**: a JSON-lines file that the daemon writes (``metrics.history``)
+or a library loop writes with :class:`HistoryWriter`, or one recorded on the spot by scraping a
+running daemon's ``/metrics`` endpoint (``--scrape URL``).  No Grafana needed.
+
+History format (version 1), UTF-8, one JSON object per line::
+
+    {"streamfair_history": 1, "groups": ["0", "1"], "eps": [0.01, 0.01]}          # header, first line
+    {"time": 1732170000.5, "partition": "0", "n_samples": 1200,
+     "live_gap": [0.031, 0.029], "live_ks": [0.05, 0.048], "live_mean": [0.11, 0.13],
+     "audited_gap": [0.035, 0.03], "audited_ks": [0.06, 0.05], "risk": 0.082, "audited_samples": 400}
+
+``time`` is Unix seconds; the per-group lists follow the header's ``groups``; the ``audited_*`` and
+``risk`` fields are ``null`` until labelled feedback (y and S) has been seen for every group.  A
+writer appends to an existing file with the same header; a reader ignores a truncated last line
+(a process killed while writing).
+
+Examples
+--------
+>>> import os, tempfile
+>>> from streamfair import FairRegressionPostProcessor
+>>> fair = FairRegressionPostProcessor(L=5, n_groups=2, horizon=50, eps=0.01)
+>>> path = os.path.join(tempfile.mkdtemp(), "history.jsonl")
+>>> with HistoryWriter(path, groups=["a", "b"], eps=fair.eps) as history:
+...     for i in range(100):
+...         fair.learn_one(0.5 if i % 2 else -0.5, [0.8, 0.2] if i % 2 else [0.2, 0.8])
+...         if i % 50 == 49:
+...             history.write(HistoryRecord.from_diagnostics("0", fair.diagnostics(), time=float(i)))
+>>> loaded = read_history(path)
+>>> loaded.groups, [record.n_samples for record in loaded.records]
+(['a', 'b'], [50, 100])
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time as _time
+import urllib.request
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+HISTORY_VERSION = 1
+
+
+@dataclass(frozen=True)
+class HistoryRecord:
+    """One post-processor's state at one moment (per-group lists in the history's group order)."""
+
+    time: float
+    partition: str
+    n_samples: int
+    live_gap: list[float]
+    live_ks: list[float]
+    live_mean: list[float]
+    audited_gap: list[float] | None = None
+    audited_ks: list[float] | None = None
+    risk: float | None = None
+    audited_samples: int = 0
+
+    @classmethod
+    def from_diagnostics(cls, partition: Any, diagnostics: Any, report: Any = None, audited_samples: int = 0,
+                         time: float | None = None) -> HistoryRecord:
+        """From :meth:`streamfair.DualPostProcessor.diagnostics` and an optional audited
+        :class:`streamfair.evaluation.FairnessReport`; ``time`` defaults to now."""
+        return cls(
+            time=_time.time() if time is None else float(time),
+            partition=str(partition),
+            n_samples=int(diagnostics.n_samples),
+            live_gap=[float(v) for v in diagnostics.group_unfairness],
+            live_ks=[float(v) for v in diagnostics.group_ks],
+            live_mean=[float(v) for v in diagnostics.group_mean],
+            audited_gap=None if report is None else [float(v) for v in report.atom_unfairness],
+            audited_ks=None if report is None else [float(v) for v in report.ks_unfairness],
+            risk=None if report is None else float(report.risk),
+            audited_samples=int(audited_samples),
+        )
+
+
+@dataclass
+class History:
+    """A loaded history: the header's groups and eps, and the records in file order."""
+
+    groups: list[str]
+    eps: list[float]
+    records: list[HistoryRecord] = field(default_factory=list)
+
+
+def _header(groups: Sequence[Any], eps: Sequence[float] | float) -> dict:
+    groups = [str(g) for g in groups]
+    if len(groups) < 2 or len(set(groups)) != len(groups):
+        raise ValueError(f"groups must be at least 2 distinct labels, got {groups!r}")
+    eps = [float(eps)] * len(groups) if isinstance(eps, (int, float)) else [float(e) for e in eps]
+    if len(eps) != len(groups) or not all(math.isfinite(e) and e >= 0 for e in eps):
+        raise ValueError(f"eps must be one finite number >= 0 or one per group ({len(groups)}), got {eps!r}")
+    return {"streamfair_history": HISTORY_VERSION, "groups": groups, "eps": eps}
+
+
+class HistoryWriter:
+    """Append :class:`HistoryRecord` lines to a history file (created with its header if new or empty).
+
+    Parameters
+    ----------
+    path
+        The file; an existing one must have the same groups and eps.
+    groups
+        Group labels, in the column order of tau.
+    eps
+        The post-processor's eps: one number, or one per group.
+    """
+
+    def __init__(self, path: str | os.PathLike, groups: Sequence[Any], eps: Sequence[float] | float):
+        self.path = Path(path)
+        header = _header(groups, eps)
+        self._groups = header["groups"]
+        if self.path.exists() and self.path.stat().st_size > 0:
+            existing = read_history(self.path)
+            if (existing.groups, existing.eps) != (header["groups"], header["eps"]):
+                raise ValueError(f"path {str(self.path)!r} holds a history for groups {existing.groups} and eps "
+                                 f"{existing.eps}, not {header['groups']} and {header['eps']}")
+            self._handle = open(self.path, "a", encoding="utf-8")
+        else:
+            self._handle = open(self.path, "w", encoding="utf-8")
+            self._line(header)
+
+    def _line(self, obj: dict) -> None:
+        self._handle.write(json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n")
+        self._handle.flush()
+
+    def write(self, record: HistoryRecord) -> None:
+        """Append one record (its per-group lists must have one entry per group)."""
+        k = len(self._groups)
+        for name in ("live_gap", "live_ks", "live_mean", "audited_gap", "audited_ks"):
+            values = getattr(record, name)
+            if values is not None and len(values) != k:
+                raise ValueError(f"record.{name} must have {k} entries, got {values!r}")
+        self._line(asdict(record))
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> HistoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_history(path: str | os.PathLike) -> History:
+    """Load a history file (see the module docstring for the format)."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    if not lines:
+        raise ValueError(f"path {str(path)!r} is empty, expected a streamfair history")
+    try:
+        header = json.loads(lines[0])
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or header.get("streamfair_history") != HISTORY_VERSION:
+        raise ValueError(f"path {str(path)!r} is not a streamfair history (version {HISTORY_VERSION})")
+    history = History(groups=list(header["groups"]), eps=list(header["eps"]))
+    for number, line in enumerate(lines[1:], start=2):
+        try:
+            history.records.append(HistoryRecord(**json.loads(line)))
+        except (ValueError, TypeError):
+            if number == len(lines):  # a truncated last line: the writer was killed mid-write
+                break
+            raise ValueError(f"path {str(path)!r}: line {number} is not a history record") from None
+    return history
+
+
+# ---------------------------------------------------------------------------- scraping
+def _parse_exposition(text: str) -> dict[str, dict[tuple, float]]:
+    """``{metric name: {sorted label items: value}}`` from the Prometheus text format."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    samples: dict[str, dict[tuple, float]] = defaultdict(dict)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[sample.name][tuple(sorted(sample.labels.items()))] = sample.value
+    return samples
+
+
+def records_from_exposition(text: str, now: float | None = None) -> tuple[list[str], list[float], list[HistoryRecord]]:
+    """Groups, eps and one record per partition from one scrape of a streamfair ``/metrics`` page."""
+    samples = _parse_exposition(text)
+    eps_by_group = {dict(labels)["group"]: value for labels, value in samples.get("streamfair_fairness_eps", {}).items()}
+    groups = sorted(eps_by_group)
+    if not groups:
+        raise ValueError("the metrics page has no streamfair_fairness_eps samples: is it a streamfair endpoint?")
+    now = _time.time() if now is None else now
+
+    def by_group(name: str, partition: str) -> list[float] | None:
+        values = {dict(labels)["group"]: value for labels, value in samples.get(name, {}).items()
+                  if dict(labels).get("partition") == partition}
+        return [values[g] for g in groups] if set(values) == set(groups) else None
+
+    records = []
+    for labels, n_samples in sorted(samples.get("streamfair_postprocessor_samples", {}).items()):
+        partition = dict(labels)["partition"]
+        live = [by_group(name, partition) for name in
+                ("streamfair_live_fairness_gap", "streamfair_live_fairness_ks", "streamfair_live_prediction_mean")]
+        if any(values is None for values in live):
+            continue
+        audited_gap = by_group("streamfair_audited_fairness_gap", partition)
+        risk = samples.get("streamfair_audited_squared_error", {}).get((("partition", partition),))
+        counts = by_group("streamfair_audited_window_samples", partition) or [0.0]
+        records.append(HistoryRecord(
+            time=now, partition=partition, n_samples=int(n_samples), live_gap=live[0], live_ks=live[1],
+            live_mean=live[2], audited_gap=audited_gap,
+            audited_ks=by_group("streamfair_audited_fairness_ks", partition) if audited_gap else None,
+            risk=risk if audited_gap else None, audited_samples=int(sum(counts))))
+    return groups, [eps_by_group[g] for g in groups], records
+
+
+def scrape_history(url: str, duration: float, every: float, timeout: float = 5.0) -> History:
+    """Scrape ``url`` (a streamfair ``/metrics`` endpoint) every ``every`` seconds for ``duration`` seconds."""
+    if not (math.isfinite(duration) and duration >= 0):
+        raise ValueError(f"duration must be a finite number >= 0, got {duration!r}")
+    if not (math.isfinite(every) and every > 0):
+        raise ValueError(f"every must be a finite number > 0, got {every!r}")
+    history: History | None = None
+    deadline = _time.monotonic() + duration
+    while True:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            groups, eps, records = records_from_exposition(response.read().decode("utf-8"))
+        if history is None:
+            history = History(groups, eps)
+        elif groups != history.groups:
+            raise ValueError(f"url {url!r}: the groups changed from {history.groups} to {groups} while scraping")
+        history.records.extend(records)
+        if _time.monotonic() + every > deadline:
+            return history
+        _time.sleep(every)
+
+
+# ---------------------------------------------------------------------------- the picture
+def render(history: History, output: str | os.PathLike, x: str = "time", partitions: Sequence[str] | None = None,
+           title: str | None = None):
+    """Write the PNG and return the matplotlib figure.
+
+    Top: each group's worst-atom fairness gap, live (solid, no S needed) and audited (dashed, from
+    labelled feedback), with eps as a dotted line.  Bottom: the audited risk (mean squared error).
+    ``x`` is ``"time"`` (seconds since the first record) or ``"samples"`` (samples learned).
+    """
+    import matplotlib
+    from matplotlib.figure import Figure  # no pyplot: no global backend or figure registry is touched
+
+    if x not in ("time", "samples"):
+        raise ValueError(f"x must be 'time' or 'samples', got {x!r}")
+    records = [r for r in history.records if partitions is None or r.partition in set(partitions)]
+    if not records:
+        raise ValueError(f"partitions {partitions!r}: no records to plot" if partitions else "history has no records")
+    start = min(r.time for r in records)
+    by_partition: dict[str, list[HistoryRecord]] = defaultdict(list)
+    for record in records:
+        by_partition[record.partition].append(record)
+    colors = matplotlib.colormaps["tab10"]
+    markers = "os^vDP*X" if len(by_partition) > 1 else ""  # partitions apart by marker, groups by color
+    fig = Figure(figsize=(11, 6.5))
+    gap_ax, risk_ax = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
+    for index, (partition, rows) in enumerate(sorted(by_partition.items())):
+        style = {"marker": markers[index % len(markers)], "markersize": 4} if markers else {}
+        rows.sort(key=lambda r: (r.time, r.n_samples) if x == "time" else (r.n_samples, r.time))
+        xs = [r.time - start if x == "time" else r.n_samples for r in rows]
+        suffix = f", partition {partition}" if len(by_partition) > 1 else ""
+        for g, group in enumerate(history.groups):
+            color = colors(g % 10)
+            gap_ax.plot(xs, [r.live_gap[g] for r in rows], color=color, lw=1.6, label=f"group {group} live{suffix}",
+                        **style)
+            audited = [(xv, r.audited_gap[g]) for xv, r in zip(xs, rows) if r.audited_gap is not None]
+            if audited:
+                gap_ax.plot(*zip(*audited), color=color, lw=1.2, ls="--", label=f"group {group} audited{suffix}",
+                            **style)
+        risks = [(xv, r.risk) for xv, r in zip(xs, rows) if r.risk is not None]
+        if risks:
+            risk_ax.plot(*zip(*risks), color="black", lw=1.4, label=f"partition {partition}", **style)
+    for g, eps in enumerate(history.eps):
+        same = all(e == eps for e in history.eps)
+        if same and g > 0:
+            break
+        gap_ax.axhline(eps, color="black" if same else colors(g % 10), ls=":", lw=1.4,
+                       label="eps" if same else f"eps group {history.groups[g]}")
+    gap_ax.set_ylabel("fairness gap max_l |P(l|s) - P(l)|")
+    gap_ax.set_ylim(bottom=0)
+    gap_ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    gap_ax.grid(alpha=0.3)
+    risk_ax.set_ylabel("audited risk (MSE)")
+    if risk_ax.lines:
+        risk_ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    else:
+        risk_ax.text(0.5, 0.5, "no audited risk: needs a feedback stream with y and s", ha="center", va="center",
+                     transform=risk_ax.transAxes, color="gray")
+    risk_ax.grid(alpha=0.3)
+    risk_ax.set_xlabel("seconds since the first record" if x == "time" else "samples learned")
+    fig.suptitle(title or "streamfair: fairness gap per group (live vs audited) and risk")
+    fig.tight_layout()
+    fig.savefig(output, dpi=110)
+    return fig
+
+
+# ---------------------------------------------------------------------------- command line
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("history", nargs="?", help="history file (JSON lines) written by the daemon or a library loop")
+    parser.add_argument("--scrape", metavar="URL", help="record a history by scraping this /metrics URL instead")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds to scrape (default 60)")
+    parser.add_argument("--every", type=float, default=2.0, help="seconds between scrapes (default 2)")
+    parser.add_argument("--save-history", metavar="FILE", help="also write the scraped history to FILE")
+    parser.add_argument("-o", "--output", default="streamfair-report.png", help="PNG to write")
+    parser.add_argument("--x", choices=("time", "samples"), default="time", help="horizontal axis")
+    parser.add_argument("--partition", action="append", dest="partitions", help="only this partition (repeatable)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if (args.history is None) == (args.scrape is None):
+        print("streamfair report: give a history file or --scrape URL (one of them)", file=sys.stderr)
+        return 2
+    try:
+        if args.scrape:
+            history = scrape_history(args.scrape, args.duration, args.every)
+            if args.save_history:
+                with HistoryWriter(args.save_history, history.groups, history.eps) as writer:
+                    for record in history.records:
+                        writer.write(record)
+        else:
+            history = read_history(args.history)
+        render(history, args.output, x=args.x, partitions=args.partitions)
+    except (OSError, ValueError) as error:
+        print(f"streamfair report: {error}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.output} ({len(history.records)} records, groups {', '.join(history.groups)})")
+    return 0
