@@ -6,7 +6,8 @@ Each ``benchmarks/bench_<name>.py`` defines ``main() -> str`` returning a Markdo
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
+import sys
 import time
 from pathlib import Path
 
@@ -27,10 +28,10 @@ def run(args: argparse.Namespace) -> int:
     unknown = sorted(set(args.names) - set(found))
     if unknown:
         raise SystemExit(f"unknown benchmark(s) {unknown}; available: {sorted(found)}")
+    # Importable by name, so that benchmarks which start worker processes can be re-imported there.
+    sys.path.insert(0, str(BENCHMARKS))
     for name in args.names or sorted(found):
-        spec = importlib.util.spec_from_file_location(f"bench_{name}", found[name])
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        module = importlib.import_module(f"bench_{name}")
         start = time.perf_counter()
         table = module.main()
         print(f"\n## {name} ({time.perf_counter() - start:.1f} s)\n\n{table}", flush=True)

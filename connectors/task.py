@@ -36,7 +36,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from streamfair import FairRegressionPostProcessor
-from streamfair.keyed_random import keyed_uniform, sample_index
+from streamfair.keyed_random import keyed_uniform, sample_indices
 
 from .checkpoint import Checkpoint
 from .codec import FeedbackParser, InputParser, Invalid, encode_output, message_key
@@ -195,8 +195,8 @@ class PartitionTask:
             taus = [self._fill_tau] * start + taus + [self._fill_tau] * (b - stop)
         proba = fair.proba_many(etas, taus)
         if self.mode == "sample":
-            atoms, seed = fair.atoms, fair.seed
-            predictions = [atoms[sample_index(proba[start + j], keyed_uniform(seed, c[1]))] for j, c in enumerate(chunk)]
+            u = np.array([keyed_uniform(fair.seed, c[1]) for c in chunk])
+            predictions = fair.atoms[sample_indices(proba[start : start + len(chunk)], u)]
         else:
             predictions = fair.predict_many(etas, taus, mode=self.mode)[start : start + len(chunk)]
         version = fair.n_samples

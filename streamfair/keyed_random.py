@@ -36,7 +36,11 @@ def keyed_uniform(seed: int, key: Key) -> float:
     return (int.from_bytes(digest, "little") >> 11) * 2.0**-53
 
 
-def sample_index(proba: np.ndarray, u: float) -> int:
-    """The index drawn from the distribution ``proba`` by the inverse CDF at ``u`` in ``[0, 1)``."""
-    cdf = np.cumsum(proba)
-    return min(int(np.searchsorted(cdf, u * cdf[-1], side="right")), proba.size - 1)
+def sample_indices(proba: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Row ``i``'s index drawn from the distribution ``proba[i]`` by the inverse CDF at ``u[i]``.
+
+    >>> sample_indices(np.array([[0.5, 0.5], [0.1, 0.9]]), np.array([0.7, 0.05])).tolist()
+    [1, 0]
+    """
+    cdf = np.cumsum(proba, axis=1)
+    return np.minimum((cdf <= (u * cdf[:, -1])[:, None]).sum(axis=1), proba.shape[1] - 1)

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import dual
-from .keyed_random import Key, keyed_uniform, sample_index
+from .keyed_random import Key, keyed_uniform, sample_indices
 from .optimizer import DualOptimizer
 from .schedule import Schedule
 from .validation import (
@@ -327,7 +327,7 @@ class DualPostProcessor:
             self._draws += proba.shape[0]
         elif len(keys) != proba.shape[0]:
             raise ValueError(f"keys must have one key per sample ({proba.shape[0]}), got {len(keys)}")
-        return np.array([self.atoms[sample_index(row, keyed_uniform(self.seed, key))] for row, key in zip(proba, keys)])
+        return self.atoms[sample_indices(proba, np.array([keyed_uniform(self.seed, key) for key in keys]))]
 
     def predict_many(self, predictions: Any, tau: Any, mode: str = "sample", keys: Sequence[Key] | None = None):
         """Fair predictions for ``n`` samples (see :meth:`predict_one` for ``mode`` and ``keys``)."""

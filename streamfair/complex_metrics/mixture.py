@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..keyed_random import Key, keyed_uniform, sample_index
+from ..keyed_random import Key, keyed_uniform, sample_indices
 from ..validation import SUM_TOLERANCE, check_distributions, check_seed
 from .confusion import Sample, cost_features, plug_in
 
@@ -95,7 +95,7 @@ class RandomizedClassifier:
 
     def draw(self, key: Key) -> int:
         """The component used for the message ``key``."""
-        return sample_index(self.weights, keyed_uniform(self.seed, key))
+        return int(sample_indices(self.weights[None, :], np.array([keyed_uniform(self.seed, key)]))[0])
 
     def _keys(self, n: int, keys: Sequence[Key] | None) -> Sequence[Key]:
         if keys is None:
