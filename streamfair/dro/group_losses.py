@@ -1,0 +1,168 @@
+"""Running per-group losses from a stream in which groups are known or only posterior-attributed.
+
+A sample with loss ``l`` and group posterior ``tau`` (a one-hot vector when the group is observed)
+contributes ``tau_g`` of a sample to every group ``g``: the estimate of group ``g``'s loss is the
+self-normalized ratio ``L_g = S_g / W_g`` with ``S_g = sum_t f^(n-1-t) tau_tg l_t`` and
+``W_g = sum_t f^(n-1-t) tau_tg`` (``f = 1 - forgetting``), which is consistent for
+``E[l | S = g] = E[l tau_g(X)] / E[tau_g(X)]`` when ``tau`` is the true posterior.  Forgetting runs
+on the global sample clock, so a drifting stream is tracked with an effective window of
+``1 / forgetting`` samples.
+
+Because ``S`` is linear in the losses, a loss that is replaced later (a surrogate loss confirmed by
+a delayed label, spec section 6.3) is corrected exactly: ``S_g += f^age tau_g (l - l_surrogate)``
+leaves the state equal to the one the true loss would have produced on time.
+
+Examples
+--------
+>>> import numpy as np
+>>> stats = GroupLosses(n_groups=2, prior_weight=0.0)
+>>> receipts = stats.update_many(np.array([1.0, 3.0, 2.0]), np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]]))
+>>> stats.losses
+array([1.33333333, 2.66666667])
+>>> stats.correct(receipts.row(0), 4.0)          # sample 0's true loss arrives late
+>>> stats.losses
+array([3.33333333, 2.66666667])
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from ..validation import SUM_TOLERANCE, check_distribution, check_distributions, check_finite, check_integer
+
+__all__ = ["Receipt", "Receipts", "GroupLosses", "check_rate"]
+
+
+class Receipt(NamedTuple):
+    """What an update used for one sample, kept to correct it when its true loss arrives."""
+
+    index: int  # position of the sample in the stream (0-based)
+    tau: np.ndarray  # (M,) group attribution used
+    loss: float  # loss used (typically a label-free surrogate)
+    scale: np.ndarray  # (M,) per-group step multiplier used by mirror ascent (zeros when unused)
+
+
+class Receipts(NamedTuple):
+    """The receipts of a batch of updates, as arrays (``row(i)`` is sample ``i``'s :class:`Receipt`)."""
+
+    index: np.ndarray
+    tau: np.ndarray
+    loss: np.ndarray
+    scale: np.ndarray
+
+    def row(self, i: int) -> Receipt:
+        return Receipt(int(self.index[i]), self.tau[i].copy(), float(self.loss[i]), self.scale[i].copy())
+
+
+def check_rate(name: str, value) -> float:
+    """A number in ``[0, 1)``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+    return float(value)
+
+
+class GroupLosses:
+    """Per-group loss estimates ``S_g / W_g`` with optional forgetting and exact late corrections.
+
+    Parameters
+    ----------
+    n_groups
+        ``M``.
+    forgetting
+        Per-sample discount ``1 - f`` of past samples: ``0`` gives running means.
+    prior_weight, prior_loss
+        Every group starts with ``prior_weight`` pseudo-samples of loss ``prior_loss`` (so that an
+        unseen group has a defined loss).
+    """
+
+    def __init__(self, n_groups: int, forgetting: float = 0.0, prior_weight: float = 1.0, prior_loss: float = 0.0):
+        self.n_groups = check_integer("n_groups", n_groups, 2)
+        self.forgetting = check_rate("forgetting", forgetting)
+        if not isinstance(prior_weight, (int, float)) or isinstance(prior_weight, bool) or not prior_weight >= 0:
+            raise ValueError(f"prior_weight must be a number >= 0, got {prior_weight!r}")
+        self.prior_weight = float(prior_weight)
+        self.prior_loss = float(check_finite("prior_loss", prior_loss)[0])
+        self.sums = np.full(self.n_groups, self.prior_weight * self.prior_loss)
+        self.weights = np.full(self.n_groups, self.prior_weight)
+        self.n_samples = 0
+
+    @property
+    def losses(self) -> np.ndarray:
+        """``L_g = S_g / W_g`` (``prior_loss`` for a group without weight)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.weights > 0, self.sums / np.where(self.weights > 0, self.weights, 1.0), self.prior_loss)
+
+    def _check(self, losses, tau) -> tuple[np.ndarray, np.ndarray]:
+        losses = check_finite("loss", losses)
+        return losses, check_distributions("tau", tau, losses.size, self.n_groups)
+
+    def update_many(self, losses, tau, scale: np.ndarray | None = None) -> Receipts:
+        """Fold ``n`` samples in order (the same state as ``n`` single updates, up to rounding)."""
+        losses, tau = self._check(losses, tau)
+        n = losses.size
+        if self.forgetting > 0.0:
+            decay = (1.0 - self.forgetting) ** np.arange(n - 1, -1, -1)
+            carry = (1.0 - self.forgetting) ** n
+        else:
+            decay, carry = np.ones(n), 1.0
+        weighted = tau * decay[:, None]
+        self.sums = carry * self.sums + losses @ weighted
+        self.weights = carry * self.weights + weighted.sum(axis=0)
+        index = self.n_samples + np.arange(n)
+        self.n_samples += n
+        return Receipts(index, tau, losses, np.zeros_like(tau) if scale is None else scale)
+
+    def _check_one(self, loss, tau) -> tuple[float, np.ndarray]:
+        """Cheap checks for one sample; the full validators only run to word an error."""
+        tau = np.array(tau, dtype=float)
+        loss = float(loss)
+        if not (math.isfinite(loss) and tau.shape == (self.n_groups,) and abs(tau.sum() - 1.0) <= SUM_TOLERANCE and tau.min() >= 0):
+            check_finite("loss", loss)
+            check_distribution("tau", tau, self.n_groups)
+        return loss, tau
+
+    def update(self, loss: float, tau) -> Receipt:
+        """Fold one sample with loss ``loss`` and group attribution ``tau``."""
+        loss, tau = self._check_one(loss, tau)
+        return self._fold_one(loss, tau, np.zeros(self.n_groups))
+
+    def _fold_one(self, loss: float, tau: np.ndarray, scale: np.ndarray) -> Receipt:
+        if self.forgetting > 0.0:
+            self.sums *= 1.0 - self.forgetting
+            self.weights *= 1.0 - self.forgetting
+        self.sums += loss * tau
+        self.weights += tau
+        self.n_samples += 1
+        return Receipt(self.n_samples - 1, tau, loss, scale)
+
+    def correct(self, receipt: Receipt, loss: float) -> None:
+        """Replace the loss recorded in ``receipt`` by ``loss``, exactly."""
+        loss = float(check_finite("loss", loss)[0])
+        age = self.n_samples - 1 - receipt.index
+        if not 0 <= age < self.n_samples:
+            raise ValueError(f"receipt.index must be a past sample in [0, {self.n_samples}), got {receipt.index}")
+        self.sums += (1.0 - self.forgetting) ** age * (loss - receipt.loss) * receipt.tau
+
+    def state_dict(self) -> dict:
+        return {
+            "config": {
+                "n_groups": self.n_groups,
+                "forgetting": self.forgetting,
+                "prior_weight": self.prior_weight,
+                "prior_loss": self.prior_loss,
+            },
+            "sums": self.sums.tolist(),
+            "weights": self.weights.tolist(),
+            "n_samples": self.n_samples,
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> GroupLosses:
+        obj = cls(**state["config"])
+        obj.sums = np.array(state["sums"], dtype=float)
+        obj.weights = np.array(state["weights"], dtype=float)
+        obj.n_samples = int(state["n_samples"])
+        return obj

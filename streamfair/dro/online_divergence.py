@@ -1,0 +1,305 @@
+"""Online f-divergence DRO: per-sample worst-case weights from a tracked dual variable.
+
+On a stream the worst-case distribution of an f-divergence ball is a density ratio
+``w(l) = dQ*/dP = n psi*'(l - eta)`` whose dual variable ``eta`` solves ``E_P[w(l; eta)] = 1``
+(specs/dro.md section 6.2, the population version of the paper's eq. (10)).  Each tracker runs
+Robbins-Monro on ``eta`` -- ``eta <- eta - gamma_t (1 - w_t)``, which is SGD in ``y`` on the paper's
+``Upsilon`` with the uniform-sampling estimator of its Section 4.2 -- and averages the per-sample
+dual value ``v(l; eta)`` into the robust risk estimate ``value``:
+
+=============================  ===============================  =============================================
+tracker                         weight ``w(l; eta)``              per-sample dual value ``v(l; eta)``
+=============================  ===============================  =============================================
+:class:`CVaRTracker`            ``1{l > eta} / alpha``            ``eta + (l - eta)_+ / alpha``
+``CVaRTracker(temperature=T)``  ``min(1/alpha, e^((l-eta)/T-1))``  ``eta + w (l - eta) - T w log w``
+:class:`ChiSquareTracker`       ``(l - eta)_+ / lam``             ``eta + lam c + (l - eta)_+^2 / (2 lam)``
+:class:`KLTracker`              ``exp((l - eta) / T)``            ``eta = T log E exp(l / T)``
+=============================  ===============================  =============================================
+
+For CVaR ``eta`` converges to the ``(1 - alpha)``-quantile (VaR).  For chi-square, ``c = 1/2`` with a
+fixed penalty ``lam`` and ``c = rho + 1/2`` for the constrained ball of size ``rho``, where ``lam`` is
+a second dual variable updated by ``lam <- max(lam_min, lam - gamma (rho + 1/2 - w^2 / 2))`` (the
+paper's Section 2.9 Lagrangian, made jointly stochastic).  KL needs no SGD: ``eta`` is the log of
+an average of ``exp(l / T)``, kept in log space.
+
+Step sizes are ``gamma_t = step (t + 1)^(-power)``; values are averaged with rate
+``max(1 / (t + 1), value_rate)`` (a running mean, or an exponential average for drifting streams).
+
+Every update returns the sample's weight and a receipt; :meth:`DivergenceTracker.correct` replaces
+a surrogate loss by its delayed true loss (spec section 6.3): the value average is corrected
+exactly (for the recorded ``eta``), ``eta`` by the difference of the two weights' steps, which is
+exact when no sample came in between and approximate otherwise (the update is nonlinear in
+``eta``).  The KL tracker's correction is exact.
+
+Examples
+--------
+>>> import numpy as np
+>>> losses = np.random.default_rng(0).exponential(size=200_000)
+>>> tracker = CVaRTracker(alpha=0.1, step=1.0, power=1.0)
+>>> weights = tracker.update_many(losses)
+>>> round(tracker.threshold, 1), round(tracker.value, 1)      # VaR = log 10, CVaR = 1 + log 10
+(2.3, 3.3)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from ..validation import check_finite, check_positive
+from .group_losses import check_rate
+from .weights import _check_losses
+
+__all__ = ["DualReceipt", "DivergenceTracker", "CVaRTracker", "ChiSquareTracker", "KLTracker"]
+
+
+class DualReceipt(NamedTuple):
+    """What a tracker update used for one sample, kept to correct it when its true loss arrives."""
+
+    index: int
+    loss: float
+    eta: float
+    lam: float
+    step: float
+    rate: float  # the value-averaging rate of this sample
+    log_keep: float  # sum of log(1 - rate) of samples 1..index (for the exact discount)
+
+
+class DivergenceTracker:
+    """Robbins-Monro tracking of the f-divergence dual variable (the generic part).
+
+    Parameters
+    ----------
+    step, power
+        Step sizes ``gamma_t = step (t + 1)^(-power)``, ``power`` in ``[0, 1]`` (0: constant step,
+        for drifting streams).
+    value_rate
+        Floor of the value-averaging rate (0: running mean).
+    eta
+        Initial dual variable.
+    """
+
+    def __init__(self, step: float = 0.1, power: float = 0.6, value_rate: float = 0.0, eta: float = 0.0):
+        self.step = check_positive("step", step)
+        if isinstance(power, bool) or not isinstance(power, (int, float)) or not 0.0 <= power <= 1.0:
+            raise ValueError(f"power must be a number in [0, 1], got {power!r}")
+        self.power = float(power)
+        self.value_rate = check_rate("value_rate", value_rate)
+        self.eta = float(check_finite("eta", eta)[0])
+        self.lam = 1.0
+        self.value = 0.0
+        self.n_samples = 0
+        self._log_keep = 0.0
+
+    # -------------------------------------------------------------- per-variant formulas
+    def weight(self, loss: float, eta: float | None = None) -> float:
+        """The density ratio ``w(l; eta)`` (at the current ``eta`` by default)."""
+        raise NotImplementedError
+
+    def dual_value(self, loss: float, eta: float) -> float:
+        """The per-sample dual value ``v(l; eta)`` whose mean is minimized by the optimal ``eta``."""
+        raise NotImplementedError
+
+    def _step_extra(self, w: float, gamma: float) -> None:
+        """Updates of dual variables other than ``eta`` (chi-square's ``lam``)."""
+
+    @property
+    def threshold(self) -> float:
+        """The tracked dual variable ``eta`` (VaR for CVaR)."""
+        return self.eta
+
+    # -------------------------------------------------------------- generic machinery
+    def update(self, loss: float) -> tuple[float, DualReceipt]:
+        """Learn one loss; return its weight ``w(l; eta_t)`` (the DRO sample weight) and a receipt."""
+        loss = float(loss)
+        if not math.isfinite(loss):
+            raise ValueError(f"loss must be finite, got {loss!r}")
+        t, eta, lam = self.n_samples, self.eta, self.lam
+        w, gamma, rate = self._advance(loss)
+        return w, DualReceipt(t, loss, eta, lam, gamma, rate, self._log_keep)
+
+    def update_many(self, losses) -> np.ndarray:
+        """Learn ``n`` losses in order (no receipts); return their weights."""
+        advance = self._advance
+        return np.array([advance(loss)[0] for loss in _check_losses(losses).tolist()])
+
+    def _advance(self, loss: float) -> tuple[float, float, float]:
+        """One Robbins-Monro step; returns ``(w, gamma, rate)``."""
+        t = self.n_samples
+        eta = self.eta
+        w = self.weight(loss, eta)
+        gamma = self.step * (t + 1) ** -self.power
+        rate = max(1.0 / (t + 1), self.value_rate)
+        self.value += rate * (self.dual_value(loss, eta) - self.value)
+        if t > 0:
+            self._log_keep += math.log1p(-rate)
+        self.eta = eta - gamma * (1.0 - w)
+        self._step_extra(w, gamma)
+        self.n_samples = t + 1
+        return w, gamma, rate
+
+    def correct(self, receipt: DualReceipt, loss: float) -> None:
+        """Replace the loss recorded in ``receipt`` by ``loss`` (spec section 6.3)."""
+        loss = float(check_finite("loss", loss)[0])
+        if not 0 <= receipt.index < self.n_samples:
+            raise ValueError(f"receipt.index must be a past sample in [0, {self.n_samples}), got {receipt.index}")
+        discount = receipt.rate * math.exp(self._log_keep - receipt.log_keep)
+        eta, lam = self.eta, self.lam
+        self.eta, self.lam = receipt.eta, receipt.lam  # evaluate the formulas at the recorded duals
+        new, old = self.weight(loss), self.weight(receipt.loss)
+        self.value += discount * (self.dual_value(loss, receipt.eta) - self.dual_value(receipt.loss, receipt.eta))
+        self.eta, self.lam = eta, lam
+        self.eta += receipt.step * (new - old)
+        self._correct_extra(new, old, receipt.step)
+
+    def _correct_extra(self, new: float, old: float, gamma: float) -> None:
+        """Corrections of dual variables other than ``eta``."""
+
+    def _config(self) -> dict:
+        return {"step": self.step, "power": self.power, "value_rate": self.value_rate}
+
+    def state_dict(self) -> dict:
+        return {
+            "class": type(self).__name__,
+            "config": self._config(),
+            "eta": self.eta,
+            "lam": self.lam,
+            "value": self.value,
+            "n_samples": self.n_samples,
+            "log_keep": self._log_keep,
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict):
+        if state.get("class") != cls.__name__:
+            raise ValueError(f"state is for {state.get('class')!r}, expected {cls.__name__!r}")
+        obj = cls(**state["config"])
+        obj.eta, obj.lam, obj.value = float(state["eta"]), float(state["lam"]), float(state["value"])
+        obj.n_samples, obj._log_keep = int(state["n_samples"]), float(state["log_keep"])
+        return obj
+
+
+class CVaRTracker(DivergenceTracker):
+    """CVaR at level ``alpha`` (optionally entropy-regularized with temperature ``T``).
+
+    Without regularization ``eta`` is a stochastic quantile tracker: at equilibrium
+    ``P(l > eta) = alpha``.  The weights are then discontinuous at ``l = eta``, so a noisy
+    (surrogate) loss flips them; a temperature ``T > 0`` bounds the multiplicative sensitivity of
+    the weights by ``exp(2 delta / T)`` for a loss error ``delta`` (Lemmas 4-5).
+    """
+
+    def __init__(self, alpha: float, temperature: float = 0.0, **kwargs):
+        self.alpha = check_positive("alpha", alpha)
+        if self.alpha > 1.0:
+            raise ValueError(f"alpha must be in (0, 1], got {alpha!r}")
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
+            raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
+        self.temperature = float(temperature)
+        super().__init__(**kwargs)
+
+    def weight(self, loss, eta=None):
+        eta = self.eta if eta is None else eta
+        if self.temperature == 0.0:
+            return 1.0 / self.alpha if loss > eta else 0.0
+        exponent = (loss - eta) / self.temperature - 1.0
+        return 1.0 / self.alpha if exponent >= -math.log(self.alpha) else math.exp(exponent)
+
+    def dual_value(self, loss, eta):
+        if self.temperature == 0.0:
+            return eta + max(loss - eta, 0.0) / self.alpha
+        w = self.weight(loss, eta)
+        entropy = w * math.log(w) if w > 0 else 0.0
+        return eta + w * (loss - eta) - self.temperature * entropy
+
+    def _config(self):
+        return {"alpha": self.alpha, "temperature": self.temperature, **super()._config()}
+
+
+class ChiSquareTracker(DivergenceTracker):
+    """Chi-square DRO: constrained (ball size ``rho``, ``lam`` tracked) or penalized (fixed ``lam``).
+
+    Parameters
+    ----------
+    rho
+        Ball size ``D_chi2(Q, P) <= rho``; ``None`` for the penalized form.
+    lam
+        The penalty coefficient (penalized form), or the initial multiplier (constrained form).
+    lam_min
+        Floor of the tracked multiplier (weights are ``<= B / lam_min`` for losses in ``[0, B]``).
+    """
+
+    def __init__(self, rho: float | None = None, lam: float = 1.0, lam_min: float = 1e-3, **kwargs):
+        self.rho = None if rho is None else check_positive("rho", rho)
+        self.lam_min = check_positive("lam_min", lam_min)
+        super().__init__(**kwargs)
+        self.lam = check_positive("lam", lam)
+        self._lam_initial = self.lam
+
+    def weight(self, loss, eta=None):
+        eta = self.eta if eta is None else eta
+        return max(loss - eta, 0.0) / self.lam
+
+    def dual_value(self, loss, eta):
+        size = 0.5 if self.rho is None else self.rho + 0.5
+        return eta + self.lam * size + max(loss - eta, 0.0) ** 2 / (2.0 * self.lam)
+
+    def _step_extra(self, w, gamma):
+        if self.rho is not None:
+            self.lam = max(self.lam_min, self.lam - gamma * (self.rho + 0.5 - 0.5 * w * w))
+
+    def _correct_extra(self, new, old, gamma):
+        if self.rho is not None:
+            self.lam = max(self.lam_min, self.lam + 0.5 * gamma * (new * new - old * old))
+
+    def _config(self):
+        return {"rho": self.rho, "lam": self._lam_initial, "lam_min": self.lam_min, **super()._config()}
+
+
+class KLTracker(DivergenceTracker):
+    """KL-penalized DRO with temperature ``T``: ``eta = T log E exp(l / T)``, weights ``exp((l - eta) / T)``.
+
+    The average of ``exp(l / T)`` is kept in log space (``m <- logaddexp(m + log(1 - k), log k + l / T)``),
+    so large ``l / T`` cannot overflow; the value is ``eta`` itself and corrections are exact.
+    """
+
+    def __init__(self, temperature: float, value_rate: float = 0.0):
+        self.temperature = check_positive("temperature", temperature)
+        super().__init__(value_rate=value_rate)
+
+    def weight(self, loss, eta=None):
+        eta = self.eta if eta is None else eta
+        return math.exp(min((loss - eta) / self.temperature, 700.0))
+
+    def dual_value(self, loss, eta):
+        return eta
+
+    def _advance(self, loss):
+        t = self.n_samples
+        w = self.weight(loss) if t else 1.0
+        rate = max(1.0 / (t + 1), self.value_rate)
+        scaled = loss / self.temperature
+        if t == 0:
+            m = scaled
+        else:
+            m = float(np.logaddexp(self.eta / self.temperature + math.log1p(-rate), math.log(rate) + scaled))
+            self._log_keep += math.log1p(-rate)
+        self.eta = self.value = self.temperature * m
+        self.n_samples = t + 1
+        return w, 0.0, rate
+
+    def correct(self, receipt, loss):
+        loss = float(check_finite("loss", loss)[0])
+        if not 0 <= receipt.index < self.n_samples:
+            raise ValueError(f"receipt.index must be a past sample in [0, {self.n_samples}), got {receipt.index}")
+        log_discount = math.log(receipt.rate) + self._log_keep - receipt.log_keep
+        m = self.eta / self.temperature
+        new = log_discount + loss / self.temperature
+        old = log_discount + receipt.loss / self.temperature
+        top = max(m, new, old)
+        total = math.exp(m - top) + math.exp(new - top) - math.exp(old - top)
+        self.eta = self.value = self.temperature * (top + math.log(max(total, np.finfo(float).tiny)))
+
+    def _config(self):
+        return {"temperature": self.temperature, "value_rate": self.value_rate}

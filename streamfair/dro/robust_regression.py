@@ -1,0 +1,301 @@
+r"""Group-robust demographic-parity regression post-processing.
+
+The DP post-processor (:class:`~streamfair.FairRegressionPostProcessor`) minimizes the average risk
+``R(pi) = E[sum_l pi(l | X) r_l(X)]``, ``r_l(x) = (eta(x) - y_l)^2``, subject to demographic parity.
+When one group is small, the fair solution moves *its* predictions most: the common prediction law
+sits close to the majority's, and the minority pays most of the price of fairness.  The
+group-robust variant trades parity against the worst-off group's risk instead.
+
+Derivation
+----------
+Let ``R_g(pi) = E[sum_l pi(l | X) r_l(X) | S = g]``.  With the group posterior ``tau(x)`` and
+``p_g = P(S = g)``, and ``r`` a function of ``x``,
+
+.. math:: R_g(\pi) = E\Big[\frac{\tau_g(X)}{p_g} \sum_l \pi(l | X) r_l(X)\Big],
+   \qquad \sum_g q_g R_g(\pi) = E\Big[\sum_l \pi(l | X)\, \omega_q(X)\, r_l(X)\Big],
+   \quad \omega_q(x) = \sum_g \frac{q_g \tau_g(x)}{p_g}.
+
+The robust risk is the entropy-smoothed maximum over groups (Carmon & Hausler, eq. (6)),
+``R_T(pi) = T log sum_g exp(R_g(pi) / T) = max_{q in simplex} sum_g q_g R_g(pi) + T H(q)``, within
+``T log K`` of ``max_g R_g(pi)``.  The problem ``min_pi max_q`` (fairness constraints and entropic
+regularization on ``pi`` only) is convex in ``pi`` and concave in ``q``, so at its saddle point
+``pi*`` is the fair post-processor for the per-sample cost ``omega_{q*}(x) r_l(x)`` and
+``q* = softmax(R(pi*) / T)``.  The engine is therefore unchanged: its cost hook returns
+``beta omega_q(x) r_l(x)``, while an online DRO updater
+(:class:`~streamfair.dro.online_group.SoftmaxGroupWeights` or the mirror-ascent
+:class:`~streamfair.dro.online_group.ExponentiatedGroupWeights`) plays ``q``.  Since
+``E[omega_q(X)] = sum_g q_g = 1``, the cost scale is unchanged on average, and ``q = p`` gives
+``omega = 1``: the plain post-processor is the special case "average risk".
+
+The updater learns ``R_g`` without labels from the post-processor's own output: the surrogate loss
+of a sample is the expected squared deviation of its randomized prediction from ``eta``,
+``sum_l pi(l | x) r_l(x)`` (``pi`` at the optimizer's running output, see :meth:`learning_proba`;
+the served policy only changes at epoch ends), attributed to the groups through
+``tau / p`` (self-normalized).  When a sample's label ``y`` arrives (:meth:`learn_label`), its
+loss becomes ``sum_l pi(l | x) (y_l - y)^2`` with the same ``pi``, and the group risks are
+corrected exactly (spec section 6.3): then ``R_g`` also contains the base model's error in group
+``g``, which the post-processor cannot change but which does change who is worst off.
+
+Timing: the weights used in the costs are refreshed every ``refresh`` learned samples (the
+surrogates of those samples are computed then, vectorized).  ``learn_many`` with
+``batch_size=None`` is still bit-for-bit ``n`` calls to ``learn_one``; mini-batches never straddle
+a refresh.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Hashable, Sequence
+
+import numpy as np
+
+from .. import dual
+from ..regression import FairRegressionPostProcessor
+from ..validation import check_finite, check_integer, check_positive
+from .group_losses import Receipt, check_rate
+from .online_group import ExponentiatedGroupWeights, SoftmaxGroupWeights
+
+__all__ = ["RobustDiagnostics", "GroupRobustFairRegressionPostProcessor"]
+
+UPDATERS = ("softmax", "exponentiated")
+
+
+@dataclass(frozen=True)
+class RobustDiagnostics:
+    """The DRO state of a :class:`GroupRobustFairRegressionPostProcessor`."""
+
+    weights: np.ndarray  # (K,) worst-case group weights q in use
+    group_risks: np.ndarray  # (K,) running group risks (surrogate, label-corrected where labelled)
+    robust_value: float  # the updater's robust risk estimate
+    n_labels: int  # labels applied
+    label_coverage: float  # n_labels / samples folded into the group risks
+    n_pending: int  # samples waiting for a label
+    n_expired: int  # samples dropped from the pending set (max_pending) before their label came
+
+
+class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
+    """DP regression post-processor whose risk is the worst group's (entropy-smoothed), not the mean.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        The parameters of :class:`~streamfair.FairRegressionPostProcessor` (``B``, ``L``, ``eps``,
+        ``beta``, ``p``, ...).
+    updater
+        ``"softmax"``: ``q = softmax(R / temperature)`` of running group risks (closed form, default);
+        ``"exponentiated"``: clipped mirror ascent with step ``step`` and arrival correction.
+    temperature
+        Smoothing ``T`` of the worst-group risk (the robust risk is within ``T log K`` of the max).
+    step
+        Mirror-ascent step of ``updater="exponentiated"``.
+    forgetting
+        Per-sample forgetting of the group risks (0: running means over the whole stream).
+    refresh
+        Samples between refreshes of the weights used in the costs.
+    max_pending
+        Keyed samples kept waiting for their label (oldest dropped first).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> s = (rng.random(6000) < 0.15).astype(int)                  # group 1 is a 15% minority
+    >>> tau = np.where(s[:, None] == 1, [0.05, 0.95], [0.95, 0.05])
+    >>> eta = np.clip(np.where(s == 1, 0.5, -0.3) + 0.1 * rng.standard_normal(6000), -1, 1)
+    >>> robust = GroupRobustFairRegressionPostProcessor(L=15, p=[0.85, 0.15], horizon=6000, temperature=0.01)
+    >>> robust.learn_many(eta, tau)
+    >>> bool(robust.dro_diagnostics().weights[1] > 0.5)           # the minority is the worst-off group
+    True
+    >>> robust.learn_one(0.4, [0.05, 0.95], key="msg-7")
+    >>> robust.learn_label("msg-7", 0.45)
+    True
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        updater: str = "softmax",
+        temperature: float = 0.01,
+        step: float = 0.01,
+        forgetting: float = 0.0,
+        refresh: int = 100,
+        max_pending: int = 100_000,
+        **kwargs: Any,
+    ):
+        super().__init__(*args, **kwargs)
+        if updater not in UPDATERS:
+            raise ValueError(f"updater must be one of {UPDATERS}, got {updater!r}")
+        self.updater = updater
+        self.temperature = check_positive("temperature", temperature)
+        self.step = check_positive("step", step)
+        self.forgetting = check_rate("forgetting", forgetting)
+        self.refresh = check_integer("refresh", refresh, 1)
+        self.max_pending = check_integer("max_pending", max_pending, 0)
+        if updater == "softmax":
+            self.dro = SoftmaxGroupWeights(self.n_groups, self.temperature, forgetting=self.forgetting)
+        else:
+            self.dro = ExponentiatedGroupWeights(self.n_groups, self.step, p=self.p_given, forgetting=self.forgetting)
+        self._q = self.dro.weights
+        self._block_eta = np.empty(self.refresh)  # samples learned since the last refresh
+        self._block_tau = np.empty((self.refresh, self.n_groups))
+        self._block_size = 0
+        self._block_keys: dict[Hashable, int] = {}  # key -> row in the block
+        self._early_labels: dict[Hashable, float] = {}
+        self._pending: dict[Hashable, tuple[Receipt, float, float]] = {}
+        self.n_labels = 0
+        self.n_expired = 0
+
+    # ------------------------------------------------------------------ the cost hook
+    def sample_weights(self, tau: np.ndarray) -> np.ndarray:
+        """``omega_q(x) = sum_g q_g tau_g(x) / p_g`` for each row of ``tau`` (mean one under ``p``)."""
+        return (np.asarray(tau, dtype=float) * (self._q / self.p)).sum(axis=1)  # row-wise: same bits for any n
+
+    def _scaled_costs(self, predictions: np.ndarray, tau: np.ndarray, learning: bool) -> np.ndarray:
+        costs = super()._scaled_costs(predictions, tau, learning)
+        costs *= self.sample_weights(tau)[:, None]
+        return costs
+
+    # ------------------------------------------------------------------ learning
+    def learn_one(self, prediction: Any, tau: Sequence[float], key: Hashable | None = None) -> None:
+        """One unlabeled sample; ``key`` (the message id) lets :meth:`learn_label` correct it later."""
+        self.learn_many([prediction], [tau], keys=None if key is None else [key])
+
+    def learn_many(self, predictions: Any, tau: Any, batch_size: int | None = None, keys: Sequence | None = None) -> None:
+        """Learn ``n`` samples in order (``keys``: one message id or ``None`` per sample)."""
+        predictions = self._check_predictions(predictions, None)
+        taus = self._check_tau(tau, predictions.shape[0])
+        n = predictions.shape[0]
+        if keys is not None and len(keys) != n:
+            raise ValueError(f"keys must have one key per sample ({n}), got {len(keys)}")
+        start = 0
+        while start < n:
+            stop = min(n, start + self.refresh - self._block_size)
+            super().learn_many(predictions[start:stop], taus[start:stop], batch_size)
+            rows = slice(self._block_size, self._block_size + stop - start)
+            self._block_eta[rows], self._block_tau[rows] = predictions[start:stop], taus[start:stop]
+            if keys is not None:
+                for row, key in enumerate(keys[start:stop], start=rows.start):
+                    if key is not None:
+                        self._block_keys[key] = row
+            self._block_size = rows.stop
+            if self._block_size == self.refresh:
+                self._refresh_weights()
+            start = stop
+
+    def learning_proba(self, predictions: Any, tau: Any) -> np.ndarray:
+        """``pi(. | x)`` at the optimizer's running output ``w_ag`` (what the current epoch will serve).
+
+        Predictions use the last *completed* epoch's dual, which stays put for a whole epoch; the
+        surrogate losses must follow the policy being learned, so they use this one.
+        """
+        predictions = self._check_predictions(predictions, None)
+        return self._learning_proba(predictions, self._check_tau(tau, predictions.shape[0]))
+
+    def _learning_proba(self, predictions: np.ndarray, tau: np.ndarray) -> np.ndarray:
+        costs = self._scaled_costs(predictions, tau, learning=False) / self.beta
+        return dual.policy(self._optimizer.w_ag, dual.group_features(tau, self.p), costs, self.beta)
+
+    def _refresh_weights(self) -> None:
+        """Fold the block's surrogate (or early-labelled) losses into the updater; refresh ``q``."""
+        size = self._block_size
+        eta = np.clip(self._block_eta[:size], -self.B, self.B)
+        tau = self._block_tau[:size]
+        proba = self._learning_proba(eta, tau)
+        losses = (proba * dual.squared_costs(eta, self.atoms)).sum(axis=1)
+        first, second = proba @ self.atoms, proba @ self.atoms**2
+        labelled = set()
+        for key, row in self._block_keys.items():
+            if key in self._early_labels:  # the label came before the surrogate was folded in
+                y = self._early_labels.pop(key)
+                losses[row] = second[row] - 2.0 * y * first[row] + y * y
+                labelled.add(key)
+        self.n_labels += len(labelled)
+        receipts = self.dro.update_many(losses, tau)
+        for key, row in self._block_keys.items():
+            if key not in labelled:
+                self._pending[key] = (receipts.row(row), float(first[row]), float(second[row]))
+        while len(self._pending) > self.max_pending:
+            del self._pending[next(iter(self._pending))]
+            self.n_expired += 1
+        self._q = self.dro.weights
+        self._block_size = 0
+        self._block_keys = {}
+
+    def learn_label(self, key: Hashable, y: float) -> bool:
+        """The label of the sample learned with ``key``: replace its surrogate loss by the true one.
+
+        Returns ``False`` if the key is unknown (never learned with a key, expired, or already labelled).
+        """
+        y = float(check_finite("y", y)[0])
+        if key in self._pending:
+            receipt, first, second = self._pending.pop(key)
+            self.dro.correct(receipt, second - 2.0 * y * first + y * y)
+            self.n_labels += 1
+            return True
+        if key in self._block_keys and key not in self._early_labels:
+            self._early_labels[key] = y
+            return True
+        return False
+
+    def dro_diagnostics(self) -> RobustDiagnostics:
+        """Weights, group risks, robust value and label bookkeeping."""
+        folded = self.dro.stats.n_samples
+        return RobustDiagnostics(
+            weights=self._q.copy(),
+            group_risks=self.dro.losses,
+            robust_value=self.dro.value,
+            n_labels=self.n_labels,
+            label_coverage=self.n_labels / folded if folded else 0.0,
+            n_pending=len(self._pending),
+            n_expired=self.n_expired,
+        )
+
+    # ------------------------------------------------------------------ state
+    def _config(self) -> dict:
+        return {
+            **super()._config(),
+            "updater": self.updater,
+            "temperature": self.temperature,
+            "step": self.step,
+            "forgetting": self.forgetting,
+            "refresh": self.refresh,
+            "max_pending": self.max_pending,
+        }
+
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        state["dro"] = {
+            "updater": self.dro.state_dict(),
+            "q": self._q.tolist(),
+            "block": [
+                self._block_eta[: self._block_size].tolist(),
+                self._block_tau[: self._block_size].tolist(),
+                list(self._block_keys.items()),
+            ],
+            "early_labels": list(self._early_labels.items()),
+            "pending": [
+                [key, [r.index, r.tau.tolist(), r.loss, r.scale.tolist()], first, second]
+                for key, (r, first, second) in self._pending.items()
+            ],
+            "counters": [self.n_labels, self.n_expired],
+        }
+        return state
+
+    @classmethod
+    def from_state_dict(cls, state: dict):
+        obj = super().from_state_dict(state)
+        extra = state["dro"]
+        obj.dro = type(obj.dro).from_state_dict(extra["updater"])
+        obj._q = np.array(extra["q"], dtype=float)
+        eta, tau, keys = extra["block"]
+        obj._block_size = len(eta)
+        obj._block_eta[: obj._block_size] = eta
+        obj._block_tau[: obj._block_size] = np.array(tau, dtype=float).reshape(-1, obj.n_groups)
+        obj._block_keys = {key: int(row) for key, row in keys}
+        obj._early_labels = dict(extra["early_labels"])
+        obj._pending = {
+            key: (Receipt(int(r[0]), np.array(r[1]), float(r[2]), np.array(r[3])), float(first), float(second))
+            for key, r, first, second in extra["pending"]
+        }
+        obj.n_labels, obj.n_expired = (int(c) for c in extra["counters"])
+        return obj
