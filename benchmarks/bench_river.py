@@ -5,7 +5,10 @@ features plus S).  Baseline, measured in the same run: the bare base model, Rive
 ``linear_model.LinearRegression``, on the same features.  The other rows add, one at a time, what
 the wrapper runs: the group classifier (``LogisticRegression``), then the post-processor (the
 whole ``FairRegressor``, with ``mode="sample"``, the default, and ``mode="mean"``); the last row
-is the core post-processor alone on precomputed ``(eta, tau)``.
+is the core post-processor alone on precomputed ``(eta, tau)``.  The classifier rows run
+``FairClassifier`` (``LogisticRegression`` for the classes and for S) on
+``connectors.river.logistic_with_group`` (5 features plus S), against its own baseline measured in
+the same run: the bare ``LogisticRegression`` on the same features.
 
 Run: ``python benchmarks/bench_river.py`` or ``streamfair bench river``.
 """
@@ -16,7 +19,7 @@ import time
 
 from river import linear_model
 
-from connectors.river import FairRegressor, friedman_with_group
+from connectors.river import FairClassifier, FairRegressor, friedman_with_group, logistic_with_group
 from streamfair import FairRegressionPostProcessor
 
 
@@ -83,20 +86,48 @@ def main(n: int = 3000) -> str:
 
         return step
 
-    baseline = _rate(base_only, n)
+    classification = list(logistic_with_group(n, seed=1))
+    bare_classification = [({k: v for k, v in x.items() if k != "group"}, y) for x, y in classification]
+
+    def classifier_only():
+        model = linear_model.LogisticRegression()
+
+        def step():
+            for x, y in bare_classification:
+                model.predict_one(x)
+                model.learn_one(x, y)
+
+        return step
+
+    def fair_classifier():
+        model = FairClassifier(
+            linear_model.LogisticRegression(), linear_model.LogisticRegression(), classes=(0, 1), seed=0
+        )
+
+        def step():
+            for x, y in classification:
+                model.predict_one(x)
+                model.learn_one(x, y)
+
+        return step
+
+    baseline, classifier_baseline = _rate(base_only, n), _rate(classifier_only, n)
     rows = [
-        ("LinearRegression (baseline)", baseline),
-        ("LinearRegression + LogisticRegression, both queried twice", _rate(both_base_models, n)),
-        ('FairRegressor, mode="sample"', _rate(wrapper("sample"), n)),
-        ('FairRegressor, mode="mean"', _rate(wrapper("mean"), n)),
-        ("core post-processor alone (predict_one + learn_one)", _rate(core_only, n)),
+        ("LinearRegression (baseline)", baseline, baseline),
+        ("LinearRegression + LogisticRegression, both queried twice", _rate(both_base_models, n), baseline),
+        ('FairRegressor, mode="sample"', _rate(wrapper("sample"), n), baseline),
+        ('FairRegressor, mode="mean"', _rate(wrapper("mean"), n), baseline),
+        ("core post-processor alone (predict_one + learn_one)", _rate(core_only, n), baseline),
+        ("LogisticRegression on logistic_with_group (classifier baseline)", classifier_baseline, classifier_baseline),
+        ('FairClassifier, mode="sample", 2 classes (vs the classifier baseline)', _rate(fair_classifier, n),
+         classifier_baseline),
     ]
     lines = [
         f"| model ({n} samples: predict_one + learn_one each) | samples/s | µs/sample | cost / baseline |",
         "|---|---|---|---|",
     ]
-    for name, rate in rows:
-        lines.append(f"| {name} | {rate:,.0f} | {1e6 / rate:.1f} | {baseline / rate:.1f}x |")
+    for name, rate, reference in rows:
+        lines.append(f"| {name} | {rate:,.0f} | {1e6 / rate:.1f} | {reference / rate:.1f}x |")
     return "\n".join(lines)
 
 

@@ -1,9 +1,13 @@
-"""River estimator: demographic-parity post-processing of any River regressor, one sample at a time.
+"""River estimators: demographic-parity post-processing of any River regressor or classifier, one sample at a time.
 
-:class:`FairRegressor` wraps a River regressor (the estimate ``eta(x)`` of ``E[Y | X = x]``) and a
-River classifier (the group posterior ``tau(x) = P(S = . | X = x)``) and feeds both to
-:class:`streamfair.FairRegressionPostProcessor`, which learns, from every sample whether labeled
-or not, a randomized prediction rule whose law is (up to ``eps``) the same in every group.
+:class:`FairRegressor` wraps a River regressor (the estimate ``eta(x)`` of ``E[Y | X = x]``) and
+:class:`FairClassifier` a River classifier (the class probabilities ``P(Y = . | X = x)``); both
+also wrap a River classifier of the sensitive attribute (the group posterior
+``tau(x) = P(S = . | X = x)``) and feed both outputs to a streaming post-processor
+(:class:`streamfair.FairRegressionPostProcessor`, :class:`streamfair.FairClassificationPostProcessor`),
+which learns, from every sample whether labeled or not, a randomized prediction rule whose law is
+(up to ``eps``) the same in every group.  What the two share -- removing S, reading ``tau``,
+keyed draws, the post-processor and its diagnostics -- lives in :class:`_FairWrapper`.
 """
 
 from __future__ import annotations
@@ -11,18 +15,146 @@ from __future__ import annotations
 import inspect
 import math
 import random
+from abc import abstractmethod
 from numbers import Real
-from typing import Hashable, Iterator
+from typing import Any, Hashable, Iterator
 
 import numpy as np
 from river import base, datasets
 
-from streamfair import Diagnostics, FairRegressionPostProcessor
+from streamfair import Diagnostics, FairClassificationPostProcessor, FairRegressionPostProcessor
 
-__all__ = ["FairRegressor", "friedman_with_group"]
+__all__ = ["FairClassifier", "FairRegressor", "friedman_with_group", "logistic_with_group"]
 
 
-class FairRegressor(base.Wrapper, base.Regressor):
+class _FairWrapper(base.Wrapper):
+    """What the fair River wrappers share: S handling, ``tau``, keyed draws, the post-processor.
+
+    A subclass stores its constructor arguments as attributes (River's convention), then calls
+    :meth:`_start`.  It provides ``_wrapped_model`` (the base model), ``_group_model`` (the
+    classifier of S), ``_base_prediction`` (what the post-processor reads from the base model)
+    and the class attribute ``_model_kind`` (``base.Regressor`` or ``base.Classifier``).
+    """
+
+    _model_kind: type
+
+    @property
+    @abstractmethod
+    def _group_model(self) -> base.Classifier:
+        """The classifier of S."""
+
+    @abstractmethod
+    def _base_prediction(self, features: dict, kwargs: dict) -> Any:
+        """The base model's output on ``features`` (without S), as the post-processor reads it."""
+
+    @property
+    def _kind(self) -> str:
+        return self._model_kind.__name__.lower()
+
+    def _start(self, engine: type, group_name: str, **engine_params) -> None:
+        """Validate the shared parameters and build the post-processor (``engine_params``: its own ones)."""
+        if not isinstance(self._wrapped_model, self._model_kind):
+            raise ValueError(f"{self._kind} must be a River {self._kind}, got {self._wrapped_model!r}")
+        if not isinstance(self._group_model, base.Classifier):
+            raise ValueError(f"{group_name} must be a River classifier, got {self._group_model!r}")
+        try:
+            hash(self.sensitive)
+        except TypeError:
+            raise ValueError(f"sensitive must be a hashable key of x, got {self.sensitive!r}") from None
+        self._group_index = _label_index("groups", self.groups, "S values")
+        if self.mode not in engine.prediction_modes:
+            raise ValueError(f"mode must be one of {engine.prediction_modes}, got {self.mode!r}")
+        self._seed = random.SystemRandom().getrandbits(63) if self.seed is None else self.seed
+        self._postprocessor = engine(
+            eps=self.eps,
+            beta=self.beta,
+            p=self.p,
+            n_groups=len(self.groups),
+            horizon=self.horizon,
+            optimizer=self.optimizer,
+            inner=self.inner,
+            mu=self.mu,
+            seed=self._seed,
+            window=self.window,
+            serve=self.serve,
+            **engine_params,
+        )
+        self._group_counts = [0] * len(self.groups)
+        signature = inspect.signature(self._wrapped_model.learn_one).parameters.values()
+        self._model_takes_w = any(p.name == "w" or p.kind is p.VAR_KEYWORD for p in signature)
+
+    @property
+    def group_counts(self) -> dict:
+        """Samples per group the group classifier has learned from (S present in ``x``)."""
+        return dict(zip(self.groups, self._group_counts))
+
+    def diagnostics(self) -> Diagnostics:
+        """Live fairness and convergence estimates, computed without S (group order: ``groups``).
+
+        See :class:`streamfair.Diagnostics`: plug-in per-group unfairness (``group_unfairness``,
+        ``group_ks``, ``group_proba``, ``group_mean``), constraint ``violation``,
+        ``gradient_mapping_norm``, epoch progress and ``n_clipped``.
+        """
+        return self._postprocessor.diagnostics()
+
+    # ------------------------------------------------------------------ inputs of the post-processor
+    def _features(self, x: dict) -> dict:
+        if self.sensitive in x:
+            return {k: v for k, v in x.items() if k != self.sensitive}
+        return x
+
+    def _tau(self, features: dict) -> list[float]:
+        return _posterior(self._group_model.predict_proba_one(features), self.groups, self._group_counts)
+
+    def _inputs(self, features: dict, kwargs: dict) -> tuple[Any, list[float]]:
+        return self._base_prediction(features, kwargs), self._tau(features)
+
+    def _group_of(self, x: dict) -> int | None:
+        if self.sensitive not in x:
+            return None
+        s = x[self.sensitive]
+        try:
+            return self._group_index[s]
+        except (KeyError, TypeError):
+            raise ValueError(
+                f"x[{self.sensitive!r}] must be one of groups={self.groups!r}, got {s!r} (keep S out of the "
+                f"numeric transformers before this step, e.g. "
+                f"(compose.Discard({self.sensitive!r}) | preprocessing.StandardScaler()) + compose.Select({self.sensitive!r}))"
+            ) from None
+
+    # ------------------------------------------------------------------ learning
+    def _learn(self, x: dict, y: Any, w: float, kwargs: dict) -> None:
+        """The post-processor learns ``x`` unlabeled, the group classifier S, the base model ``y``."""
+        group = self._group_of(x)
+        if w != 1.0 and not self._model_takes_w:
+            raise ValueError(f"w must be 1 for a {self._kind} whose learn_one takes no w, got w={w!r}")
+        features = self._features(x)
+        self._postprocessor.learn_one(*self._inputs(features, kwargs))
+        if group is not None:
+            self._group_model.learn_one(features, self.groups[group])
+            self._group_counts[group] += 1
+        if y is not None:
+            if w != 1.0:
+                kwargs = {**kwargs, "w": w}
+            self._wrapped_model.learn_one(features, y, **kwargs)
+
+    def learn_unlabeled_one(self, x: dict, **kwargs) -> None:
+        """Learn from one unlabeled sample: only the post-processor learns (S, if present, is ignored)."""
+        self._postprocessor.learn_one(*self._inputs(self._features(x), kwargs))
+
+    # ------------------------------------------------------------------ prediction
+    def _pi(self, x: dict, kwargs: dict) -> np.ndarray:
+        """``pi(. | x)``: the law of the randomized fair prediction, over the post-processor's atoms."""
+        return self._postprocessor.proba_one(*self._inputs(self._features(x), kwargs))
+
+    def _fair_prediction(self, x: dict, kwargs: dict) -> Any:
+        """The post-processor's prediction in ``mode``; a draw is keyed by ``(seed, x without S)``."""
+        features = self._features(x)
+        key = _draw_key(features) if self.mode == "sample" else None
+        return self._postprocessor.predict_one(*self._inputs(features, kwargs), mode=self.mode, key=key)
+
+
+class FairRegressor(_FairWrapper, base.Regressor):
     """Demographic-parity post-processing of a River regressor (Chzhen, Hebiri & Taturyan, 2024).
 
     The sensitive attribute S travels in ``x`` under the key ``sensitive``.  It is removed from the
@@ -123,6 +255,8 @@ class FairRegressor(base.Wrapper, base.Regressor):
     (5000, 1, (2,))
     """
 
+    _model_kind = base.Regressor
+
     def __init__(
         self,
         regressor: base.Regressor,
@@ -143,22 +277,6 @@ class FairRegressor(base.Wrapper, base.Regressor):
         window: int = 1000,
         serve: str = "epoch",
     ):
-        if not isinstance(regressor, base.Regressor):
-            raise ValueError(f"regressor must be a River regressor, got {regressor!r}")
-        if not isinstance(classifier, base.Classifier):
-            raise ValueError(f"classifier must be a River classifier, got {classifier!r}")
-        try:
-            hash(sensitive)
-        except TypeError:
-            raise ValueError(f"sensitive must be a hashable key of x, got {sensitive!r}") from None
-        try:
-            index = {group: i for i, group in enumerate(groups)}
-        except TypeError:
-            raise ValueError(f"groups must be a tuple of hashable S values, got {groups!r}") from None
-        if not isinstance(groups, tuple) or len(groups) < 2 or len(index) != len(groups):
-            raise ValueError(f"groups must be a tuple of at least 2 distinct S values, got {groups!r}")
-        if mode not in FairRegressionPostProcessor.prediction_modes:
-            raise ValueError(f"mode must be one of {FairRegressionPostProcessor.prediction_modes}, got {mode!r}")
         self.regressor = regressor
         self.classifier = classifier
         self.sensitive = sensitive
@@ -176,80 +294,23 @@ class FairRegressor(base.Wrapper, base.Regressor):
         self.seed = seed
         self.window = window
         self.serve = serve
-        self._seed = random.SystemRandom().getrandbits(63) if seed is None else seed
-        self._postprocessor = FairRegressionPostProcessor(
-            B=B,
-            L=L,
-            eps=eps,
-            beta=beta,
-            p=p,
-            n_groups=len(groups),
-            horizon=horizon,
-            optimizer=optimizer,
-            inner=inner,
-            mu=mu,
-            seed=self._seed,
-            window=window,
-            serve=serve,
-        )
-        self._group_index = index
-        self._group_counts = [0] * len(groups)
-        signature = inspect.signature(regressor.learn_one).parameters.values()
-        self._regressor_takes_w = any(p.name == "w" or p.kind is p.VAR_KEYWORD for p in signature)
+        self._start(FairRegressionPostProcessor, "classifier", B=B, L=L)
 
     @property
     def _wrapped_model(self) -> base.Regressor:
         return self.regressor
 
     @property
+    def _group_model(self) -> base.Classifier:
+        return self.classifier
+
+    @property
     def atoms(self) -> np.ndarray:
         """The prediction grid ``{l B / L : l = -L..L}``."""
         return self._postprocessor.atoms
 
-    @property
-    def group_counts(self) -> dict:
-        """Samples per group the classifier has learned from (S present in ``x``)."""
-        return dict(zip(self.groups, self._group_counts))
-
-    def diagnostics(self) -> Diagnostics:
-        """Live fairness and convergence estimates, computed without S (group order: ``groups``).
-
-        See :class:`streamfair.Diagnostics`: plug-in per-group unfairness (``group_unfairness``,
-        ``group_ks``, ``group_mean``), constraint ``violation``, ``gradient_mapping_norm``, epoch
-        progress and ``n_clipped``.
-        """
-        return self._postprocessor.diagnostics()
-
-    # ------------------------------------------------------------------ inputs of the post-processor
-    def _features(self, x: dict) -> dict:
-        if self.sensitive in x:
-            return {k: v for k, v in x.items() if k != self.sensitive}
-        return x
-
-    def _tau(self, features: dict) -> list[float]:
-        proba = self.classifier.predict_proba_one(features)
-        mass = [float(proba.get(group, 0.0)) for group in self.groups]
-        total = math.fsum(mass)
-        if total > 0.0 and math.isfinite(total):
-            return [m / total for m in mass]
-        n = sum(self._group_counts) + len(self.groups)
-        return [(count + 1) / n for count in self._group_counts]
-
-    def _inputs(self, features: dict, kwargs: dict) -> tuple[float, list[float]]:
-        return self.regressor.predict_one(features, **kwargs), self._tau(features)
-
-    def _group_of(self, x: dict) -> int | None:
-        if self.sensitive not in x:
-            return None
-        s = x[self.sensitive]
-        try:
-            return self._group_index[s]
-        except (KeyError, TypeError):
-            raise ValueError(
-                f"x[{self.sensitive!r}] must be one of groups={self.groups!r}, got {s!r} (keep S out of the "
-                f"numeric transformers before this step, e.g. "
-                f"(compose.Discard({self.sensitive!r}) | preprocessing.StandardScaler()) + compose.Select({self.sensitive!r}))"
-            ) from None
+    def _base_prediction(self, features: dict, kwargs: dict) -> float:
+        return self.regressor.predict_one(features, **kwargs)
 
     # ------------------------------------------------------------------ learning
     def learn_one(self, x: dict, y: float | None = None, w: float = 1.0, **kwargs) -> None:
@@ -260,34 +321,16 @@ class FairRegressor(base.Wrapper, base.Regressor):
         unweighted.  ``w != 1`` with a regressor whose ``learn_one`` takes no ``w`` raises
         ``ValueError``.  ``kwargs`` are passed to the regressor's ``predict_one`` and ``learn_one``.
         """
-        group = self._group_of(x)
-        if w != 1.0 and not self._regressor_takes_w:
-            raise ValueError(f"w must be 1 for a regressor whose learn_one takes no w, got w={w!r}")
-        features = self._features(x)
-        self._postprocessor.learn_one(*self._inputs(features, kwargs))
-        if group is not None:
-            self.classifier.learn_one(features, self.groups[group])
-            self._group_counts[group] += 1
-        if y is not None:
-            if w != 1.0:
-                kwargs = {**kwargs, "w": w}
-            self.regressor.learn_one(features, y, **kwargs)
-
-    def learn_unlabeled_one(self, x: dict, **kwargs) -> None:
-        """Learn from one unlabeled sample: only the post-processor learns (S, if present, is ignored)."""
-        self._postprocessor.learn_one(*self._inputs(self._features(x), kwargs))
+        self._learn(x, y, w, kwargs)
 
     # ------------------------------------------------------------------ prediction
     def proba_one(self, x: dict, **kwargs) -> np.ndarray:
         """``pi(. | x)`` over :attr:`atoms`: the law of the randomized fair prediction (for audits)."""
-        return self._postprocessor.proba_one(*self._inputs(self._features(x), kwargs))
+        return self._pi(x, kwargs)
 
     def predict_one(self, x: dict, **kwargs) -> float:
         """The fair prediction for ``x`` (see ``mode``); S is ignored and no state changes."""
-        features = self._features(x)
-        eta, tau = self._inputs(features, kwargs)
-        key = _draw_key(features) if self.mode == "sample" else None
-        return float(self._postprocessor.predict_one(eta, tau, mode=self.mode, key=key))
+        return float(self._fair_prediction(x, kwargs))
 
     @classmethod
     def _unit_test_params(cls):
@@ -313,6 +356,239 @@ class FairRegressor(base.Wrapper, base.Regressor):
         }
 
 
+class FairClassifier(_FairWrapper, base.Classifier):
+    """Multiclass demographic-parity post-processing of a River classifier (Chzhen et al., 2024, Remark 2.2).
+
+    The wrapped classifier's ``predict_proba_one`` gives the class probabilities ``P(Y = . | x)``,
+    read in the order of ``classes``; :class:`streamfair.FairClassificationPostProcessor` turns
+    them, with the group posterior ``tau(x)``, into a randomized prediction ``pi(. | x)`` over the
+    classes whose law is (up to ``eps`` per class) the same in every group:
+    ``|P(Y_hat = c | S = s) - P(Y_hat = c)| <= eps_s``, at the least expected cost (0-1 loss or
+    ``cost_matrix``) under the wrapped classifier's probabilities.  S is handled as by
+    :class:`FairRegressor`: it travels in ``x`` under the key ``sensitive`` and is removed before
+    either base model sees ``x``; it is never used to predict.
+
+    * ``learn_one(x, y)``: the post-processor learns from ``(P(Y = . | x), tau(x))`` computed
+      before the base models see the sample (as an unlabeled sample), then the group classifier
+      learns S (if present) and the classifier learns ``y`` (if not ``None``);
+    * ``learn_unlabeled_one(x)``: only the post-processor learns;
+    * ``predict_one(x)`` / ``predict_proba_one(x)``: a fair label / ``pi(. | x)`` as a dict over
+      ``classes``, without reading S and without changing any state.
+
+    Class probabilities and ``tau`` are read alike: labels absent from ``predict_proba_one`` get 0
+    (labels outside ``classes`` are dropped) and the rest is renormalized; without mass on any of
+    them (River classifiers return ``{}`` before learning) the frequencies of the labels learned
+    so far, smoothed by one pseudo-count each.
+
+    Parameters
+    ----------
+    classifier
+        River classifier of ``y`` (multiclass for more than 2 ``classes``).
+    group_classifier
+        River classifier of S from the other features (as ``classifier`` for :class:`FairRegressor`).
+    sensitive, groups
+        The key of S in ``x`` and the S values in a fixed order, as for :class:`FairRegressor`.
+    classes
+        The labels, in a fixed order (the rows and columns of ``cost_matrix``, the order of the
+        diagnostics' ``group_proba``); the default suits River's binary classifiers and datasets.
+        Learning a ``y`` that is not one of them raises ``ValueError``.
+    cost_matrix
+        ``cost_matrix[i][j]``: the cost of predicting ``classes[j]`` when the truth is
+        ``classes[i]`` (a tuple of tuples); ``None``: the 0-1 loss.
+    eps, beta, p, horizon, optimizer, inner, mu
+        Passed to :class:`streamfair.FairClassificationPostProcessor` (same defaults): allowed
+        per-class gap (a float or one per group), entropic parameter, group marginals,
+        first-epoch length, optimizer, inner solver, strong-convexity parameter.
+    mode
+        What ``predict_one`` returns.  ``"sample"``: a draw from ``pi(. | x)``, the randomized
+        predictor the fairness guarantee is about, keyed by ``(seed, x without S)`` so that
+        ``predict_one`` is pure and replay-stable; ``"mode"``: the most likely class of
+        ``pi(. | x)`` (deterministic, not covered by the guarantee).
+    seed, window, serve
+        As for :class:`FairRegressor`.
+
+    Attributes
+    ----------
+    group_counts, class_counts : dict
+        Samples per group the group classifier, and per class the classifier, has learned from.
+
+    Examples
+    --------
+    On a stream (:func:`logistic_with_group`) whose positive rate grows with a feature that is
+    likelier high in group 1, a classifier that never sees S still predicts 1 more often in group 1.
+
+    >>> import numpy as np
+    >>> from river import linear_model, preprocessing
+    >>> from connectors.river import FairClassifier, logistic_with_group
+    >>> def scaled(model):
+    ...     return preprocessing.StandardScaler() | model
+    >>> base_model = scaled(linear_model.LogisticRegression())
+    >>> fair = FairClassifier(scaled(linear_model.LogisticRegression()), scaled(linear_model.LogisticRegression()),
+    ...                       sensitive="group", groups=(0, 1), classes=(0, 1), horizon=2000, seed=0)
+    >>> for x, y in logistic_with_group(4000, seed=1):
+    ...     fair.learn_one(x, y)
+    ...     base_model.learn_one({k: v for k, v in x.items() if k != "group"}, y)
+
+    Audit on fresh samples with the true S: the gap between the groups' rates of predicting 1
+    (for the fair model, through the law ``pi(. | x)`` of its randomized prediction).
+
+    >>> test = list(logistic_with_group(2000, seed=2))
+    >>> s = np.array([x.pop("group") for x, _ in test])
+    >>> before = np.array([base_model.predict_one(x) for x, _ in test], dtype=float)
+    >>> after = np.array([fair.predict_proba_one(x)[1] for x, _ in test])
+    >>> gap = lambda rate: abs(rate[s == 1].mean() - rate[s == 0].mean())
+    >>> bool(gap(after) < 0.5 * gap(before))
+    True
+    >>> x, _ = test[0]
+    >>> fair.predict_one(x) == fair.predict_one({**x, "group": 0}) == fair.predict_one({**x, "group": 1})
+    True
+    """
+
+    _model_kind = base.Classifier
+
+    def __init__(
+        self,
+        classifier: base.Classifier,
+        group_classifier: base.Classifier,
+        sensitive: Hashable = "group",
+        groups: tuple = (0, 1),
+        classes: tuple = (False, True),
+        cost_matrix: tuple[tuple[float, ...], ...] | None = None,
+        eps: float | tuple[float, ...] = 0.005,
+        beta: float | None = None,
+        p: tuple[float, ...] | None = None,
+        horizon: int | None = None,
+        optimizer: str = "sgd3",
+        inner: str = "acsa2",
+        mu: float | None = None,
+        mode: str = "sample",
+        seed: int | None = None,
+        window: int = 1000,
+        serve: str = "epoch",
+    ):
+        self.classifier = classifier
+        self.group_classifier = group_classifier
+        self.sensitive = sensitive
+        self.groups = groups
+        self.classes = classes
+        self.cost_matrix = cost_matrix
+        self.eps = eps
+        self.beta = beta
+        self.p = p
+        self.horizon = horizon
+        self.optimizer = optimizer
+        self.inner = inner
+        self.mu = mu
+        self.mode = mode
+        self.seed = seed
+        self.window = window
+        self.serve = serve
+        self._class_index = _label_index("classes", classes, "labels")
+        self._start(
+            FairClassificationPostProcessor, "group_classifier", n_classes=len(classes), cost_matrix=cost_matrix
+        )
+        self._class_counts = [0] * len(classes)
+
+    @property
+    def _wrapped_model(self) -> base.Classifier:
+        return self.classifier
+
+    @property
+    def _group_model(self) -> base.Classifier:
+        return self.group_classifier
+
+    @property
+    def _multiclass(self) -> bool:
+        return len(self.classes) > 2
+
+    @property
+    def class_counts(self) -> dict:
+        """Samples per class the classifier has learned from."""
+        return dict(zip(self.classes, self._class_counts))
+
+    def _base_prediction(self, features: dict, kwargs: dict) -> list[float]:
+        return _posterior(self.classifier.predict_proba_one(features, **kwargs), self.classes, self._class_counts)
+
+    # ------------------------------------------------------------------ learning
+    def learn_one(self, x: dict, y: Hashable | None = None, w: float = 1.0, **kwargs) -> None:
+        """Learn from one sample; ``y=None`` (an unlabeled sample) leaves the classifier as it is.
+
+        ``w`` goes to the classifier only (the group classifier and the post-processor estimate
+        population quantities); ``w != 1`` with a classifier whose ``learn_one`` takes no ``w``
+        raises ``ValueError``.  ``kwargs`` go to the classifier's ``predict_proba_one`` and
+        ``learn_one``.
+        """
+        label = None
+        if y is not None:
+            try:
+                label = self._class_index[y]
+            except (KeyError, TypeError):
+                raise ValueError(f"y must be one of classes={self.classes!r}, got {y!r}") from None
+        self._learn(x, y, w, kwargs)
+        if label is not None:
+            self._class_counts[label] += 1
+
+    # ------------------------------------------------------------------ prediction
+    def predict_proba_one(self, x: dict, **kwargs) -> dict:
+        """``pi(. | x)`` as ``{class: probability}``: the law of the randomized fair prediction."""
+        return {label: float(q) for label, q in zip(self.classes, self._pi(x, kwargs))}
+
+    def predict_one(self, x: dict, **kwargs) -> Hashable:
+        """The fair label for ``x`` (see ``mode``), one of ``classes``; S is ignored and no state changes."""
+        return self.classes[int(self._fair_prediction(x, kwargs))]
+
+    @classmethod
+    def _unit_test_params(cls):
+        from river import linear_model, naive_bayes, tree
+
+        yield {"classifier": linear_model.LogisticRegression(), "group_classifier": linear_model.LogisticRegression()}
+        # River also exercises multiclass classifiers on ImageSegments: its 7 labels plus Phishing's 2.
+        classes = (False, True, "brickface", "cement", "foliage", "grass", "path", "sky", "window")
+        yield {
+            "classifier": naive_bayes.GaussianNB(),
+            "group_classifier": tree.HoeffdingTreeClassifier(),
+            "sensitive": "s",
+            "groups": ("a", "b", "c"),
+            "classes": classes,
+            "cost_matrix": tuple(tuple(float(abs(i - j)) for j in range(len(classes))) for i in range(len(classes))),
+            "eps": (0.01, 0.02, 0.03),
+            "beta": 30.0,
+            "p": (0.2, 0.3, 0.5),
+            "horizon": 100,
+            "optimizer": "acsa",
+            "mode": "mode",
+            "seed": 3,
+            "window": 50,
+            "serve": "live",
+        }
+
+
+def _label_index(name: str, labels: Any, what: str) -> dict:
+    """``{label: position}`` for a tuple of at least 2 distinct hashable labels, else ``ValueError``."""
+    try:
+        index = {label: i for i, label in enumerate(labels)}
+    except TypeError:
+        raise ValueError(f"{name} must be a tuple of hashable {what}, got {labels!r}") from None
+    if not isinstance(labels, tuple) or len(labels) < 2 or len(index) != len(labels):
+        raise ValueError(f"{name} must be a tuple of at least 2 distinct {what}, got {labels!r}")
+    return index
+
+
+def _posterior(proba: dict, labels: tuple, counts: list[int]) -> list[float]:
+    """A River ``predict_proba_one`` output read in the order of ``labels``, renormalized.
+
+    Labels absent from ``proba`` get 0 (and labels not in ``labels`` are dropped).  Without mass
+    on any label (River classifiers return ``{}`` before learning) it is the frequencies
+    ``counts`` of the labels learned so far, smoothed by one pseudo-count each.
+    """
+    mass = [float(proba.get(label, 0.0)) for label in labels]
+    total = math.fsum(mass)
+    if total > 0.0 and math.isfinite(total):
+        return [m / total for m in mass]
+    n = sum(counts) + len(labels)
+    return [(count + 1) / n for count in counts]
+
+
 def _draw_key(features: dict) -> str:
     """A canonical text of ``features`` (order-free; numbers by value): the key of a sampled prediction."""
     items = sorted((repr(k), repr(float(v)) if isinstance(v, Real) else repr(v)) for k, v in features.items())
@@ -334,3 +610,34 @@ def friedman_with_group(n: int, seed: int, sensitive: Hashable = "group") -> Ite
     for x, y in datasets.synth.Friedman(seed=seed).take(n):
         x[sensitive] = int(rng.random() < 1 / (1 + math.exp(10 * (0.5 - x[3]))))
         yield x, (y - 14) / 10
+
+
+def logistic_with_group(
+    n: int, seed: int, n_classes: int = 2, sensitive: Hashable = "group"
+) -> Iterator[tuple[dict, int]]:
+    """A synthetic classification stream whose labels depend on a binary group S through the features.
+
+    Five features ``x[0..4]`` are independent standard normals; ``y`` takes the value
+    ``j = 0..n_classes - 1`` with probability proportional to ``exp(j u)``,
+    ``u = 2 x[0] + x[1] - x[2] / 2`` (for 2 classes, ``P(y = 1 | x) = 1 / (1 + exp(-u))``), so
+    higher ``x[0]`` means higher labels.  ``S = 1`` with probability ``1 / (1 + exp(-3 x[0]))``:
+    likelier when ``x[0]`` is high, so a classifier of ``y`` from the features alone predicts
+    higher labels in group 1.
+
+    >>> [(x["group"], y) for x, y in logistic_with_group(4, seed=1)]
+    [(1, 1), (1, 1), (0, 0), (1, 0)]
+    """
+    if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 2:
+        raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")
+    rng = random.Random(seed)
+    for _ in range(n):
+        x = {i: rng.gauss(0.0, 1.0) for i in range(5)}
+        u = 2 * x[0] + x[1] - x[2] / 2
+        top = max(0.0, (n_classes - 1) * u)
+        weights = [math.exp(j * u - top) for j in range(n_classes)]
+        draw, y = rng.random() * math.fsum(weights), 0
+        while y < n_classes - 1 and draw >= weights[y]:
+            draw -= weights[y]
+            y += 1
+        x[sensitive] = int(rng.random() < 1 / (1 + math.exp(-3 * x[0])))
+        yield x, y
