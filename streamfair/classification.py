@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .keyed_random import Key
-from .postprocessor import REFERENCE_HORIZON, DualPostProcessor, default_beta
+from .postprocessor import DualPostProcessor
 from .validation import check_distributions, check_integer
 
 __all__ = ["FairClassificationPostProcessor", "zero_one_costs"]
@@ -132,13 +132,12 @@ class FairClassificationPostProcessor(DualPostProcessor):
             zero_one_costs(self.n_classes) if cost_matrix is None else _check_cost_matrix(cost_matrix, self.n_classes)
         )
         self._cost_given = cost_matrix is not None
-        reference = REFERENCE_HORIZON if horizon is None else check_integer("horizon", horizon, 1)
         super().__init__(
             np.arange(self.n_classes, dtype=float),
             eps=eps,
             p=p,
             n_groups=n_groups,
-            beta=default_beta(reference) if beta is None else beta,
+            beta=beta,
             horizon=horizon,
             optimizer=optimizer,
             inner=inner,

@@ -76,7 +76,8 @@ class DualPostProcessor:
     n_groups
         ``K``; only needed when neither ``p`` nor a per-group ``eps`` gives it.
     beta
-        Entropic parameter (larger: closer to the unregularized LP, rougher dual).
+        Entropic parameter (larger: closer to the unregularized LP, rougher dual); ``None``:
+        :func:`default_beta` of the horizon.
     horizon
         Samples in epoch 0 (the paper's ``T``); ``None``: ``REFERENCE_HORIZON``.  Later epochs
         double it, warm-started at the served dual.
@@ -103,7 +104,7 @@ class DualPostProcessor:
         eps: float | Sequence[float],
         p: Sequence[float] | None,
         n_groups: int | None,
-        beta: float,
+        beta: float | None,
         horizon: int | None,
         optimizer: str,
         inner: str,
@@ -116,8 +117,8 @@ class DualPostProcessor:
         self.n_groups = self._infer_groups(p, eps, n_groups)
         self.eps = check_slack(eps, self.n_groups)
         self.p_given = None if p is None else check_distribution("p", p, self.n_groups, strictly_positive=True)
-        self.beta = check_positive("beta", beta)
         self.horizon = REFERENCE_HORIZON if horizon is None else check_integer("horizon", horizon, 1)
+        self.beta = default_beta(self.horizon) if beta is None else check_positive("beta", beta)
         self.mu_given = None if mu is None else check_positive("mu", mu)
         self.seed = check_seed(seed)
         self.window = check_integer("window", window, 1)

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import dual
-from .postprocessor import REFERENCE_HORIZON, DualPostProcessor, default_beta, default_grid_size
+from .postprocessor import REFERENCE_HORIZON, DualPostProcessor, default_grid_size
 from .validation import check_finite, check_integer, check_positive
 
 
@@ -104,7 +104,7 @@ class FairRegressionPostProcessor(DualPostProcessor):
             eps=eps,
             p=p,
             n_groups=n_groups,
-            beta=default_beta(reference) if beta is None else beta,
+            beta=beta,
             horizon=horizon,
             optimizer=optimizer,
             inner=inner,

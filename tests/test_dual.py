@@ -194,7 +194,6 @@ def test_zero_dual_puts_most_mass_on_the_nearest_grid_point():
     eta = rng.uniform(-2.5, 2.5, 400)  # partly outside [-B, B]: the policy is fed the clipped value
     clipped = np.clip(eta, -bound, bound)
     distance = np.abs(clipped[:, None] - atoms)
-    order = np.sort(distance, axis=1)
     costs = np.sort(distance**2, axis=1)
     clear = costs[:, 1] - costs[:, 0] > 1e-4  # ignore (near) ties
     assert clear.mean() > 0.95

@@ -110,7 +110,7 @@ def test_deterministic_predictions(seed):
 
 def test_deterministic_predictions_with_a_membership_matrix():
     rng = np.random.default_rng(20)
-    n, k = 30, 2
+    n = 30
     predictions = rng.choice([0.0, 1.0, 2.0], n)
     y = rng.normal(1, 1, n)
     membership = rng.dirichlet([1, 1], n)
