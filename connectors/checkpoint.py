@@ -30,6 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
+from streamfair.dro import GroupRobustFairRegressionPostProcessor
+
 FORMAT = "streamfair.checkpoint/1"
 _ARRAY = "__ndarray__"
 
@@ -59,6 +62,29 @@ def _decode(value: Any) -> Any:
     return value
 
 
+#: The post-processors a checkpoint can hold, by the ``"class"`` entry of their ``state_dict``.
+POSTPROCESSORS = {cls.__name__: cls for cls in (
+    FairRegressionPostProcessor, GroupRobustFairRegressionPostProcessor, FairClassificationPostProcessor)}
+
+
+def restore_postprocessor(state: dict):
+    """The post-processor of class ``state["class"]`` that continues exactly from ``state``.
+
+    >>> from streamfair.dro import GroupRobustFairRegressionPostProcessor
+    >>> robust = GroupRobustFairRegressionPostProcessor(L=5, n_groups=2, refresh=1)
+    >>> robust.learn_one(0.3, [0.4, 0.6], key="a")
+    >>> again = restore_postprocessor(Checkpoint.from_bytes(Checkpoint("in", 0, 1, None, robust.state_dict())
+    ...                                                      .to_bytes()).state)
+    >>> type(again).__name__, again.learn_label("a", 0.2), bool((again.dro_diagnostics().weights ==
+    ...                                                           robust.dro_diagnostics().weights).all())
+    ('GroupRobustFairRegressionPostProcessor', True, True)
+    """
+    name = state.get("class")
+    if name not in POSTPROCESSORS:
+        raise ValueError(f"state class must be one of {sorted(POSTPROCESSORS)}, got {name!r}")
+    return POSTPROCESSORS[name].from_state_dict(state)
+
+
 def checkpoint_key(topic: str, partition: int) -> bytes:
     """Changelog key of a task: ``b"<topic>:<partition>"``."""
     return f"{topic}:{partition}".encode("utf-8")
@@ -79,7 +105,10 @@ class Checkpoint:
     state
         The post-processor's ``state_dict()``.
     pending_eta, pending_tau
-        Samples already predicted but not yet learned (micro-batch of ``processing.batch_size``).
+        Samples already predicted but not yet learned (micro-batch of ``processing.batch_size``);
+        for classification ``pending_eta`` holds class-probability rows.
+    pending_keys
+        Their message ids (the robust post-processor learns each sample under its id, for delayed labels).
     models
         Pickled base models (only when they learn online), else ``None``.
     """
@@ -91,6 +120,7 @@ class Checkpoint:
     state: dict
     pending_eta: list[float] = field(default_factory=list)
     pending_tau: list[list[float]] = field(default_factory=list)
+    pending_keys: list = field(default_factory=list)
     models: bytes | None = None
 
     @property
@@ -111,8 +141,9 @@ class Checkpoint:
             "offset": self.offset,
             "feedback_offset": self.feedback_offset,
             "state": _encode(self.state),
-            "pending_eta": [float(x) for x in self.pending_eta],
+            "pending_eta": _encode(list(self.pending_eta)),
             "pending_tau": [[float(x) for x in row] for row in self.pending_tau],
+            "pending_keys": list(self.pending_keys),
             "models": None if self.models is None else base64.b64encode(self.models).decode("ascii"),
         }
         return json.dumps(payload, separators=(",", ":"), allow_nan=False).encode("utf-8")
@@ -136,5 +167,6 @@ class Checkpoint:
             state=_decode(payload["state"]),
             pending_eta=list(payload["pending_eta"]),
             pending_tau=[list(row) for row in payload["pending_tau"]],
+            pending_keys=list(payload.get("pending_keys", [])),
             models=None if models is None else base64.b64decode(models),
         )

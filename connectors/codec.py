@@ -4,6 +4,7 @@ Input (JSON object, UTF-8)::
 
     {"id": "order-1", "eta": 0.42, "tau": [0.7, 0.3]}           # base model scores
     {"id": 17, "features": {"age": 41, "income": 3.2}}            # raw features, scored by the base models
+    {"id": "c-9", "proba": [0.2, 0.5, 0.3], "tau": [0.7, 0.3]}     # classification: class probabilities
     ... optional "distribution": true asks for the full distribution in the output
 
 Feedback (JSON object): ``{"id": ..., "features": {...}, "y": 0.37, "s": 1}``.
@@ -11,6 +12,7 @@ Feedback (JSON object): ``{"id": ..., "features": {...}, "y": 0.37, "s": 1}``.
 Output (compact JSON, fixed key order, so replays are byte-identical)::
 
     {"id":"order-1","prediction":0.24,"eta":0.42,"state_version":1523,"partition":0,"offset":1530}
+    {"id":"c-9","prediction":"b","state_version":80,"partition":1,"offset":95}     # classification
 
 A message that cannot be used raises :class:`Invalid` with one of :data:`REASONS`; the daemon then
 copies the original bytes to the dead-letter topic with :func:`dead_letter_headers`.
@@ -51,15 +53,18 @@ REASONS: tuple[str, ...] = (
     "missing_prediction",  # neither "eta"+"tau" nor "features"
     "bad_eta",  # eta not a number
     "bad_tau",  # tau not a list of numbers
-    "non_finite",  # NaN or +-Infinity in eta, tau, features or y
+    "non_finite",  # NaN or +-Infinity in eta, proba, tau, features or y
     "tau_length",  # tau has the wrong number of entries
     "tau_not_distribution",  # tau has entries outside [0, 1] or does not sum to 1
+    "bad_proba",  # classification: proba not a list of numbers
+    "proba_length",  # classification: proba does not have one entry per class
+    "proba_not_distribution",  # classification: proba has entries outside [0, 1] or does not sum to 1
     "bad_features",  # features not an object of numbers / strings
     "unknown_feature",  # a feature name outside models.features
     "no_models",  # features given, but no base models configured
     "model_error",  # a base model raised or returned something unusable
     "missing_label",  # feedback without "y" or "s"
-    "bad_label",  # feedback "y" not a number
+    "bad_label",  # feedback "y" not a number (classification: not one of the classes)
     "bad_group",  # feedback "s" not one of the configured group labels
 )
 
@@ -174,31 +179,48 @@ class InputParser:
         Allowed feature names (``None``: any).
     models
         Whether base models are configured (otherwise ``features`` messages are dead letters).
+    n_classes
+        Classification: messages carry ``"proba"``, the base model's ``n_classes`` class
+        probabilities, instead of ``"eta"`` (``None``: regression).
+
+    >>> parser = InputParser(2, 1024, n_classes=3)
+    >>> parser.parse(b'{"id": 1, "proba": [0.2, 0.5, 0.3], "tau": [1, 0]}')
+    (1, [0.2, 0.5, 0.3], [1.0, 0.0], None, False)
+    >>> try:
+    ...     parser.parse(b'{"id": 1, "proba": [0.2, 0.5], "tau": [1, 0]}')
+    ... except Invalid as error:
+    ...     print(error.reason)
+    proba_length
     """
 
-    def __init__(self, n_groups: int, max_bytes: int, features: Sequence[str] | None = None, models: bool = False):
+    def __init__(self, n_groups: int, max_bytes: int, features: Sequence[str] | None = None, models: bool = False,
+                 n_classes: int | None = None):
         self.n_groups = int(n_groups)
         self.max_bytes = int(max_bytes)
         self.features = frozenset(features) if features else None
         self.models = bool(models)
+        self.n_classes = None if n_classes is None else int(n_classes)
+        self._score = "eta" if n_classes is None else "proba"
 
-    def parse(self, value: bytes | None) -> tuple[int | str, float | None, list[float] | None, dict | None, bool]:
-        """``(id, eta, tau, features, distribution)``: scores, or features (then eta and tau are None)."""
+    def parse(self, value: bytes | None) -> tuple[int | str, Any, list[float] | None, dict | None, bool]:
+        """``(id, eta or proba, tau, features, distribution)``: scores, or features (then the scores are None)."""
         obj = _decode(value, self.max_bytes)
         ident = _check_id(obj)
         flag = obj.get("distribution", False)
         if flag is not True and flag is not False:
             raise Invalid("bad_flag", f"distribution must be true or false, got {_short(flag)}")
-        has_scores = "eta" in obj or "tau" in obj
+        score = self._score
+        has_scores = score in obj or "tau" in obj
         if "features" in obj:
             if has_scores:
-                raise Invalid("ambiguous_input", "give either eta and tau, or features, not both")
+                raise Invalid("ambiguous_input", f"give either {score} and tau, or features, not both")
             if not self.models:
                 raise Invalid("no_models", "features given but no base models are configured (models.eta, models.tau)")
             return ident, None, None, _check_features(obj["features"], self.features), flag
-        if "eta" not in obj or "tau" not in obj:
-            raise Invalid("missing_prediction", "needs eta and tau, or features")
-        return ident, self._eta(obj["eta"]), self.check_tau(obj["tau"]), None, flag
+        if score not in obj or "tau" not in obj:
+            raise Invalid("missing_prediction", f"needs {score} and tau, or features")
+        prediction = self._eta(obj["eta"]) if self.n_classes is None else self.check_proba(obj["proba"])
+        return ident, prediction, self.check_tau(obj["tau"]), None, flag
 
     @staticmethod
     def _eta(eta: Any) -> float:
@@ -208,46 +230,77 @@ class InputParser:
 
     def check_tau(self, tau: Any) -> list[float]:
         """``tau`` as a list of floats: a probability vector of length ``n_groups``."""
-        if type(tau) is not list:
-            raise Invalid("bad_tau", f"tau must be a list of numbers, got {_short(tau)}")
-        values = []
-        for t in tau:  # one pass: JSON numbers are exactly int or float (bool is neither here)
-            if type(t) is float:
-                if not math.isfinite(t):
-                    raise Invalid("non_finite", f"tau is {tau!r}")
-                values.append(t)
-            elif type(t) is int:
-                values.append(_finite_float(t, "a tau entry"))
-            else:
-                raise Invalid("bad_tau", f"tau must be a list of numbers, got {_short(tau)}")
-        if len(values) != self.n_groups:
-            raise Invalid("tau_length", f"tau has {len(values)} entries, expected {self.n_groups}")
-        if min(values) < 0.0 or max(values) > 1.0 or abs(math.fsum(values) - 1.0) > TAU_TOLERANCE:
-            raise Invalid("tau_not_distribution", f"tau must be probabilities summing to 1, got {values!r}")
-        return values
+        return _check_distribution("tau", tau, self.n_groups, "groups")
+
+    def check_proba(self, proba: Any) -> list[float]:
+        """``proba`` as a list of floats: a probability vector of length ``n_classes``."""
+        return _check_distribution("proba", proba, self.n_classes, "classes")
+
+
+def _check_distribution(name: str, vector: Any, length: int, what: str) -> list[float]:
+    """``vector`` (``tau`` or ``proba``) as floats; :class:`Invalid` ``bad_<name>``, ``<name>_length``, ..."""
+    if type(vector) is not list:
+        raise Invalid(f"bad_{name}", f"{name} must be a list of numbers, got {_short(vector)}")
+    values = []
+    for t in vector:  # one pass: JSON numbers are exactly int or float (bool is neither here)
+        if type(t) is float:
+            if not math.isfinite(t):
+                raise Invalid("non_finite", f"{name} is {vector!r}")
+            values.append(t)
+        elif type(t) is int:
+            values.append(_finite_float(t, f"a {name} entry"))
+        else:
+            raise Invalid(f"bad_{name}", f"{name} must be a list of numbers, got {_short(vector)}")
+    if len(values) != length:
+        raise Invalid(f"{name}_length", f"{name} has {len(values)} entries, expected {length} (one per {what[:-1]})")
+    if min(values) < 0.0 or max(values) > 1.0 or abs(math.fsum(values) - 1.0) > TAU_TOLERANCE:
+        raise Invalid(f"{name}_not_distribution", f"{name} must be probabilities summing to 1, got {values!r}")
+    return values
 
 
 class FeedbackParser:
-    """Validate feedback messages ``{"id", "features", "y", "s"}`` (labels for the base models)."""
+    """Validate feedback messages ``{"id", "features", "y", "s"}``.
 
-    def __init__(self, groups: Sequence[str], max_bytes: int, features: Sequence[str] | None = None):
+    Labels for the base models need all four; with ``labels_only`` (labels for the group-robust
+    post-processor only) ``{"id", "y"}`` is enough, and ``features`` and ``s`` are checked when present
+    and otherwise returned as ``None``.  With ``classes`` (classification) ``y`` must be one of the
+    class labels (compared by :func:`group_label`) and is returned as that label.
+
+    >>> FeedbackParser(["0", "1"], 1024, labels_only=True).parse(b'{"id": 3, "y": 0.5}')
+    (3, None, 0.5, None)
+    >>> FeedbackParser(["0", "1"], 1024, classes=["no", "yes"]).parse(b'{"id": 3, "features": {"a": 1}, "y": "yes", "s": 0}')
+    (3, {'a': 1}, 'yes', 0)
+    """
+
+    def __init__(self, groups: Sequence[str], max_bytes: int, features: Sequence[str] | None = None,
+                 labels_only: bool = False, classes: Sequence[Any] | None = None):
         self.groups = {group_label(g) for g in groups}
         self.max_bytes = int(max_bytes)
         self.features = frozenset(features) if features else None
+        self.labels_only = bool(labels_only)
+        self.classes = None if classes is None else {group_label(c): c for c in classes}
 
-    def parse(self, value: bytes | None) -> tuple[int | str, dict, float, Any]:
+    def _label(self, y: Any) -> Any:
+        if self.classes is not None:
+            if type(y) not in (int, str, bool) or group_label(y) not in self.classes:
+                raise Invalid("bad_label", f"y must be one of the classes {sorted(self.classes)}, got {_short(y)}")
+            return self.classes[group_label(y)]
+        if not _is_number(y):
+            raise Invalid("bad_label", f"y must be a number, got {_short(y)}")
+        return _finite_float(y, "y")
+
+    def parse(self, value: bytes | None) -> tuple[int | str, dict | None, float, Any]:
         """``(id, features, y, s)`` with ``s`` as given in the message (matched by ``group_label``)."""
         obj = _decode(value, self.max_bytes)
         ident = _check_id(obj)
-        if "features" not in obj:
+        if "features" not in obj and not self.labels_only:
             raise Invalid("bad_features", "feedback needs features")
-        features = _check_features(obj["features"], self.features)
-        if "y" not in obj or "s" not in obj:
-            raise Invalid("missing_label", "feedback needs y and s")
-        y = obj["y"]
-        if not _is_number(y):
-            raise Invalid("bad_label", f"y must be a number, got {_short(y)}")
-        y = _finite_float(y, "y")
+        features = _check_features(obj["features"], self.features) if "features" in obj else None
+        if "y" not in obj or ("s" not in obj and not self.labels_only):
+            raise Invalid("missing_label", "feedback needs y" + ("" if self.labels_only else " and s"))
+        y = self._label(obj["y"])
+        if "s" not in obj:
+            return ident, features, y, None
         s = obj["s"]
         if type(s) not in (int, str, bool) or group_label(s) not in self.groups:
             raise Invalid("bad_group", f"s must be one of {sorted(self.groups)}, got {_short(s)}")
@@ -262,23 +315,34 @@ def message_key(ident: int | str) -> bytes:
 
 def encode_output(
     ident: int | str,
-    prediction: float,
-    eta: float,
+    prediction: Any,
+    eta: float | None,
     state_version: int,
     partition: int,
     offset: int,
     atoms: Sequence[float] | None = None,
     proba: Sequence[float] | None = None,
 ) -> bytes:
-    """One prediction as compact JSON; ``atoms``/``proba`` add the full distribution."""
-    text = (
-        f'{{"id":{json.dumps(ident)},"prediction":{float(prediction)!r},"eta":{float(eta)!r},'
-        f'"state_version":{int(state_version)},"partition":{int(partition)},"offset":{int(offset)}'
-    )
+    """One prediction as compact JSON; ``atoms``/``proba`` add the full distribution.
+
+    ``eta=None`` is classification: ``prediction`` and ``atoms`` are class labels (JSON strings,
+    numbers or booleans), there is no ``"eta"``, and the distribution lists ``"classes"``.
+
+    >>> encode_output(5, "yes", None, 2, 1, 9, ["no", "yes"], [0.25, 0.75])
+    b'{"id":5,"prediction":"yes","state_version":2,"partition":1,"offset":9,"distribution":{"classes":["no","yes"],"proba":[0.25,0.75]}}'
+    """
+    if eta is None:
+        text = f'{{"id":{json.dumps(ident)},"prediction":{json.dumps(prediction)}'
+    else:
+        text = f'{{"id":{json.dumps(ident)},"prediction":{float(prediction)!r},"eta":{float(eta)!r}'
+    text += f',"state_version":{int(state_version)},"partition":{int(partition)},"offset":{int(offset)}'
     if proba is not None:
-        atoms_text = ",".join(repr(float(a)) for a in atoms)
+        if eta is None:
+            atoms_text = f'"classes":[{",".join(json.dumps(a) for a in atoms)}]'
+        else:
+            atoms_text = f'"atoms":[{",".join(repr(float(a)) for a in atoms)}]'
         proba_text = ",".join(repr(float(q)) for q in proba)
-        text += f',"distribution":{{"atoms":[{atoms_text}],"proba":[{proba_text}]}}'
+        text += f',"distribution":{{{atoms_text},"proba":[{proba_text}]}}'
     return (text + "}").encode("utf-8")
 
 

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from streamfair import FairRegressionPostProcessor
+from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
+from streamfair.dro import GroupRobustFairRegressionPostProcessor
 
 ENV_PREFIX = "STREAMFAIR_"
 GUARANTEES = ("at_least_once", "exactly_once")
@@ -94,23 +95,64 @@ class ProcessingConfig:
     transactional_id: str = ""
 
 
-def _postprocessor_fields() -> dict[str, tuple[str, Any]]:
-    """``{name: (type, default)}`` from the constructor of :class:`FairRegressionPostProcessor`.
+#: ``postprocessor.kind`` values and the post-processor each builds (``robust`` switches regression to DRO).
+KINDS = ("regression", "classification")
+#: Keys of the section that choose the class rather than being constructor arguments.
+_SWITCHES = {"kind": ("str", "regression"), "robust": ("bool", False)}
 
-    Read from its signature so the section follows the core; ``n_groups`` defaults to 2 here.
-    """
+
+def _signature(cls: type) -> dict[str, tuple[str, Any]]:
+    """``{name: (type, default)}`` of the named parameters of ``cls`` (``n_groups`` defaults to 2 here)."""
     fields = {}
-    for name, parameter in inspect.signature(FairRegressionPostProcessor).parameters.items():
+    for name, parameter in inspect.signature(cls).parameters.items():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
         kind = str(parameter.annotation).replace("Sequence[float]", "list[float]")
         fields[name] = (kind, 2 if name == "n_groups" else parameter.default)
     return fields
 
 
-class PostProcessorConfig:
-    """Arguments of :class:`streamfair.FairRegressionPostProcessor` (one instance per partition).
+def _postprocessor_class(kind: str, robust: bool) -> type:
+    if kind == "classification":
+        return FairClassificationPostProcessor
+    return GroupRobustFairRegressionPostProcessor if robust else FairRegressionPostProcessor
 
-    The keys are the constructor's parameters (``B, L, eps, beta, p, n_groups, horizon, ...``) with
-    its defaults, except ``n_groups = 2``.
+
+def _class_fields(cls: type) -> dict[str, tuple[str, Any]]:
+    """The constructor parameters of ``cls``; the robust class adds its own to the regression ones."""
+    if cls is GroupRobustFairRegressionPostProcessor:
+        return {**_signature(FairRegressionPostProcessor), **_signature(cls)}
+    return _signature(cls)
+
+
+def _postprocessor_fields() -> dict[str, tuple[str, Any]]:
+    """``{name: (type, default)}``: the switches, then every parameter of the post-processors it can build.
+
+    Read from the constructors' signatures so the section follows the library.  A parameter shared by
+    several classes is listed once, with the regression default (:meth:`PostProcessorConfig.kwargs`
+    uses the chosen class's own defaults).
+    """
+    fields = dict(_SWITCHES)
+    for cls in (GroupRobustFairRegressionPostProcessor, FairClassificationPostProcessor):
+        for name, value in _class_fields(cls).items():
+            fields.setdefault(name, value)
+    return fields
+
+
+class PostProcessorConfig:
+    """Which post-processor each partition gets, and its constructor arguments.
+
+    ``kind`` (``"regression"`` or ``"classification"``) and ``robust`` (regression only) choose
+    :class:`streamfair.FairRegressionPostProcessor`,
+    :class:`streamfair.dro.GroupRobustFairRegressionPostProcessor` or
+    :class:`streamfair.FairClassificationPostProcessor`; the other keys are that constructor's
+    parameters with its defaults, except ``n_groups = 2``.  Setting a parameter the chosen class does
+    not have is an error.
+
+    >>> PostProcessorConfig(robust=True, temperature=0.05).build().temperature
+    0.05
+    >>> PostProcessorConfig(kind="classification", classes=["a", "b", "c"]).eps   # the class's own default
+    0.005
     """
 
     def __init__(self, **values: Any):
@@ -118,30 +160,50 @@ class PostProcessorConfig:
         unknown = values.keys() - fields.keys()
         if unknown:
             raise ConfigError(f"postprocessor.{sorted(unknown)[0]}: unknown configuration key")
-        self._values = {name: values.get(name, default) for name, (_, default) in fields.items()}
+        self._given = dict(values)
+
+    @property
+    def postprocessor_class(self) -> type:
+        """The class :meth:`build` instantiates."""
+        return _postprocessor_class(self.kind, self.robust)
 
     def __getattr__(self, name: str) -> Any:
+        given = self.__dict__["_given"]
+        if name in given:
+            return given[name]
+        if name in _SWITCHES:
+            return _SWITCHES[name][1]
+        fields = _class_fields(self.postprocessor_class)
+        if name in fields:
+            return fields[name][1]
         try:
-            return self.__dict__["_values"][name]
+            return _postprocessor_fields()[name][1]
         except KeyError:
             raise AttributeError(name) from None
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, PostProcessorConfig) and self._values == other._values
+        return isinstance(other, PostProcessorConfig) and self._given == other._given
 
     def __repr__(self) -> str:
-        return f"PostProcessorConfig({', '.join(f'{k}={v!r}' for k, v in self._values.items())})"
+        return f"PostProcessorConfig({', '.join(f'{k}={v!r}' for k, v in self._given.items())})"
 
     def kwargs(self) -> dict[str, Any]:
         """Constructor arguments; ``n_groups`` is dropped when ``p`` or a per-group ``eps`` gives it."""
-        values = dict(self._values)
+        _require(self.kind in KINDS, "postprocessor.kind", f"must be one of {KINDS}", self.kind)
+        _require(not (self.robust and self.kind == "classification"), "postprocessor.robust",
+                 "the robust post-processor is for regression only", self.robust)
+        fields = _class_fields(self.postprocessor_class)
+        for name in self._given:
+            _require(name in fields or name in _SWITCHES, f"postprocessor.{name}",
+                     f"is not a parameter of {self.postprocessor_class.__name__}", self._given[name])
+        values = {name: self._given.get(name, default) for name, (_, default) in fields.items()}
         if values.get("p") is not None or isinstance(values.get("eps"), list):
             values["n_groups"] = None
         return values
 
-    def build(self) -> FairRegressionPostProcessor:
+    def build(self) -> FairRegressionPostProcessor | FairClassificationPostProcessor:
         """A fresh post-processor."""
-        return FairRegressionPostProcessor(**self.kwargs())
+        return self.postprocessor_class(**self.kwargs())
 
 
 @dataclass(frozen=True)
@@ -191,6 +253,12 @@ class Config:
     def n_groups(self) -> int:
         """Number of groups (columns of tau)."""
         return self.postprocessor.build().n_groups
+
+    def classes(self) -> list | None:
+        """Classification: the class labels in the order of ``proba``'s columns; regression: ``None``."""
+        if self.postprocessor.kind != "classification":
+            return None
+        return self.postprocessor.build().classes.tolist()
 
     def group_labels(self) -> list[str]:
         """Group labels in tau's column order, as strings (default ``"0" .. "K-1"``).
@@ -257,6 +325,16 @@ def _convert(key: str, kind: str, value: Any) -> Any:
         if isinstance(value, list) or (isinstance(value, str) and "," in value):
             return _floats(key, value)
         return _float(key, value)
+    if base == "Sequence[Any]":  # class labels: a list, or comma-separated text (JSON accepted)
+        if isinstance(value, str):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                parsed = None
+            value = parsed if isinstance(parsed, list) else [part.strip() for part in value.split(",") if part.strip()]
+        if not isinstance(value, list):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        return value
     if isinstance(value, str):  # a type this module does not know (a new core parameter): JSON, else text
         try:
             return json.loads(value)
@@ -426,11 +504,16 @@ def validate(config: Config) -> None:
 
     try:
         fair = config.postprocessor.build()
+    except ConfigError:
+        raise
     except ValueError as error:
         message = str(error)
         argument = message.split(" ", 1)[0]
         key = f"postprocessor.{argument}" if argument in _fields("postprocessor") else "postprocessor"
         raise ConfigError(f"{key}: {message}") from None
+    modes = type(fair).prediction_modes
+    _require(processing.mode in modes, "processing.mode", f"must be one of {modes} for {type(fair).__name__}",
+             processing.mode)
 
     models = config.models
     _require(bool(models.eta) == bool(models.tau), "models.tau" if models.eta else "models.eta",

@@ -121,10 +121,14 @@ class Daemon:
         self._lock = threading.RLock()
         self._exactly_once = config.processing.guarantee == "exactly_once"
         self._n_groups = config.n_groups
+        self._classes = config.classes()
         self._parser = InputParser(self._n_groups, config.processing.max_message_bytes, config.models.features or None,
-                                   models=config.models.enabled)
+                                   models=config.models.enabled,
+                                   n_classes=None if self._classes is None else len(self._classes))
         self._feedback_parser = FeedbackParser(config.group_labels(), config.processing.max_message_bytes,
-                                               config.models.features or None)
+                                               config.models.features or None,
+                                               labels_only=config.postprocessor.robust and not config.models.learn,
+                                               classes=self._classes)
         self._models: BaseModels | None = None
         self._baselines: dict[int, bytes | None] = {}  # last durable checkpoint per task (None: fresh)
         self._first_offsets: dict[tuple[str, int], int] = {}  # where a fresh task started reading
@@ -199,7 +203,7 @@ class Daemon:
         """Topics, models and clients; waits for the broker with back-off.  False if stopped meanwhile."""
         config = self.config
         if config.models.enabled:
-            self._models = BaseModels.load(config.models.eta, config.models.tau, config.group_labels())
+            self._models = BaseModels.load(config.models.eta, config.models.tau, config.group_labels(), self._classes)
         if config.processing.guarantee == "exactly_once":
             self._transactional_id = config.processing.transactional_id or (
                 f"{config.kafka.client_id}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
@@ -282,7 +286,14 @@ class Daemon:
         """A task from checkpoint bytes, or a fresh one (``data=None``)."""
         if data is not None:
             point = Checkpoint.from_bytes(data)
-            return PartitionTask.from_checkpoint(point, models=self._task_models(), **self._task_options())
+            task = PartitionTask.from_checkpoint(point, models=self._task_models(), **self._task_options())
+            expected = self.config.postprocessor.postprocessor_class
+            if type(task.fair) is not expected:  # its inputs would not even parse: refuse rather than guess
+                raise ConfigError(
+                    f"postprocessor: the changelog {self.config.topics.changelog!r} holds a {type(task.fair).__name__} "
+                    f"for partition {partition}, but the configuration builds a {expected.__name__}; "
+                    "use a new changelog topic to change the post-processor's class")
+            return task
         return PartitionTask(self.config.topics.input, partition, self.config.postprocessor.build(),
                              models=self._task_models(), **self._task_options())
 
@@ -290,7 +301,7 @@ class Daemon:
         """Tasks share the base models unless they learn online (then each has its own copy)."""
         if self._models is None or not self.config.models.learn:
             return self._models
-        return BaseModels.from_bytes(self._models.to_bytes(), self._models.groups)
+        return BaseModels.from_bytes(self._models.to_bytes(), self._models.groups, self._models.classes)
 
     # ------------------------------------------------------------------ rebalancing (I/O thread)
     def _on_assigned(self, assigned) -> None:

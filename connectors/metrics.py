@@ -585,10 +585,12 @@ class DaemonMetrics(DaemonObserver):
 
     def on_feedback(self, daemon: Any, task: Any, accepted: Sequence[tuple]) -> None:
         models = getattr(task, "models", None)
-        if models is None or not accepted:
-            return
+        if models is None or not accepted or getattr(models, "classes", None) is not None:
+            return  # no models to score the features with, or classification (labels are classes, not values)
         etas, taus, ys, groups = [], [], [], []
         for _, _, features, y, s in accepted:
+            if features is None or s is None:  # a label for the robust post-processor only
+                continue
             try:
                 eta, tau = models.score(features)
             except Invalid:  # the same record as input would be a dead letter: nothing to audit
@@ -651,8 +653,10 @@ class DaemonMetrics(DaemonObserver):
             if self.history is not None and diagnostics.n_samples > 0:
                 self.history.write(HistoryRecord.from_diagnostics(
                     partition, diagnostics, report, self.fairness.audited_samples(partition)))
-        # DRO weights: once the daemon's tasks keep DRO state (issue 6), export them here with
-        # self.fairness.set_dro_weights(partition, weights, robust_value).
+            dro_diagnostics = getattr(task.fair, "dro_diagnostics", None)
+            if dro_diagnostics is not None:
+                robust = dro_diagnostics()
+                self.fairness.set_dro_weights(partition, robust.weights, robust.robust_value)
 
 
 def make_observer(config: Any) -> DaemonMetrics:

@@ -7,6 +7,10 @@ are the same group).  Groups missing from the classifier's answer get
 probability 0 and the rest is renormalized; a classifier that gives no mass to any group (River
 classifiers answer ``{}`` before they have learned anything) gives the uniform ``tau``.
 
+For classification (``classes`` given) the first model is a classifier of ``Y`` too: its
+``predict_proba_one(x)`` is read the same way in the order of the classes, and ``score`` returns
+the class probabilities in place of ``eta``.
+
 Pickle runs code when it loads: only load model files (and changelog topics, which carry the
 pickled models when they learn online) from a trusted source.
 
@@ -43,10 +47,22 @@ class BaseModels:
         Has ``predict_proba_one(x) -> dict`` (and ``learn_one(x, s)``).
     groups
         Group labels in ``tau``'s column order.
+    classes
+        Classification: the class labels in the post-processor's column order; ``regressor`` is then
+        a classifier with ``predict_proba_one(x)`` (and ``learn_one(x, y)``).
+
+    >>> from river import linear_model
+    >>> models = BaseModels(linear_model.LogisticRegression(), linear_model.LogisticRegression(), ["0", "1"],
+    ...                     classes=[False, True])
+    >>> models.learn({"x": 1.0}, y=True, s=1)
+    >>> proba, tau = models.score({"x": 1.0})
+    >>> proba[1] > 0.5 and tau[1] > 0.5
+    True
     """
 
-    def __init__(self, regressor: Any, classifier: Any, groups: Sequence[Any]):
-        for name, model, method in (("regressor", regressor, "predict_one"),
+    def __init__(self, regressor: Any, classifier: Any, groups: Sequence[Any], classes: Sequence[Any] | None = None):
+        first = "predict_one" if classes is None else "predict_proba_one"
+        for name, model, method in (("regressor", regressor, first),
                                     ("classifier", classifier, "predict_proba_one")):
             if not callable(getattr(model, method, None)):
                 raise ValueError(f"{name} must have a {method}() method, got {type(model).__name__}")
@@ -56,9 +72,12 @@ class BaseModels:
         if len(set(self.groups)) != len(self.groups) or len(self.groups) < 2:
             raise ValueError(f"groups must be at least 2 distinct labels, got {list(groups)!r}")
         self._column = {g: i for i, g in enumerate(self.groups)}
+        self.classes = None if classes is None else list(classes)
+        self._class_column = None if classes is None else {group_label(c): i for i, c in enumerate(classes)}
 
     @classmethod
-    def load(cls, regressor_path: str | Path, classifier_path: str | Path, groups: Sequence[Any]) -> BaseModels:
+    def load(cls, regressor_path: str | Path, classifier_path: str | Path, groups: Sequence[Any],
+             classes: Sequence[Any] | None = None) -> BaseModels:
         """Unpickle both models; ``ValueError`` names ``models.eta`` or ``models.tau`` on failure."""
         models = []
         for key, path in (("models.eta", regressor_path), ("models.tau", classifier_path)):
@@ -68,30 +87,26 @@ class BaseModels:
             except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as error:
                 raise ValueError(f"{key}: cannot load {str(path)!r}: {error}") from None
         try:
-            return cls(models[0], models[1], groups)
+            return cls(models[0], models[1], groups, classes)
         except ValueError as error:
             key = "models.eta" if "regressor" in str(error) else "models.tau"
             raise ValueError(f"{key}: {error}") from None
 
-    def score(self, x: dict) -> tuple[float, list[float]]:
-        """``(eta, tau)`` for features ``x``; :class:`Invalid` ``"model_error"`` if unusable."""
+    def score(self, x: dict) -> tuple[Any, list[float]]:
+        """``(eta, tau)`` for features ``x`` (classification: ``(proba, tau)``).
+
+        :class:`Invalid` ``"model_error"`` if the models raise or answer something unusable.
+        """
         try:
-            eta = self.regressor.predict_one(x)
-            proba = self.classifier.predict_proba_one(x)
-            eta = float(eta)
-            mass = [0.0] * len(self.groups)
-            for label, value in proba.items():
-                column = self._column.get(group_label(label))
-                if column is not None:
-                    mass[column] += float(value)
+            if self.classes is None:
+                eta = float(self.regressor.predict_one(x))
+                if not math.isfinite(eta):
+                    raise ValueError(f"eta is {eta!r}")
+            else:
+                eta = _distribution(self.regressor.predict_proba_one(x), self._class_column)
+            return eta, _distribution(self.classifier.predict_proba_one(x), self._column)
         except Exception as error:  # a third-party model may raise anything on odd input
             raise Invalid("model_error", f"{type(error).__name__}: {error}") from None
-        total = math.fsum(mass)
-        if not math.isfinite(eta) or not math.isfinite(total) or min(mass) < 0.0:
-            raise Invalid("model_error", f"models returned eta={eta!r}, proba={proba!r}")
-        if total <= 0.0:
-            return eta, [1.0 / len(mass)] * len(mass)
-        return eta, [m / total for m in mass]
 
     def learn(self, x: dict, y: float, s: Any) -> None:
         """One labelled sample: the regressor learns ``y``, the classifier learns ``s``."""
@@ -103,7 +118,22 @@ class BaseModels:
         return pickle.dumps((self.regressor, self.classifier), protocol=5)
 
     @classmethod
-    def from_bytes(cls, data: bytes, groups: Sequence[Any]) -> BaseModels:
+    def from_bytes(cls, data: bytes, groups: Sequence[Any], classes: Sequence[Any] | None = None) -> BaseModels:
         """Inverse of :meth:`to_bytes`."""
         regressor, classifier = pickle.loads(data)
-        return cls(regressor, classifier, groups)
+        return cls(regressor, classifier, groups, classes)
+
+
+def _distribution(answer: dict, column: dict[str, int]) -> list[float]:
+    """A ``predict_proba_one`` answer in column order: unknown labels dropped, renormalized, uniform if empty."""
+    mass = [0.0] * len(column)
+    for label, value in answer.items():
+        index = column.get(group_label(label))
+        if index is not None:
+            mass[index] += float(value)
+    total = math.fsum(mass)
+    if not math.isfinite(total) or min(mass) < 0.0:
+        raise ValueError(f"predict_proba_one returned {answer!r}")
+    if total <= 0.0:
+        return [1.0 / len(mass)] * len(mass)
+    return [m / total for m in mass]

@@ -12,7 +12,10 @@ Semantics, per partition, in offset order:
 * Each prediction block is computed as a ``(b, ...)`` array with the message at row ``i mod b``,
   padded when a poll ends mid-batch, so floating-point results never depend on poll boundaries.
 * Feedback (labels for the base models) is buffered and learned at the next checkpoint, so base
-  models change only at checkpoints and replays stay deterministic.
+  models change only at checkpoints and replays stay deterministic.  With the group-robust
+  post-processor every sample is learned under its message id, and a feedback label ``y`` is
+  applied at the next checkpoint too, in feedback order, as ``learn_label(id, y)`` (the delayed-label
+  correction of its DRO group risks).
 
 Examples
 --------
@@ -35,10 +38,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from streamfair import FairRegressionPostProcessor
+from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
+from streamfair.dro import GroupRobustFairRegressionPostProcessor
 from streamfair.keyed_random import keyed_uniform, sample_indices
 
-from .checkpoint import Checkpoint
+from .checkpoint import Checkpoint, restore_postprocessor
 from .codec import FeedbackParser, InputParser, Invalid, encode_output, message_key
 from .models import BaseModels
 
@@ -56,7 +60,8 @@ class PartitionTask:
     topic, partition
         The input partition.
     fair
-        Its post-processor.
+        Its post-processor: regression (``eta`` inputs), group-robust regression, or classification
+        (``proba`` inputs, class-label outputs).
     parser
         Validates input messages.
     batch_size
@@ -71,15 +76,15 @@ class PartitionTask:
         Whether feedback trains ``models`` (then they are part of checkpoints), and its parser.
     offset, feedback_offset
         Next input / feedback offset (``None``: not known yet).
-    pending_eta, pending_tau
-        Samples predicted but not yet learned.
+    pending_eta, pending_tau, pending_keys
+        Samples predicted but not yet learned, and their message ids.
     """
 
     def __init__(
         self,
         topic: str,
         partition: int,
-        fair: FairRegressionPostProcessor,
+        fair: FairRegressionPostProcessor | FairClassificationPostProcessor,
         *,
         parser: InputParser,
         batch_size: int = 1,
@@ -90,8 +95,9 @@ class PartitionTask:
         feedback_parser: FeedbackParser | None = None,
         offset: int | None = None,
         feedback_offset: int | None = None,
-        pending_eta: Sequence[float] = (),
+        pending_eta: Sequence[Any] = (),
         pending_tau: Sequence[Sequence[float]] = (),
+        pending_keys: Sequence[Any] = (),
     ):
         if len(pending_eta) != len(pending_tau) or len(pending_eta) >= batch_size:
             raise ValueError(f"pending samples must be fewer than batch_size={batch_size}, got {len(pending_eta)}")
@@ -107,36 +113,55 @@ class PartitionTask:
         self.feedback_parser = feedback_parser
         self.offset = offset
         self.feedback_offset = feedback_offset
-        self._pending_eta = [float(x) for x in pending_eta]
+        self.classification = isinstance(fair, FairClassificationPostProcessor)
+        self._pending_eta = [[float(q) for q in x] if self.classification else float(x) for x in pending_eta]
         self._pending_tau = [[float(x) for x in row] for row in pending_tau]
+        self.robust = isinstance(fair, GroupRobustFairRegressionPostProcessor)
+        if self.robust and len(pending_keys) != len(self._pending_eta):
+            raise ValueError(f"pending_keys must have one id per pending sample ({len(self._pending_eta)}), "
+                             f"got {len(pending_keys)}")
+        self._pending_keys = list(pending_keys) if self.robust else []
+        self._labels: list[tuple[Any, float]] = []  # feedback labels for the robust post-processor
         self._feedback: list[tuple[dict, float, Any]] = []
         self._feedback_next: int | None = None
         k = fair.n_groups
         self._fill_tau = [1.0 / k] * k
+        m = len(fair.atoms)
+        self._fill_prediction = [1.0 / m] * m if self.classification else 0.0
+        self._labels_out = fair.classes.tolist() if self.classification else fair.atoms.tolist()
         self.processed = 0  # input records handled since this task was created (valid or not)
         self.learned = 0  # samples learned by this task object, and the time it took (for metrics)
         self.learn_seconds = 0.0
+        self.labels_applied = 0  # feedback labels the robust post-processor matched to a learned sample
+        self.labels_unmatched = 0  # ... and those whose id it did not know (never seen, expired, repeated)
 
     # ------------------------------------------------------------------ checkpoints
     @classmethod
     def from_checkpoint(cls, point: Checkpoint, *, models: BaseModels | None, **options: Any) -> PartitionTask:
         """Continue from ``point``; with ``learn_models``, its pickled models (if any) replace ``models``."""
         if point.models is not None and models is not None and options.get("learn_models"):
-            models = BaseModels.from_bytes(point.models, models.groups)
+            models = BaseModels.from_bytes(point.models, models.groups, models.classes)
         return cls(
             point.topic,
             point.partition,
-            FairRegressionPostProcessor.from_state_dict(point.state),
+            restore_postprocessor(point.state),
             models=models,
             offset=point.offset,
             feedback_offset=point.feedback_offset,
             pending_eta=point.pending_eta,
             pending_tau=point.pending_tau,
+            pending_keys=point.pending_keys,
             **options,
         )
 
     def checkpoint(self) -> Checkpoint:
         """Learn the buffered feedback, then snapshot everything (an independent copy)."""
+        for ident, y in self._labels:
+            if self.fair.learn_label(ident, y):
+                self.labels_applied += 1
+            else:
+                self.labels_unmatched += 1
+        self._labels.clear()
         if self._feedback:
             for features, y, s in self._feedback:
                 self.models.learn(features, y, s)
@@ -151,6 +176,7 @@ class PartitionTask:
             state=self.fair.state_dict(),
             pending_eta=list(self._pending_eta),
             pending_tau=[list(row) for row in self._pending_tau],
+            pending_keys=list(self._pending_keys),
             models=self.models.to_bytes() if self.learn_models else None,
         )
 
@@ -175,9 +201,11 @@ class PartitionTask:
             start = len(self._pending_eta)
             chunk = valid[i : i + b - start]
             self._emit_chunk(start, chunk, emit)
-            for _, _, eta, tau, _ in chunk:
+            for _, ident, eta, tau, _ in chunk:
                 self._pending_eta.append(eta)
                 self._pending_tau.append(tau)
+                if self.robust:
+                    self._pending_keys.append(ident)
             if len(self._pending_eta) == b:
                 self._learn()
             i += len(chunk)
@@ -191,27 +219,34 @@ class PartitionTask:
         taus = [c[3] for c in chunk]
         if b > 1:  # rows at their position within the batch, padding elsewhere: shape-stable floats
             stop = start + len(chunk)
-            etas = [0.0] * start + etas + [0.0] * (b - stop)
+            fill = self._fill_prediction
+            etas = [fill] * start + etas + [fill] * (b - stop)
             taus = [self._fill_tau] * start + taus + [self._fill_tau] * (b - stop)
         proba = fair.proba_many(etas, taus)
         if self.mode == "sample":
             u = np.array([keyed_uniform(fair.seed, c[1]) for c in chunk])
-            predictions = fair.atoms[sample_indices(proba[start : start + len(chunk)], u)]
+            labels = self._labels_out
+            predictions = [labels[i] for i in sample_indices(proba[start : start + len(chunk)], u)]
         else:
-            predictions = fair.predict_many(etas, taus, mode=self.mode)[start : start + len(chunk)]
+            predictions = fair.predict_many(etas, taus, mode=self.mode)[start : start + len(chunk)].tolist()
         version = fair.n_samples
         partition = self.partition
         for j, (record, ident, eta, _, want) in enumerate(chunk):
+            eta = None if self.classification else eta
             if want:
                 value = encode_output(ident, predictions[j], eta, version, partition, record.offset,
-                                      fair.atoms, proba[start + j])
+                                      self._labels_out, proba[start + j])
             else:
                 value = encode_output(ident, predictions[j], eta, version, partition, record.offset)
             emit(message_key(ident), value, record.timestamp, partition)
 
     def _learn(self) -> None:
         started = time.perf_counter()
-        if self.batch_size == 1:
+        if self.robust:
+            self.fair.learn_many(np.array(self._pending_eta), np.array(self._pending_tau),
+                                 batch_size=None if self.batch_size == 1 else self.batch_size, keys=self._pending_keys)
+            self._pending_keys.clear()
+        elif self.batch_size == 1:
             self.fair.learn_one(self._pending_eta[0], self._pending_tau[0])
         else:
             self.fair.learn_many(np.array(self._pending_eta), np.array(self._pending_tau), batch_size=self.batch_size)
@@ -233,6 +268,8 @@ class PartitionTask:
             accepted.append((record, ident, features, y, s))
             if self.learn_models:
                 self._feedback.append((features, y, s))
+            if self.robust:
+                self._labels.append((ident, y))
         if records:
             self._feedback_next = records[-1].offset + 1
         return accepted

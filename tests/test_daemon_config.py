@@ -118,3 +118,40 @@ def test_serve_reports_a_configuration_error_and_exits_2(capsys):
 
     assert main(["serve", "--set", "processing.guarantee=sometimes"]) == 2
     assert "processing.guarantee" in capsys.readouterr().err
+
+
+def test_postprocessor_kind_and_robust_choose_the_class_with_its_own_parameters():
+    from streamfair import FairClassificationPostProcessor
+    from streamfair.dro import GroupRobustFairRegressionPostProcessor
+
+    robust = load_config(env={"STREAMFAIR_POSTPROCESSOR_ROBUST": "true"},
+                         overrides=["postprocessor.updater=exponentiated", "postprocessor.step=0.05"])
+    fair = robust.postprocessor.build()
+    assert type(fair) is GroupRobustFairRegressionPostProcessor and (fair.updater, fair.step) == ("exponentiated", 0.05)
+    assert robust.classes() is None
+    classify = load_config(env={}, overrides=["postprocessor.kind=classification", "postprocessor.classes=lo,mid,hi",
+                                              "processing.mode=mode"])
+    fair = classify.postprocessor.build()
+    assert type(fair) is FairClassificationPostProcessor and classify.classes() == ["lo", "mid", "hi"]
+    assert classify.postprocessor.eps == 0.005 != load_config(env={}).postprocessor.eps  # each class's own default
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["postprocessor.temperature=0.1"], "postprocessor.temperature: is not a parameter of FairRegressionPostProcessor"),
+        (["postprocessor.kind=classification", "postprocessor.classes=a,b", "postprocessor.L=5"],
+         "postprocessor.L: is not a parameter of FairClassificationPostProcessor"),
+        (["postprocessor.kind=classification", "postprocessor.classes=a,b", "postprocessor.robust=true"],
+         "postprocessor.robust: the robust post-processor is for regression only"),
+        (["postprocessor.kind=ranking"], "postprocessor.kind: must be one of"),
+        (["postprocessor.kind=classification"], "postprocessor: the number of classes is unknown"),
+        (["postprocessor.kind=classification", "postprocessor.classes=a,b", "processing.mode=mean"],
+         "processing.mode: must be one of ('sample', 'mode')"),
+        (["postprocessor.robust=true", "postprocessor.temperature=0"], "postprocessor.temperature: temperature must be"),
+    ],
+)
+def test_postprocessor_choice_errors_name_the_key(overrides, message):
+    with pytest.raises(ConfigError) as error:
+        load_config(env={}, overrides=overrides)
+    assert str(error.value).startswith(message), str(error.value)

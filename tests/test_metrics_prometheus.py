@@ -4,7 +4,8 @@ The daemon runs in a subprocess (metrics on a free port), Prometheus (Debian's p
 missing) on another free 127.0.0.1 port with a 1 s scrape/evaluation interval and the deploy alert
 rules with every ``for:`` shortened to 1 s.  The stream is unfair and the daemon runs with eps = 0 and a
 horizon far beyond the test (the served predictor is still the unconstrained one, as early in a run),
-5% of the input is invalid JSON, and a feedback topic brings labels and groups.  Then: every
+5% of the input is invalid JSON, and a feedback topic brings labels and groups.  The post-processor is
+the group-robust one (``postprocessor.robust``), so the DRO panel has data too.  Then: every
 dashboard query returns finite data, every alert expression returns data once its thresholds are
 turned into ``bool`` comparisons (so every selector and join matches a real series), the fairness
 and dead-letter alerts fire, the live exposition passes ``promtool check metrics``, the probes
@@ -49,9 +50,7 @@ from test_metrics_deploy import (
 REPO = Path(__file__).resolve().parents[1]
 NAME = "metrics-it"
 #: Panels with no data yet, and why (the test checks they are still empty: remove an entry when it lands).
-AWAITING = {
-    "DRO weights": "the daemon keeps no DRO state until the DRO issue wires it in",
-}
+AWAITING: dict[str, str] = {}
 GRAFANA_VARIABLES = {"$__rate_interval": "5s", "$instance": ".*"}
 
 
@@ -178,6 +177,8 @@ L = 10
 horizon = 100000
 eps = 0.0
 seed = 3
+robust = true
+refresh = 50
 [models]
 eta = "{models['eta']}"
 tau = "{models['tau']}"
