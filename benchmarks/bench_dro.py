@@ -12,9 +12,9 @@ Part 2: per-sample cost of the online DRO updaters against the DP post-processor
 update measured in the same run (ratio).
 
 Run: ``python benchmarks/bench_dro.py`` (reduced protocol: N = 1e3, 3 seeds, 1.5e5 evaluations,
-< 60 s) or ``python benchmarks/bench_dro.py --full`` (N in {1e3, 1e4, 1e5}, 10 seeds, budgets
-1e6 / 2e6 / 5e6 evaluations; about an hour on two cores; writes the log-log plot to
-``docs/img/dro_suboptimality.png``).
+< 60 s) or ``python benchmarks/bench_dro.py --full`` (N in {1e3, 1e4, 1e5}, 10 / 10 / 3 seeds, budgets
+1e6 / 2e6 / 5e6 evaluations; more than an hour on two cores, mostly the N = 1e5 runs and their LPs;
+writes the log-log plot to ``docs/img/dro_suboptimality.png``).
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ from streamfair.dro.solvers import solve
 
 TARGETS = (3e-2, 1e-2, 3e-3)
 ACCELERATED_EPSILON = 0.02
-#: evaluations per run in the full protocol
+#: evaluations per run and seeds in the full protocol (3 seeds at N = 1e5: its LPs take minutes each)
 FULL_BUDGETS = {1_000: 1_000_000, 10_000: 2_000_000, 100_000: 5_000_000}
+FULL_SEEDS = {1_000: range(10), 10_000: range(10), 100_000: range(3)}
 
 
 def lp_optimum(problem: LinearDROProblem) -> float:
@@ -69,7 +70,7 @@ def lp_optimum(problem: LinearDROProblem) -> float:
         rhs = np.concatenate([-np.ones(n), np.zeros(m)])
     else:
         raise ValueError(f"no LP for {type(robust).__name__}")
-    result = linprog(cost, A_ub=sparse.vstack(rows).tocsr(), b_ub=rhs, bounds=bounds, method="highs")
+    result = linprog(cost, A_ub=sparse.vstack(rows).tocsr(), b_ub=rhs, bounds=bounds, method="highs-ipm")
     if result.status != 0:
         raise RuntimeError(f"LP failed: {result.message}")
     return float(result.fun)
@@ -83,11 +84,14 @@ def benchmark_problem(kind: str, n: int, seed: int) -> LinearDROProblem:
 
 
 def run_solvers(sizes, seeds, budgets, methods_by_kind):
-    """``{(kind, n, method): [(calls array, gaps array) per seed]}``; ``budgets[n]`` evaluations per run."""
+    """``{(kind, n, method): [(calls array, gaps array) per seed]}``.
+
+    ``seeds[n]`` are the seeds and ``budgets[n]`` the evaluations per run at size ``n``.
+    """
     curves = {}
     for kind, methods in methods_by_kind.items():
         for n in sizes:
-            for seed in seeds:
+            for seed in seeds[n]:
                 problem = benchmark_problem(kind, n, seed)
                 optimum = lp_optimum(problem)
                 for method in methods:
@@ -187,10 +191,9 @@ def online_cost_table(n: int = 20_000, n_groups: int = 2) -> str:
 
 def main(full: bool = False) -> str:
     if full:
-        sizes, seeds = (1_000, 10_000, 100_000), range(10)
-        budgets = FULL_BUDGETS
+        sizes, seeds, budgets = tuple(FULL_BUDGETS), FULL_SEEDS, FULL_BUDGETS
     else:
-        sizes, seeds, budgets = (1_000,), range(3), {1_000: 150_000}
+        sizes, seeds, budgets = (1_000,), {1_000: range(3)}, {1_000: 150_000}
     methods = {"group": ("subgradient", "primal_dual", "accelerated"), "cvar": ("subgradient", "dual_sgd", "accelerated")}
     start = time.time()
     curves = run_solvers(sizes, seeds, budgets, methods)

@@ -210,3 +210,60 @@ def test_ball_box_projection_is_the_euclidean_projection():
             q = np.clip(q, -half, half)
             if np.linalg.norm(q - centre) <= r:
                 assert (z - p) @ (q - p) <= 1e-7
+
+
+def test_estimator_13_ratios_are_bounded_and_its_mean_is_the_dual_gradient():
+    """Spec test 9: in B_r(x_bar) x [eta_bar +- eps'], rho_i <= e^2 and E_{i ~ p_bar}[g] = grad Upsilon_eps."""
+    from streamfair.dro.accelerated import _CVaRBallOracle
+
+    problem = make_synthetic(60, 3, CVaRSet(0.2), seed=9, flip=0.0, radius=2.0)
+    params = AcceleratedParameters.build(problem, 0.5)
+    oracle = CountingOracle(problem, budget=10**9)
+    broo = _CVaRBallOracle(oracle, params, np.random.default_rng(10))
+    centre = np.array([0.3, -0.2, 0.1])
+    broo._prepare(centre)
+    rng = np.random.default_rng(11)
+    g = problem.lipschitz
+    for _ in range(20):
+        direction = rng.normal(size=3)
+        x = centre + direction / np.linalg.norm(direction) * params.radius * rng.uniform(0, 1)
+        eta = broo.eta_bar + params.eps_prime * rng.uniform(-1, 1)
+        estimates = [broo.estimator(i, x, eta) for i in range(problem.n)]
+        ratios = np.array([1.0 - g_y / g for _, g_y in estimates])
+        assert ratios.max() <= math.e**2
+        mean_x = sum(p * g_x for p, (g_x, _) in zip(broo.p_bar, estimates))
+        mean_y = sum(p * g_y for p, (_, g_y) in zip(broo.p_bar, estimates))
+
+        def upsilon(point, threshold):
+            return broo.penalty.dual_objective(problem.losses_at(slice(None), point), threshold)
+
+        h = 1e-6  # the losses are piecewise linear: keep x away from kinks by a random draw
+        numeric_x = np.array([(upsilon(x + h * e, eta) - upsilon(x - h * e, eta)) / (2 * h) for e in np.eye(3)])
+        numeric_eta = (upsilon(x, eta + h) - upsilon(x, eta - h)) / (2 * h)
+        np.testing.assert_allclose(mean_x, numeric_x, atol=1e-5)
+        assert mean_y == pytest.approx(g * numeric_eta, abs=1e-5)  # d/dy = G d/d(eta)
+
+
+@pytest.mark.parametrize("loss", ["hinge", "logistic"])
+def test_problem_gradients_match_finite_differences(loss):
+    problem = make_synthetic(30, 4, CVaRSet(0.2), seed=12, loss=loss)
+    rng = np.random.default_rng(13)
+    index = np.arange(30)
+    for _ in range(10):
+        x = rng.normal(size=4)
+        weights = rng.uniform(size=30)
+        h = 1e-6
+        numeric = np.array([
+            weights @ (problem.losses_at(index, x + h * e) - problem.losses_at(index, x - h * e)) / (2 * h)
+            for e in np.eye(4)
+        ])
+        np.testing.assert_allclose(problem.gradient_sum(index, x, weights), numeric, atol=1e-6)
+    assert problem.losses_at(index, np.full(4, 1e4)).max() < np.inf  # logaddexp: no overflow
+
+
+def test_logistic_cvar_solvers_decrease_the_objective():
+    problem = make_synthetic(200, 4, CVaRSet(0.2), seed=14, loss="logistic", radius=2.0, flip=0.0)
+    start = problem.objective(np.zeros(4))
+    values = {method: problem.objective(solve(problem, method, 100_000, seed=0).x) for method in ("subgradient", "dual_sgd")}
+    assert values["subgradient"] < start - 0.03
+    assert values["dual_sgd"] <= values["subgradient"] + 0.005  # both near the same optimum

@@ -265,6 +265,17 @@ class _CVaRBallOracle(_BallOracle):
         self.cdf = np.cumsum(self.p_bar)
         self.cdf /= self.cdf[-1]
 
+    def estimator(self, i: int, x: np.ndarray, eta: float) -> tuple[np.ndarray, float]:
+        """Estimator (13) for the sample ``i ~ p_bar``: ``(rho_i grad l_i(x), G (1 - rho_i))``.
+
+        ``rho_i = psi_eps*'(l_i(x) - eta) / p_bar_i``, computed in log space (at most ``e^2`` in the
+        ball, Lemmas 4-5).  One value and one gradient evaluation.
+        """
+        index = np.array([i])
+        loss = self.oracle.values(index, x)[0]
+        ratio = math.exp(min(700.0, float(self.penalty.log_weight(loss - eta)) - self.log_p_bar[i]))
+        return ratio * self.oracle.gradient(index, x, np.ones(1)), self.problem.lipschitz * (1.0 - ratio)
+
     def __call__(self, centre: np.ndarray, lam: float, delta: float) -> np.ndarray:
         self._prepare(centre)
         g = self.problem.lipschitz
@@ -273,17 +284,12 @@ class _CVaRBallOracle(_BallOracle):
         step = 1.0 / (16.0 * lam)
         epoch_steps, total = 128, self.steps(lam, delta)
         x, eta, done = centre.copy(), self.eta_bar, 0  # eta = G y
-        one = np.ones(1)
         while done < total:
             average, eta_average = np.zeros_like(x), 0.0
             for t in range(epoch_steps):
                 self._check_budget()
                 i = min(int(np.searchsorted(self.cdf, self.rng.random(), side="right")), self.cdf.size - 1)
-                index = np.array([i])
-                loss = self.oracle.values(index, x)[0]
-                ratio = math.exp(min(700.0, float(self.penalty.log_weight(loss - eta)) - self.log_p_bar[i]))
-                g_x = ratio * self.oracle.gradient(index, x, one)
-                g_y = g * (1.0 - ratio)
+                g_x, g_y = self.estimator(i, x, eta)
                 x = project_ball_box((x - step * g_x + step * lam * centre) / (1.0 + step * lam), centre,
                                      self.params.radius, self.problem.radius)
                 eta = min(self.eta_bar + eps_prime, max(self.eta_bar - eps_prime, eta - g * step * g_y))
