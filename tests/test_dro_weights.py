@@ -26,7 +26,7 @@ from streamfair.dro import (
     project_simplex,
     softmax,
 )
-from streamfair.dro.entropic import EntropicChiSquare, EntropicCVaR, EntropicMaxLoss, solve_threshold
+from streamfair.dro.entropic import EntropicChiSquare, EntropicCVaR, EntropicKL, EntropicMaxLoss, solve_threshold
 
 
 def random_losses(rng, n, ties=False):
@@ -290,7 +290,9 @@ def test_lambert_solve_does_not_overflow():
     np.testing.assert_allclose(np.exp(log_w) + log_w, z, rtol=1e-12)  # w + log w = z, also for z = 8e5
 
 
-@pytest.mark.parametrize("penalty", [EntropicCVaR(0.1, 50, 0.05), EntropicChiSquare(0.5, 50, 0.05), EntropicMaxLoss(0.05)])
+@pytest.mark.parametrize(
+    "penalty", [EntropicCVaR(0.1, 50, 0.05), EntropicChiSquare(0.5, 50, 0.05), EntropicKL(0.3, 50, 0.05), EntropicMaxLoss(0.05)]
+)
 def test_lemma_4_log_weight_is_lipschitz(penalty):
     v = np.linspace(-5, 5, 20001)
     slopes = np.diff(penalty.log_weight(v)) / np.diff(v)
@@ -298,7 +300,9 @@ def test_lemma_4_log_weight_is_lipschitz(penalty):
     assert slopes.min() >= -1e-9
 
 
-@pytest.mark.parametrize("penalty", [EntropicCVaR(0.1, 30, 0.05), EntropicChiSquare(0.5, 30, 0.05), EntropicMaxLoss(0.05)])
+@pytest.mark.parametrize(
+    "penalty", [EntropicCVaR(0.1, 30, 0.05), EntropicChiSquare(0.5, 30, 0.05), EntropicKL(0.3, 30, 0.05), EntropicMaxLoss(0.05)]
+)
 def test_lemma_5_threshold_moves_less_than_the_losses_and_warm_start(penalty):
     rng = np.random.default_rng(12)
     for _ in range(200):
@@ -311,6 +315,38 @@ def test_lemma_5_threshold_moves_less_than_the_losses_and_warm_start(penalty):
         eta_warm, q = solve_threshold(penalty, other, warm_start=(eta, losses))
         assert abs(eta_warm - eta) <= shift + 1e-12  # the Lemma 5 bracket contains the new root
         assert eta_warm == pytest.approx(eta_other, abs=1e-10) and abs(q.sum() - 1) <= 1e-10
+
+
+PENALIZED = [
+    # (regularized penalty, unregularized value L_psi, psi(q) summed)
+    (EntropicCVaR(0.2, 40, 0.03), lambda l: cvar(l, 0.2).value, lambda q: 0.0),
+    (EntropicChiSquare(0.4, 40, 0.03), lambda l: chi_square_penalized(l, 0.4).value, lambda q: 0.4 * chi_square_divergence(q)),
+    (EntropicKL(0.25, 40, 0.03), lambda l: kl_penalized(l, 0.25).value, lambda q: 0.25 * kl_divergence(q)),
+]
+
+
+@pytest.mark.parametrize("penalty, value, psi", PENALIZED, ids=["cvar", "chi_square", "kl"])
+def test_regularized_dual_equals_primal_and_lemma_18_sandwich(penalty, value, psi):
+    """min_eta Upsilon_eps = max_q q.l - psi(q) - eps' sum q log q, attained at q = psi_eps*'(l - eta*),
+    and 0 <= L_{psi,eps} - L_psi <= eps' log N (Lemma 18)."""
+    rng = np.random.default_rng(21)
+    for _ in range(50):
+        losses = rng.exponential(size=40) * rng.uniform(0.1, 3)
+        eta, q = solve_threshold(penalty, losses)
+        regularized = penalty.dual_objective(losses, eta)
+        entropy_term = penalty.eps * float(np.sum(q * np.log(np.maximum(q, 1e-300))))
+        assert regularized == pytest.approx(float(q @ losses) - psi(q) - entropy_term, abs=1e-9)
+        for other in (eta - 0.01, eta + 0.01):  # eta* minimizes the dual
+            assert penalty.dual_objective(losses, other) >= regularized - 1e-12
+        assert -1e-9 <= regularized - value(losses) <= penalty.eps * math.log(40) + 1e-9
+
+
+def test_entropic_kl_is_a_softmax_at_the_summed_temperature():
+    losses = np.array([0.0, 1.0, 5.0, 300.0])
+    penalty = EntropicKL(temperature=0.5, n=4, eps=0.01)
+    eta, q = solve_threshold(penalty, losses)
+    np.testing.assert_allclose(q, softmax(losses / 0.51), atol=1e-12)
+    assert penalty.dual_objective(losses, eta) == pytest.approx(0.51 * log_sum_exp(losses / 0.51) - 0.5 * math.log(4))
 
 
 def test_validation_names_the_argument():

@@ -35,9 +35,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..validation import check_positive
-from .entropic import EntropicCVaR, solve_threshold
+from .baselines import loss_bound
+from .entropic import EntropicPenalty, solve_threshold
 from .oracle import CountingOracle
-from .problem import CVaRSet, GroupSet
+from .problem import GroupSet
 from .simplex import softmax
 
 __all__ = ["AcceleratedParameters", "accelerated", "mlmc_level_pmf", "project_ball_box"]
@@ -66,6 +67,9 @@ class AcceleratedParameters:
     max_level: int  # cap on MorGradEst's J and on the MLMC level of the group estimator (practical; paper: none)
     epoch_constant: float  # c in the BROO budget T = c G^2 / (lambda^2 delta^2) (paper: unspecified)
     max_broo_steps: int  # cap on T (practical; paper: none)
+    nu_evaluations: int  # penalized solves of the nu-search (paper: O(log H log log H) with boosting; practical)
+    nu_accuracy: float  # accuracy of each penalized solve, as a fraction of eps (paper: 1/5)
+    nu_floor: float  # smallest multiplier searched, as a fraction of the loss bound (paper: 0; practical)
     provenance: dict = field(default_factory=dict, compare=False)
 
     @classmethod
@@ -98,9 +102,13 @@ class AcceleratedParameters:
                 max_level=30,
                 epoch_constant=1.0,
                 max_broo_steps=2**40,
+                nu_evaluations=int(math.ceil(log_term * math.log(max(log_term, 2.0)))),
+                nu_accuracy=0.2,
+                nu_floor=1e-3,
             )
             provenance = {**paper, **{name: "paper" for name in values}}
-            provenance.update(k_max="paper", max_level="practical", epoch_constant="practical", max_broo_steps="practical")
+            provenance.update(k_max="paper", max_level="practical", epoch_constant="practical", max_broo_steps="practical",
+                              nu_floor="practical")
         else:
             values = dict(
                 k_max=int(math.ceil((big_r / r) ** (2 / 3) * log_term)),
@@ -111,6 +119,9 @@ class AcceleratedParameters:
                 max_level=3,
                 epoch_constant=1.0,
                 max_broo_steps=512,
+                nu_evaluations=8,
+                nu_accuracy=0.5,
+                nu_floor=1e-3,
             )
             provenance = {**paper, **{name: "practical" for name in values}}
             provenance["k_max"] = "paper"
@@ -255,11 +266,15 @@ class _GroupBallOracle(_BallOracle):
         return x
 
 
-class _CVaRBallOracle(_BallOracle):
-    """Algorithm 3 (dual EpochSGD) for entropy-regularized CVaR."""
+class _DivergenceBallOracle(_BallOracle):
+    """Algorithm 3 (dual EpochSGD) for an entropy-regularized f-divergence penalty ``psi_eps``."""
+
+    def __init__(self, oracle: CountingOracle, params: AcceleratedParameters, rng: np.random.Generator,
+                 penalty: EntropicPenalty):
+        super().__init__(oracle, params, rng)
+        self.penalty = penalty
 
     def _setup_centre(self, centre):
-        self.penalty = EntropicCVaR(self.problem.robust.alpha, self.problem.n, self.params.eps_prime)
         self.eta_bar, self.p_bar = solve_threshold(self.penalty, self.centre_losses)
         self.log_p_bar = self.penalty.log_weight(self.centre_losses - self.eta_bar)
         self.cdf = np.cumsum(self.p_bar)
@@ -309,7 +324,8 @@ def _morgradest(broo: _BallOracle, y: np.ndarray, lam: float, params: Accelerate
     g = broo.problem.lipschitz
     sigma2 = lam * lam * params.radius**2 / params.variance_factor
     t_max = 2.0 * g * g / (lam * lam * min(params.bias**2, 0.5 * sigma2))
-    t_0 = 14.0 * g * g * math.log(t_max) / sigma2
+    # log(T_max) >= 1: on small domains T_max < e and the paper's log would make T_0 <= 0 (practical guard)
+    t_0 = 14.0 * g * g * max(1.0, math.log(t_max)) / sigma2
     x_0 = broo(y, lam, g / (lam * math.sqrt(t_0)))
     level = int(rng.geometric(0.5))
     x_hat = x_0
@@ -348,22 +364,19 @@ def _bisection(broo, x, v, big_a, lam_start, params):
     return math.exp(log_lam)
 
 
-def accelerated(oracle: CountingOracle, seed: int = 0, epsilon: float = 0.01, profile: str = "practical") -> np.ndarray:
-    """Run Algorithm 1 with the group or CVaR BROO until ``A >= A_max``, ``K_max`` or the budget.
+def _ball_oracle(oracle: CountingOracle, robust, params: AcceleratedParameters, rng) -> _BallOracle:
+    if isinstance(robust, GroupSet):
+        return _GroupBallOracle(oracle, params, rng)
+    if hasattr(robust, "entropic_penalty"):
+        return _DivergenceBallOracle(oracle, params, rng, robust.entropic_penalty(oracle.problem.n, params.eps_prime))
+    raise ValueError(f"accelerated supports group DRO, CVaR, chi-square and KL, got {type(robust).__name__}")
 
-    Returns the last BROO output ``x_k`` (the paper's output) or, if the budget runs out inside an
-    outer step, the last completed one.
-    """
+
+def _proximal_point(oracle: CountingOracle, broo: _BallOracle, params: AcceleratedParameters, rng,
+                    start: np.ndarray) -> np.ndarray:
+    """Algorithm 1 from ``start`` until ``A >= A_max``, ``K_max`` or the budget; returns the last ``x_k``."""
     problem = oracle.problem
-    params = AcceleratedParameters.build(problem, epsilon, profile)
-    rng = np.random.default_rng(seed)
-    if isinstance(problem.robust, GroupSet):
-        broo: _BallOracle = _GroupBallOracle(oracle, params, rng)
-    elif isinstance(problem.robust, CVaRSet):
-        broo = _CVaRBallOracle(oracle, params, rng)
-    else:
-        raise ValueError(f"accelerated supports group DRO and CVaR, got {type(problem.robust).__name__}")
-    x = v = problem.project(np.zeros(problem.dim))
+    x = v = start
     big_a = problem.diameter / problem.lipschitz  # A_0 = R / G (Lemma 8)
     lam = params.lambda_max
     try:
@@ -379,3 +392,57 @@ def accelerated(oracle: CountingOracle, seed: int = 0, epsilon: float = 0.01, pr
     except _Exhausted:
         pass
     return x
+
+
+def _nu_search(oracle: CountingOracle, robust, epsilon: float, profile: str, rng) -> np.ndarray:
+    """Constrained chi-square / KL DRO through penalized solves (paper Section 2.9, Prop. 3).
+
+    ``h(nu) = nu + min_x L_{nu f}(x)`` is convex on ``[0, B]`` (``B`` the loss bound) and its minimum
+    is the constrained optimum.  By Danskin, ``h'(nu) = 1 - D(q_nu) / rho`` with ``q_nu`` the
+    penalized worst-case weights at the penalized solution ``x_nu``.  Practical stand-in for the
+    paper's noisy OneDimMinimizer: bisection on ``log nu`` over ``[nu_floor B, B]`` by the sign of
+    that derivative, ``nu_evaluations`` times.  Each ``x_nu`` is an accelerated solve of the
+    penalized problem at accuracy ``nu_accuracy * eps``, warm-started at the best point so far
+    (practical), with an equal share of the remaining budget.  Returns the point with the smallest
+    *constrained* objective; its ``N`` losses give the derivative too.
+    """
+    problem = oracle.problem
+    params = AcceleratedParameters.build(problem, epsilon, profile)
+    inner = AcceleratedParameters.build(problem, params.nu_accuracy * epsilon, profile)
+    bound = loss_bound(problem)
+    best_x, best_value = problem.project(np.zeros(problem.dim)), math.inf
+    lo, hi = math.log(params.nu_floor * bound), math.log(bound)
+    for left in range(params.nu_evaluations, 0, -1):
+        if oracle.exhausted:
+            break
+        log_nu = 0.5 * (lo + hi)
+        penalty = robust.penalized(math.exp(log_nu))
+        share = (oracle.budget - oracle.calls) // left - problem.n  # keep N for the evaluation below
+        with oracle.capped(share):
+            x = _proximal_point(oracle, _ball_oracle(oracle, penalty, inner, rng), inner, rng, best_x)
+        losses = oracle.all_values(x)
+        value = robust.worst_case(losses)[1]
+        if value < best_value:
+            best_x, best_value = x, value
+        oracle.record(best_x)
+        if robust.divergence(penalty.worst_case(losses)[0]) < robust.rho:  # h' > 0: nu* is smaller
+            hi = log_nu
+        else:
+            lo = log_nu
+    return best_x
+
+
+def accelerated(oracle: CountingOracle, seed: int = 0, epsilon: float = 0.01, profile: str = "practical") -> np.ndarray:
+    """The ball-oracle accelerated method for group DRO, CVaR, chi-square and KL (penalized or constrained).
+
+    Group DRO, CVaR and the penalized sets run Algorithm 1 once (returning its last ``x_k``, or the
+    last completed one if the budget runs out inside an outer step); the constrained chi-square and
+    KL balls run the ``nu``-search over penalized problems (:func:`_nu_search`).
+    """
+    problem = oracle.problem
+    rng = np.random.default_rng(seed)
+    if hasattr(problem.robust, "penalized"):
+        return _nu_search(oracle, problem.robust, epsilon, profile, rng)
+    params = AcceleratedParameters.build(problem, epsilon, profile)
+    broo = _ball_oracle(oracle, problem.robust, params, rng)
+    return _proximal_point(oracle, broo, params, rng, problem.project(np.zeros(problem.dim)))

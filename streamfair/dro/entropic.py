@@ -32,7 +32,7 @@ import numpy as np
 from ..validation import check_integer, check_positive
 from .weights import _check_alpha, _check_losses
 
-__all__ = ["EntropicPenalty", "EntropicMaxLoss", "EntropicCVaR", "EntropicChiSquare", "solve_threshold"]
+__all__ = ["EntropicPenalty", "EntropicMaxLoss", "EntropicCVaR", "EntropicChiSquare", "EntropicKL", "solve_threshold"]
 
 #: Newton iterations of the Lambert-W solve in :class:`EntropicChiSquare` (quadratic convergence).
 LAMBERT_ITERATIONS = 40
@@ -145,6 +145,30 @@ class EntropicChiSquare(EntropicPenalty):
         log_t = self.log_weight(v)
         t = np.exp(log_t)
         return v * t - 0.5 * self.beta * (t - 1.0 / self.n) ** 2 - self.eps * t * log_t
+
+
+class EntropicKL(EntropicPenalty):
+    """KL penalty ``T KL(q || unif)`` over ``n`` samples: ``psi(t) = T t log(n t)``.
+
+    ``psi_eps(t) = (T + eps') t log t + (T log n) t``, so ``psi_eps*'(v) = exp((v - T log n) / (T + eps') - 1)``:
+    the weights are ``softmax(l / (T + eps'))`` and the regularized risk is
+    ``(T + eps') log sum exp(l / (T + eps')) - T log n``.
+    """
+
+    def __init__(self, temperature: float, n: int, eps: float):
+        super().__init__(eps)
+        self.n = check_integer("n", n, 1)
+        self.temperature = check_positive("temperature", temperature)
+        self.scale = self.temperature + self.eps
+
+    def log_weight(self, v):
+        return (np.asarray(v, dtype=float) - self.temperature * math.log(self.n)) / self.scale - 1.0
+
+    def weight_slope(self, v):
+        return self.weight(v) / self.scale
+
+    def conjugate(self, v):
+        return self.scale * self.weight(v)
 
 
 def _excess(penalty: EntropicPenalty, losses: np.ndarray, eta: float) -> float:

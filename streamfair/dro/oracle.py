@@ -20,6 +20,9 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 
 from ..validation import check_integer, check_positive
@@ -51,6 +54,7 @@ class CountingOracle:
         self.n_gradients = 0
         self.snapshots: list[tuple[int, np.ndarray]] = []
         self._next_snapshot = 1.0
+        self._recording = True
 
     @property
     def calls(self) -> int:
@@ -76,9 +80,23 @@ class CountingOracle:
         self.n_gradients += len(index)
         return self.problem.gradient_sum(index, x, weights)
 
+    @contextmanager
+    def capped(self, calls: int) -> Iterator["CountingOracle"]:
+        """A sub-run: inside the block at most ``calls`` more evaluations, and snapshots are paused.
+
+        For solvers that call other solvers (the ``nu``-search of the accelerated method), whose
+        output is not the inner solver's iterate.
+        """
+        budget, recording = self.budget, self._recording
+        self.budget, self._recording = min(budget, self.calls + max(0, int(calls))), False
+        try:
+            yield self
+        finally:
+            self.budget, self._recording = budget, recording
+
     def record(self, x: np.ndarray) -> None:
         """Offer the solver's current output; kept if the count crossed the next snapshot mark."""
-        if self.calls >= self._next_snapshot:
+        if self._recording and self.calls >= self._next_snapshot:
             self.snapshots.append((self.calls, np.array(x, dtype=float)))
             while self._next_snapshot <= self.calls:
                 self._next_snapshot *= self.spacing

@@ -6,7 +6,11 @@ with ``G = max ||a_i||``), the box domain ``X = {||x||_inf <= radius}`` and an u
 
 * :class:`GroupSet` -- group DRO over a partition (``L_g`` = mean loss of group ``g``, paper eq. (2));
 * :class:`CVaRSet` -- CVaR at level ``alpha`` (eq. (3) with the indicator ``f``);
-* :class:`ChiSquareSet` -- the chi-square ball of size ``rho``.
+* :class:`ChiSquareSet` and :class:`KLSet` -- the chi-square and KL balls of size ``rho`` around the
+  uniform distribution;
+* :class:`ChiSquarePenalty` and :class:`KLPenalty` -- the penalized forms ``max_q q.l - lam D(q)``
+  (the paper's ``L_psi``, eq. (10)); ``ChiSquareSet(rho).penalized(nu)`` is the penalized problem of
+  the constrained one at multiplier ``nu`` (paper Section 2.9).
 
 Everything here is *uncounted* (the exact objective used to measure suboptimality); solvers see the
 data only through :class:`~streamfair.dro.oracle.CountingOracle`.
@@ -27,9 +31,32 @@ import math
 import numpy as np
 
 from ..validation import check_finite, check_integer, check_positive
-from .weights import _check_alpha, chi_square, cvar, group_max, group_means
+from .entropic import EntropicChiSquare, EntropicCVaR, EntropicKL, EntropicPenalty
+from .weights import (
+    _check_alpha,
+    chi_square,
+    chi_square_divergence,
+    chi_square_penalized,
+    cvar,
+    group_max,
+    group_means,
+    kl_constrained,
+    kl_divergence,
+    kl_penalized,
+)
 
-__all__ = ["GroupSet", "CVaRSet", "ChiSquareSet", "LinearDROProblem", "make_synthetic", "imbalanced_groups", "LOSSES"]
+__all__ = [
+    "GroupSet",
+    "CVaRSet",
+    "ChiSquareSet",
+    "KLSet",
+    "ChiSquarePenalty",
+    "KLPenalty",
+    "LinearDROProblem",
+    "make_synthetic",
+    "imbalanced_groups",
+    "LOSSES",
+]
 
 LOSSES = ("hinge", "logistic")
 
@@ -71,6 +98,42 @@ class CVaRSet:
         worst = cvar(losses, self.alpha)
         return worst.weights, worst.value
 
+    def entropic_penalty(self, n: int, eps: float) -> EntropicPenalty:
+        """``psi_eps`` of this set (CVaR is already of penalized form: no ``nu``-search)."""
+        return EntropicCVaR(self.alpha, n, eps)
+
+
+class ChiSquarePenalty:
+    """The chi-square penalty: ``max_q q.l - lam D_chi2(q, unif)``."""
+
+    kind = "chi_square_penalty"
+
+    def __init__(self, lam: float):
+        self.lam = check_positive("lam", lam)
+
+    def worst_case(self, losses: np.ndarray) -> tuple[np.ndarray, float]:
+        worst = chi_square_penalized(losses, self.lam)
+        return worst.weights, worst.value
+
+    def entropic_penalty(self, n: int, eps: float) -> EntropicPenalty:
+        return EntropicChiSquare(self.lam, n, eps)
+
+
+class KLPenalty:
+    """The KL penalty: ``max_q q.l - T KL(q || unif) = T log mean exp(l / T)``."""
+
+    kind = "kl_penalty"
+
+    def __init__(self, temperature: float):
+        self.temperature = check_positive("temperature", temperature)
+
+    def worst_case(self, losses: np.ndarray) -> tuple[np.ndarray, float]:
+        worst = kl_penalized(losses, self.temperature)
+        return worst.weights, worst.value
+
+    def entropic_penalty(self, n: int, eps: float) -> EntropicPenalty:
+        return EntropicKL(self.temperature, n, eps)
+
 
 class ChiSquareSet:
     """The chi-square ball ``D_chi2(q, unif) <= rho``."""
@@ -84,6 +147,33 @@ class ChiSquareSet:
         worst = chi_square(losses, self.rho)
         return worst.weights, worst.value
 
+    def divergence(self, q: np.ndarray) -> float:
+        return chi_square_divergence(q)
+
+    def penalized(self, nu: float) -> ChiSquarePenalty:
+        """The penalty ``nu f`` with ``f(t) = (t - 1)^2 / (2 rho)`` (radius folded into ``f``): ``lam = nu / rho``."""
+        return ChiSquarePenalty(nu / self.rho)
+
+
+class KLSet:
+    """The KL ball ``KL(q || unif) <= rho``."""
+
+    kind = "kl"
+
+    def __init__(self, rho: float):
+        self.rho = check_positive("rho", rho)
+
+    def worst_case(self, losses: np.ndarray) -> tuple[np.ndarray, float]:
+        worst = kl_constrained(losses, self.rho)
+        return worst.weights, worst.value
+
+    def divergence(self, q: np.ndarray) -> float:
+        return kl_divergence(q)
+
+    def penalized(self, nu: float) -> KLPenalty:
+        """The penalty ``nu f`` with ``f(t) = t log t / rho``: temperature ``nu / rho``."""
+        return KLPenalty(nu / self.rho)
+
 
 class LinearDROProblem:
     """``min_{||x||_inf <= radius} sup_{q in U} sum_i q_i loss(b_i a_i . x)``.
@@ -95,7 +185,8 @@ class LinearDROProblem:
     labels
         ``b``, shape ``(N,)``, entries ``-1`` or ``+1``.
     robust
-        The uncertainty set (:class:`GroupSet`, :class:`CVaRSet` or :class:`ChiSquareSet`).
+        The uncertainty set or penalty (:class:`GroupSet`, :class:`CVaRSet`, :class:`ChiSquareSet`,
+        :class:`KLSet`, :class:`ChiSquarePenalty` or :class:`KLPenalty`).
     loss
         ``"hinge"`` or ``"logistic"``.
     radius
