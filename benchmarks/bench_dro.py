@@ -30,7 +30,7 @@ from scipy.optimize import linprog
 from streamfair import FairRegressionPostProcessor
 from streamfair.dro.online_divergence import ChiSquareTracker, CVaRTracker, KLTracker
 from streamfair.dro.online_group import ExponentiatedGroupWeights, SoftmaxGroupWeights
-from streamfair.dro.problem import CVaRSet, GroupSet, LinearDROProblem, imbalanced_groups, make_synthetic
+from streamfair.dro.problem import ChiSquareSet, CVaRSet, GroupSet, KLSet, LinearDROProblem, imbalanced_groups, make_synthetic
 from streamfair.dro.solvers import solve
 
 TARGETS = (3e-2, 1e-2, 3e-3)
@@ -114,10 +114,11 @@ def reference_optimum(problem: LinearDROProblem) -> float:
 
 
 def benchmark_problem(kind: str, n: int, seed: int) -> LinearDROProblem:
-    """The two synthetic problems of the benchmark (and of the solver tests, at other sizes)."""
+    """The synthetic problems of the benchmark (and of the solver tests, at other sizes)."""
     if kind == "group":
         return make_synthetic(n, 20, imbalanced_groups(n, 5), seed=seed, flip=0.1, radius=1.0)
-    return make_synthetic(n, 20, CVaRSet(0.1), seed=seed, flip=0.0, radius=3.0)
+    robust = {"cvar": CVaRSet(0.1), "chi_square": ChiSquareSet(1.0), "kl": KLSet(0.5)}[kind]
+    return make_synthetic(n, 20, robust, seed=seed, flip=0.0, radius=3.0)
 
 
 def run_solvers(sizes, seeds, budgets, methods_by_kind):
@@ -231,6 +232,8 @@ def online_cost_table(n: int = 20_000, n_groups: int = 2) -> str:
 METHODS = {
     "group": ("subgradient", "primal_dual", "accelerated"),
     "cvar": ("subgradient", "dual_sgd", "accelerated"),
+    "chi_square": ("subgradient", "accelerated"),
+    "kl": ("subgradient", "accelerated"),
 }
 
 

@@ -1,4 +1,4 @@
-"""The ball-oracle accelerated method of Carmon & Hausler (NeurIPS 2022) for group and CVaR DRO.
+"""The ball-oracle accelerated method of Carmon & Hausler (NeurIPS 2022) for group and f-divergence DRO.
 
 Structure (specs/dro.md section 2):
 
@@ -13,11 +13,14 @@ Structure (specs/dro.md section 2):
   (eq. (7)) over ``B_r(x_bar)``, with the MLMC estimator of ``gamma_i(x)`` (level pmf corrected to
   ``p_j = (1 - 8^-1/2) 8^-(j-1)/2``, ``j >= 1``, spec Appendix E.4) and gradient estimator (8).
   ``F`` is the group softmax with ``eps' = eps / (2 log M)``.
-* **BROO for CVaR** (Algorithm 3, "dual EpochSGD"): SGD on ``(x, y)`` for
+* **BROO for f-divergences** (Algorithm 3, "dual EpochSGD"): SGD on ``(x, y)`` for
   ``Upsilon_eps(x, y) + lambda/2 ||x - x_bar||^2`` with importance sampling from the weights
   ``p_bar`` at the centre (estimator (13)), ``y`` kept within ``eps' / G`` of the exact ``y_bar``
-  (Lemma 5) and re-solved exactly once epochs are long.  ``F`` is the entropy-regularized CVaR
-  with ``eps' = eps / (2 log N)``.
+  (Lemma 5) and re-solved exactly once epochs are long.  ``F`` is the entropy-regularized penalized
+  risk ``L_{psi, eps}`` with ``eps' = eps / (2 log N)``; ``psi_eps`` comes from the uncertainty set
+  (:mod:`~streamfair.dro.entropic`: CVaR, chi-square penalty, KL penalty).
+* **Constrained chi-square and KL balls** (Section 2.9, Prop. 3): a search over the multiplier
+  ``nu`` of the divergence constraint, each step an accelerated solve of the penalized problem.
 
 The paper's radius ``r = eps' / G`` and every other constant are listed in
 :class:`AcceleratedParameters` with their source: ``"paper"`` for the paper's values and

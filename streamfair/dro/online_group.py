@@ -50,7 +50,22 @@ from .simplex import log_sum_exp, softmax
 __all__ = ["SoftmaxGroupWeights", "ExponentiatedGroupWeights"]
 
 
-class SoftmaxGroupWeights:
+class _RunningGroupStats:
+    """What both updaters read from their :class:`~streamfair.dro.group_losses.GroupLosses` ``stats``."""
+
+    stats: GroupLosses
+
+    @property
+    def n_groups(self) -> int:
+        return self.stats.n_groups
+
+    @property
+    def losses(self) -> np.ndarray:
+        """Running group losses ``L`` (behind :attr:`value`; they drive ``q`` in option A only)."""
+        return self.stats.losses
+
+
+class SoftmaxGroupWeights(_RunningGroupStats):
     """Entropy-regularized group-DRO weights ``softmax(L / T)`` of running group losses (option A).
 
     Parameters
@@ -76,15 +91,6 @@ class SoftmaxGroupWeights:
     ):
         self.temperature = check_positive("temperature", temperature)
         self.stats = GroupLosses(n_groups, forgetting, prior_weight, prior_loss)
-
-    @property
-    def n_groups(self) -> int:
-        return self.stats.n_groups
-
-    @property
-    def losses(self) -> np.ndarray:
-        """Running group losses ``L``."""
-        return self.stats.losses
 
     @property
     def weights(self) -> np.ndarray:
@@ -116,7 +122,7 @@ class SoftmaxGroupWeights:
         return obj
 
 
-class ExponentiatedGroupWeights:
+class ExponentiatedGroupWeights(_RunningGroupStats):
     """Clipped exponentiated-gradient (mirror ascent) group weights with arrival correction (option B).
 
     Parameters
@@ -157,15 +163,6 @@ class ExponentiatedGroupWeights:
         self.clip = check_positive("clip", clip)
         self.theta = np.zeros(self.stats.n_groups)
         self.tau_sum = np.zeros(self.stats.n_groups)
-
-    @property
-    def n_groups(self) -> int:
-        return self.stats.n_groups
-
-    @property
-    def losses(self) -> np.ndarray:
-        """Running group losses (for :attr:`value`; they do not drive ``q``)."""
-        return self.stats.losses
 
     @property
     def weights(self) -> np.ndarray:

@@ -23,7 +23,8 @@ from .oracle import CountingOracle
 __all__ = ["SOLVERS", "SolverResult", "solve"]
 
 #: name -> solver(oracle, seed, **options) -> x.  Which problems each supports:
-#: subgradient: any set; primal_dual: group DRO and CVaR; dual_sgd: CVaR; accelerated: group DRO and CVaR.
+#: subgradient: any set; primal_dual: group DRO and CVaR; dual_sgd: CVaR; accelerated: group DRO, CVaR,
+#: chi-square and KL (balls and penalties).
 SOLVERS: dict[str, Callable[..., np.ndarray]] = {
     "subgradient": subgradient,
     "primal_dual": primal_dual,
