@@ -14,8 +14,8 @@ Examples
 >>> oracle = CountingOracle(make_synthetic(n=50, dim=3, robust=CVaRSet(0.2), seed=0), budget=120)
 >>> _ = oracle.values(np.arange(50), np.zeros(3))
 >>> _ = oracle.gradient(np.array([3, 3, 7]), np.zeros(3), np.ones(3))
->>> oracle.n_values, oracle.n_gradients, oracle.calls, oracle.exhausted
-(50, 3, 53, False)
+>>> oracle.n_values, oracle.n_gradients, oracle.calls, oracle.full_passes, oracle.exhausted
+(50, 3, 53, 0, False)
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ class CountingOracle:
             raise ValueError(f"spacing must be > 1, got {spacing!r}")
         self.n_values = 0
         self.n_gradients = 0
+        self.full_passes = 0
         self.snapshots: list[tuple[int, np.ndarray]] = []
         self._next_snapshot = 1.0
         self._recording = True
@@ -71,8 +72,9 @@ class CountingOracle:
         return self.problem.losses_at(index, x)
 
     def all_values(self, x: np.ndarray) -> np.ndarray:
-        """All ``N`` losses (counted ``N`` times)."""
+        """All ``N`` losses (counted ``N`` times, and once in :attr:`full_passes`)."""
         self.n_values += self.problem.n
+        self.full_passes += 1
         return self.problem.losses_at(slice(None), x)
 
     def gradient(self, index: np.ndarray, x: np.ndarray, weights: np.ndarray) -> np.ndarray:

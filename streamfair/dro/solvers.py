@@ -40,6 +40,7 @@ class SolverResult:
     x: np.ndarray
     n_values: int
     n_gradients: int
+    full_passes: int  # evaluations of all N losses at one point (part of n_values)
     snapshots: list  # [(calls, x)] at geometrically spaced call counts
 
     @property
@@ -54,4 +55,4 @@ def solve(problem, method: str, budget: int, seed: int = 0, **options) -> Solver
     oracle = CountingOracle(problem, budget)
     x = SOLVERS[method](oracle, seed=seed, **options)
     snapshots = oracle.snapshots + [(oracle.calls, np.array(x, dtype=float))]
-    return SolverResult(np.array(x, dtype=float), oracle.n_values, oracle.n_gradients, snapshots)
+    return SolverResult(np.array(x, dtype=float), oracle.n_values, oracle.n_gradients, oracle.full_passes, snapshots)
