@@ -26,15 +26,12 @@ from streamfair.classification import FairClassificationPostProcessor
 from streamfair.complex_metrics import DemographicParity, Problem, QMean, RandomizedClassifier, Sample, SoftmaxRegression, ZeroOneError, constrained_gda
 from streamfair.complex_metrics.streaming import OnlinePrimalDual, StreamingFrankWolfe
 
+from timing import best_seconds  # benchmarks/timing.py
+
 
 def _per_sample(function, n: int, repeats: int = 3) -> float:
     """Best-of-``repeats`` microseconds per sample of ``function()`` processing ``n`` samples."""
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        best = min(best, time.perf_counter() - start)
-    return 1e6 * best / n
+    return 1e6 * best_seconds(function, repeats) / n
 
 
 def cost_table(n: int = 4000) -> str:

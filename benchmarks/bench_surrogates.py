@@ -30,6 +30,7 @@ import time
 
 import numpy as np
 
+from connectors.surrogates_experiment import macro_f1
 from streamfair.surrogates import (
     SGD,
     SSO,
@@ -161,15 +162,6 @@ def soft_max_rows() -> tuple[list[tuple], dict]:
     baseline = results["post-shift (intercept tuned on M)"][0]
     rows = [(name, value, calls, seconds, value / baseline) for name, (value, seconds, calls) in results.items()]
     return rows, curves
-
-
-def macro_f1(scores, y, group) -> float:
-    values = []
-    for g in (0, 1):
-        predicted, actual = scores[group == g] > 0, y[group == g] > 0
-        denominator = predicted.sum() + actual.sum()
-        values.append(2 * np.sum(predicted & actual) / denominator if denominator else 0.0)
-    return float(np.mean(values))
 
 
 def macro_f1_rows() -> list[tuple]:

@@ -24,22 +24,28 @@ def near_interpolating_stream(seed: int = 0):
     return X, y
 
 
-@pytest.fixture(scope="module")
-def labelled_topic(kafka_broker):
-    """A one-partition topic holding the stream as ``{"x": [...], "y": ...}`` records."""
-    topic = "sso-stream-labelled"
-    admin = KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
+def fill_topic(bootstrap: str, topic: str, values, **producer_settings) -> None:
+    """Create the one-partition ``topic`` and write ``values`` (bytes) to it in order, acknowledged by all."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         admin.create_topics({topic: {"num_partitions": 1, "replication_factor": 1}})
         admin.wait_for_topics([topic])
     finally:
         admin.close()
-    X, y = near_interpolating_stream()
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all", linger_ms=5)
-    for row, label in zip(X, y):
-        producer.send(topic, json.dumps({"x": row.tolist(), "y": label}).encode())
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", **producer_settings)
+    for value in values:
+        producer.send(topic, value)
     producer.flush()
     producer.close()
+
+
+@pytest.fixture(scope="module")
+def labelled_topic(kafka_broker):
+    """A one-partition topic holding the stream as ``{"x": [...], "y": ...}`` records."""
+    topic = "sso-stream-labelled"
+    X, y = near_interpolating_stream()
+    records = (json.dumps({"x": row.tolist(), "y": label}).encode() for row, label in zip(X, y))
+    fill_topic(kafka_broker.bootstrap, topic, records, linger_ms=5)
     return kafka_broker.bootstrap, topic, X, y
 
 
@@ -111,19 +117,9 @@ def test_resume_from_committed_offsets_is_deterministic(labelled_topic):
 
 def test_invalid_records_are_counted_skipped_and_committed(kafka_broker):
     topic = "sso-stream-invalid"
-    admin = KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
-    try:
-        admin.create_topics({topic: {"num_partitions": 1, "replication_factor": 1}})
-        admin.wait_for_topics([topic])
-    finally:
-        admin.close()
     values = [json.dumps({"x": {"a": i, "b": 1}, "y": 2.0 * i}).encode() for i in range(8)]
     values[2:2] = [b"{broken", b'{"x": {"a": "?"}, "y": 1}']  # offsets 2 and 3
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
-    for value in values:
-        producer.send(topic, value)
-    producer.flush()
-    producer.close()
+    fill_topic(kafka_broker.bootstrap, topic, values)
     sso = SSO(2, m=1, eta=0.5, alpha=0.01)
     with SSOStream(kafka_broker.bootstrap, topic, "sso-invalid", sso, batch_size=4, features=["a", "b"]) as stream:
         steps = stream.run()

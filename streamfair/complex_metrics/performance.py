@@ -162,37 +162,34 @@ class CostSensitive(Metric):
         return f"CostSensitive(costs={self.costs.tolist()})"
 
 
-class ZeroOneError(CostSensitive):
-    """The 0-1 loss ``1 - sum_i C_ii``."""
-
-    name = "0-1"
+class _DerivedCosts(CostSensitive):
+    """A cost-sensitive metric whose costs follow from the sample's shape and marginals (no argument)."""
 
     def __init__(self):
         self.costs = np.empty((0, 0))
+
+    __repr__ = Metric.__repr__
+
+
+class ZeroOneError(_DerivedCosts):
+    """The 0-1 loss ``1 - sum_i C_ii``."""
+
+    name = "0-1"
 
     def _costs(self, joint):
         m, n = joint.shape
         return np.broadcast_to(1.0 - np.eye(n), (m, n, n))
 
-    def __repr__(self):
-        return "ZeroOneError()"
 
-
-class BalancedError(CostSensitive):
+class BalancedError(_DerivedCosts):
     """The balanced 0-1 loss ``1 - (1/n) sum_i C_ii / pi_i`` (costs ``1(i != j) / (n pi_i)``)."""
 
     name = "balanced"
-
-    def __init__(self):
-        self.costs = np.empty((0, 0))
 
     def _costs(self, joint):
         m, n = joint.shape
         costs = (1.0 - np.eye(n)) / (n * class_priors(joint))[:, None]
         return np.broadcast_to(costs, (m, n, n))
-
-    def __repr__(self):
-        return "BalancedError()"
 
 
 # ---------------------------------------------------------------------------------------- recalls
