@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,10 @@ from streamfair.dro.solvers import SOLVERS, solve
 
 def _load_benchmark():
     """The LP and cutting-plane references live with the benchmark (scipy is not a library dependency)."""
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_dro.py"
+    folder = Path(__file__).resolve().parents[1] / "benchmarks"
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))  # as when the script runs: its folder is importable
+    path = folder / "bench_dro.py"
     spec = importlib.util.spec_from_file_location("bench_dro", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
