@@ -16,13 +16,16 @@ Run: ``python benchmarks/bench_dro.py`` (reduced protocol: N = 1e3, 3 seeds, 1.5
 < 60 s) or ``python benchmarks/bench_dro.py --full`` (N in {1e3, 1e4, 1e5}, 10 / 10 / 5 seeds, budgets
 1e6 / 2e6 / 5e6 evaluations; more than an hour on two cores;
 writes one log-log plot per problem to ``docs/img/dro_suboptimality_<kind>.png``).
-``--kinds=group,cvar`` picks the problems.
+``--kinds=group,cvar`` and ``--sizes=1e3,1e4`` pick problems and sizes; ``--full`` keeps each seed's
+curves in ``benchmarks/.cache/dro`` and reuses them, so runs resume and add up; ``--full --cached``
+only tabulates and plots what the cache holds.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sparse
@@ -124,26 +127,48 @@ def benchmark_problem(kind: str, n: int, seed: int) -> LinearDROProblem:
     return make_synthetic(n, 20, robust, seed=seed, flip=0.0, radius=3.0)
 
 
-def run_solvers(sizes, seeds, budgets, methods_by_kind):
-    """``{(kind, n, method): [(calls array, gaps array, share of calls in full passes) per seed]}``.
+def run_seed(kind: str, n: int, seed: int, budget: int, methods) -> dict:
+    """``{method: (calls array, gaps array, share of calls in full passes)}`` on one problem instance."""
+    problem = benchmark_problem(kind, n, seed)
+    optimum = reference_optimum(problem)
+    runs = {}
+    for method in methods:
+        options = {"epsilon": ACCELERATED_EPSILON} if method == "accelerated" else {}
+        result = solve(problem, method, budget, seed=seed, **options)
+        gaps = np.array([problem.objective(x) - optimum for _, x in result.snapshots])
+        calls = np.array([c for c, _ in result.snapshots], dtype=float)
+        runs[method] = (calls, gaps, result.full_passes * n / result.calls)
+    return runs
 
-    ``seeds[n]`` are the seeds and ``budgets[n]`` the evaluations per run at size ``n``.
+
+def run_solvers(sizes, seeds, budgets, methods_by_kind, cache: Path | None = None, compute: bool = True):
+    """``{(kind, n, method): [(calls, gaps, full-pass share) per seed]}``.
+
+    ``seeds[n]`` are the seeds and ``budgets[n]`` the evaluations per run at size ``n``.  With a
+    ``cache`` folder, each seed's runs are stored there as they finish and reused when present, so
+    an interrupted run resumes and separate runs (say, one per size) add up; ``compute=False`` only
+    reads what the cache holds.
     """
     curves = {}
     for kind, methods in methods_by_kind.items():
         for n in sizes:
             for seed in seeds[n]:
                 started = time.time()
-                problem = benchmark_problem(kind, n, seed)
-                optimum = reference_optimum(problem)
-                for method in methods:
-                    options = {"epsilon": ACCELERATED_EPSILON} if method == "accelerated" else {}
-                    result = solve(problem, method, budgets[n], seed=seed, **options)
-                    gaps = np.array([problem.objective(x) - optimum for _, x in result.snapshots])
-                    calls = np.array([c for c, _ in result.snapshots], dtype=float)
-                    share = result.full_passes * n / result.calls
-                    curves.setdefault((kind, n, method), []).append((calls, gaps, share))
-                print(f"[bench_dro] {kind} N={n} seed={seed}: {time.time() - started:.0f} s", file=sys.stderr, flush=True)
+                path = cache / f"{kind}-{n}-{budgets[n]}-{seed}.npz" if cache else None
+                if path is not None and path.exists():
+                    stored = np.load(path)
+                    runs = {m: (stored[f"{m}_calls"], stored[f"{m}_gaps"], float(stored[f"{m}_share"])) for m in methods}
+                elif not compute:
+                    continue
+                else:
+                    runs = run_seed(kind, n, seed, budgets[n], methods)
+                    if path is not None:
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        arrays = {f"{m}_{part}": value for m, run in runs.items() for part, value in zip(("calls", "gaps", "share"), run)}
+                        np.savez(path, **arrays)
+                    print(f"[bench_dro] {kind} N={n} seed={seed}: {time.time() - started:.0f} s", file=sys.stderr, flush=True)
+                for method, run in runs.items():
+                    curves.setdefault((kind, n, method), []).append(run)
     return curves
 
 
@@ -240,13 +265,18 @@ METHODS = {
 }
 
 
-def main(full: bool = False, kinds: tuple[str, ...] = tuple(METHODS)) -> str:
+#: where ``--full`` keeps each seed's curves (resumable; not committed)
+CACHE = Path(__file__).resolve().parent / ".cache" / "dro"
+
+
+def main(full: bool = False, kinds: tuple[str, ...] = tuple(METHODS), sizes: tuple[int, ...] | None = None,
+         compute: bool = True) -> str:
     if full:
-        sizes, seeds, budgets = tuple(FULL_BUDGETS), FULL_SEEDS, FULL_BUDGETS
+        sizes, seeds, budgets, cache = sizes or tuple(FULL_BUDGETS), FULL_SEEDS, FULL_BUDGETS, CACHE
     else:
-        sizes, seeds, budgets = (1_000,), {1_000: range(3)}, {1_000: 150_000}
+        sizes, seeds, budgets, cache = (1_000,), {1_000: range(3)}, {1_000: 150_000}, None
     start = time.time()
-    curves = run_solvers(sizes, seeds, budgets, {kind: METHODS[kind] for kind in kinds})
+    curves = run_solvers(sizes, seeds, budgets, {kind: METHODS[kind] for kind in kinds}, cache, compute)
     parts = [
         f"Suboptimality vs oracle calls (budgets {budgets}; {'full' if full else 'reduced'} protocol, "
         f"{time.time() - start:.0f} s)",
@@ -261,6 +291,11 @@ def main(full: bool = False, kinds: tuple[str, ...] = tuple(METHODS)) -> str:
     return "\n".join(parts)
 
 
+def _option(name: str, default: list[str]) -> list[str]:
+    return next((arg.split("=", 1)[1].split(",") for arg in sys.argv if arg.startswith(f"--{name}=")), default)
+
+
 if __name__ == "__main__":
-    chosen = next((arg.split("=", 1)[1].split(",") for arg in sys.argv if arg.startswith("--kinds=")), list(METHODS))
-    print(main(full="--full" in sys.argv, kinds=tuple(chosen)))
+    kinds = tuple(_option("kinds", list(METHODS)))
+    sizes = tuple(int(float(size)) for size in _option("sizes", [str(n) for n in FULL_BUDGETS]))
+    print(main(full="--full" in sys.argv, kinds=kinds, sizes=sizes, compute="--cached" not in sys.argv))
