@@ -286,7 +286,7 @@ def main(full: bool = False, kinds: tuple[str, ...] = tuple(METHODS), sizes: tup
         online_cost_table(),
     ]
     if full:
-        for kind in kinds:
+        for kind in {key[0] for key in curves}:
             plot({key: runs for key, runs in curves.items() if key[0] == kind}, f"docs/img/dro_suboptimality_{kind}.png")
     return "\n".join(parts)
 
