@@ -133,7 +133,7 @@ def run_seed(kind: str, n: int, seed: int, budget: int, methods) -> dict:
     optimum = reference_optimum(problem)
     runs = {}
     for method in methods:
-        options = {"epsilon": ACCELERATED_EPSILON} if method == "accelerated" else {}
+        options = {"epsilon": ACCELERATED_EPSILON} if method.startswith("accelerated") else {}
         result = solve(problem, method, budget, seed=seed, **options)
         gaps = np.array([problem.objective(x) - optimum for _, x in result.snapshots])
         calls = np.array([c for c, _ in result.snapshots], dtype=float)
@@ -145,7 +145,7 @@ def run_solvers(sizes, seeds, budgets, methods_by_kind, cache: Path | None = Non
     """``{(kind, n, method): [(calls, gaps, full-pass share) per seed]}``.
 
     ``seeds[n]`` are the seeds and ``budgets[n]`` the evaluations per run at size ``n``.  With a
-    ``cache`` folder, each seed's runs are stored there as they finish and reused when present, so
+    ``cache`` folder, each run is stored there (one file per seed and solver) and reused, so
     an interrupted run resumes and separate runs (say, one per size) add up; ``compute=False`` only
     reads what the cache holds.
     """
@@ -154,20 +154,22 @@ def run_solvers(sizes, seeds, budgets, methods_by_kind, cache: Path | None = Non
         for n in sizes:
             for seed in seeds[n]:
                 started = time.time()
-                path = cache / f"{kind}-{n}-{budgets[n]}-{seed}.npz" if cache else None
-                if path is not None and path.exists():
-                    stored = np.load(path)
-                    runs = {m: (stored[f"{m}_calls"], stored[f"{m}_gaps"], float(stored[f"{m}_share"])) for m in methods}
-                elif not compute:
-                    continue
-                else:
-                    runs = run_seed(kind, n, seed, budgets[n], methods)
-                    if path is not None:
-                        path.parent.mkdir(parents=True, exist_ok=True)
-                        arrays = {f"{m}_{part}": value for m, run in runs.items() for part, value in zip(("calls", "gaps", "share"), run)}
-                        np.savez(path, **arrays)
-                    print(f"[bench_dro] {kind} N={n} seed={seed}: {time.time() - started:.0f} s", file=sys.stderr, flush=True)
-                for method, run in runs.items():
+                paths = {m: cache / f"{kind}-{n}-{budgets[n]}-{seed}-{m}.npz" for m in methods} if cache else {}
+                cached = [m for m in methods if m in paths and paths[m].exists()]
+                missing = [m for m in methods if m not in cached]
+                runs = {}
+                for method in cached:
+                    stored = np.load(paths[method])
+                    runs[method] = (stored["calls"], stored["gaps"], float(stored["share"]))
+                if missing and compute:
+                    runs.update(run_seed(kind, n, seed, budgets[n], missing))
+                    for method in missing:
+                        if method in paths:
+                            paths[method].parent.mkdir(parents=True, exist_ok=True)
+                            np.savez(paths[method], **dict(zip(("calls", "gaps", "share"), runs[method])))
+                    print(f"[bench_dro] {kind} N={n} seed={seed} {missing}: {time.time() - started:.0f} s",
+                          file=sys.stderr, flush=True)
+                for method, run in sorted(runs.items(), key=lambda item: methods.index(item[0])):
                     curves.setdefault((kind, n, method), []).append(run)
     return curves
 
@@ -258,10 +260,10 @@ def online_cost_table(n: int = 20_000, n_groups: int = 2) -> str:
 
 
 METHODS = {
-    "group": ("subgradient", "primal_dual", "accelerated"),
-    "cvar": ("subgradient", "dual_sgd", "accelerated"),
-    "chi_square": ("subgradient", "accelerated"),
-    "kl": ("subgradient", "accelerated"),
+    "group": ("subgradient", "primal_dual", "accelerated", "accelerated_continuation"),
+    "cvar": ("subgradient", "dual_sgd", "accelerated", "accelerated_continuation"),
+    "chi_square": ("subgradient", "accelerated", "accelerated_continuation"),
+    "kl": ("subgradient", "accelerated", "accelerated_continuation"),
 }
 
 

@@ -95,6 +95,8 @@ CASES = [
     (kl_penalty_problem, "accelerated", 300_000, {"epsilon": 0.08}),
     (chi_square_problem, "subgradient", 20_000, {}),
     (chi_square_problem, "accelerated", 300_000, {"epsilon": 0.1}),  # nu-search over penalized solves
+    (group_problem, "accelerated_continuation", 300_000, {"epsilon": 0.08}),
+    (chi_square_problem, "accelerated_continuation", 300_000, {"epsilon": 0.1}),
     (kl_problem, "subgradient", 20_000, {}),
     (kl_problem, "accelerated", 300_000, {"epsilon": 0.1}),
 ]
@@ -179,6 +181,7 @@ class CountingProblem(LinearDROProblem):
         (ChiSquareSet(1.0), "subgradient"),
         (ChiSquareSet(1.0), "accelerated"),
         (KLSet(0.5), "accelerated"),
+        (imbalanced_groups(60, 3), "accelerated_continuation"),
         (ChiSquarePenalty(0.5), "accelerated"),
         (KLPenalty(0.5), "subgradient"),
     ],
@@ -187,7 +190,7 @@ def test_oracle_counts_every_evaluation_exactly(robust, method):
     base = make_synthetic(60, 3, robust, seed=4, flip=0.05)
     problem = CountingProblem(base.features, base.labels, robust, radius=1.0)
     oracle = CountingOracle(problem, budget=4000)
-    SOLVERS[method](oracle, seed=0, **({"epsilon": 0.1} if method == "accelerated" else {}))
+    SOLVERS[method](oracle, seed=0, **({"epsilon": 0.1} if method.startswith("accelerated") else {}))
     assert oracle.n_values == problem.rows_valued
     assert oracle.n_gradients == problem.rows_differentiated
     assert oracle.calls >= 4000
@@ -375,3 +378,25 @@ def test_nu_search_bisects_towards_the_constrained_multiplier(monkeypatch):
                            options={"xatol": 1e-6})
     assert best.fun == pytest.approx(reference_optimum(problem), abs=1e-7)  # Prop. 3: min_nu h = constrained optimum
     assert abs(math.log(seen[-1]) - best.x) <= math.log(1.5)  # the bisection ends near nu*
+
+
+def test_continuation_stages_decrease_to_the_target_accuracy(monkeypatch):
+    """eps-continuation: stages at G R / 8, halving down to eps, then restarts at eps until the budget.
+
+    The staging logic alone: each run of Algorithm 1 is replaced by one that spends 10,000 calls.
+    """
+    import streamfair.dro.accelerated as accelerated_module
+
+    problem = group_problem()
+    stages = []
+
+    def one_run(oracle, broo, params, rng, start):
+        stages.append(params.epsilon)
+        oracle.values(np.zeros(10_000, dtype=int), start)
+        return start + 1.0
+
+    monkeypatch.setattr(accelerated_module, "_proximal_point", one_run)
+    result = solve(problem, "accelerated_continuation", 100_000, seed=0, epsilon=0.05)
+    start = problem.lipschitz * problem.diameter / 8
+    np.testing.assert_allclose(stages, [max(0.05, start / 2**k) for k in range(10)])
+    np.testing.assert_array_equal(result.x, np.full(2, 10.0))  # each stage warm-starts at the previous output

@@ -44,7 +44,7 @@ from .oracle import CountingOracle
 from .problem import GroupSet
 from .simplex import softmax
 
-__all__ = ["AcceleratedParameters", "accelerated", "mlmc_level_pmf", "project_ball_box"]
+__all__ = ["AcceleratedParameters", "accelerated", "accelerated_continuation", "mlmc_level_pmf", "project_ball_box"]
 
 PROFILES = ("practical", "faithful")
 
@@ -397,7 +397,33 @@ def _proximal_point(oracle: CountingOracle, broo: _BallOracle, params: Accelerat
     return x
 
 
-def _nu_search(oracle: CountingOracle, robust, epsilon: float, profile: str, rng) -> np.ndarray:
+#: first accuracy of the eps-continuation, as a fraction of G R (practical; the paper has no continuation)
+CONTINUATION_START = 1.0 / 8.0
+
+
+def _minimize(oracle: CountingOracle, robust, epsilon: float, profile: str, rng, start: np.ndarray,
+              continuation: bool) -> np.ndarray:
+    """Algorithm 1 on a group-DRO or penalized problem from ``start``.
+
+    Without continuation: one run at ``epsilon`` (the paper).  With it (a practical choice, listed
+    in specs/dro.md section 6.4): stages at ``eps_k = max(epsilon, G R / 8 / 2^k)``, each a run of
+    Algorithm 1 warm-started at the previous output, then restarts at ``epsilon`` until the budget
+    is spent.  Large early ``eps`` means large balls ``r = eps' / G``, so the first stages cross the
+    domain in few outer steps.
+    """
+    problem = oracle.problem
+    stage = max(epsilon, CONTINUATION_START * problem.lipschitz * problem.diameter) if continuation else epsilon
+    x = start
+    while True:
+        params = AcceleratedParameters.build(problem, stage, profile)
+        x = _proximal_point(oracle, _ball_oracle(oracle, robust, params, rng), params, rng, x)
+        if not continuation or oracle.exhausted:
+            return x
+        oracle.record(x)
+        stage = max(epsilon, stage / 2.0)
+
+
+def _nu_search(oracle: CountingOracle, robust, epsilon: float, profile: str, rng, continuation: bool) -> np.ndarray:
     """Constrained chi-square / KL DRO through penalized solves (paper Section 2.9, Prop. 3).
 
     ``h(nu) = nu + min_x L_{nu f}(x)`` is convex on ``[0, B]`` (``B`` the loss bound) and its minimum
@@ -411,7 +437,6 @@ def _nu_search(oracle: CountingOracle, robust, epsilon: float, profile: str, rng
     """
     problem = oracle.problem
     params = AcceleratedParameters.build(problem, epsilon, profile)
-    inner = AcceleratedParameters.build(problem, params.nu_accuracy * epsilon, profile)
     bound = loss_bound(problem)
     best_x, best_value = problem.project(np.zeros(problem.dim)), math.inf
     lo, hi = math.log(params.nu_floor * bound), math.log(bound)
@@ -422,7 +447,7 @@ def _nu_search(oracle: CountingOracle, robust, epsilon: float, profile: str, rng
         penalty = robust.penalized(math.exp(log_nu))
         share = (oracle.budget - oracle.calls) // left - problem.n  # keep N for the evaluation below
         with oracle.capped(share):
-            x = _proximal_point(oracle, _ball_oracle(oracle, penalty, inner, rng), inner, rng, best_x)
+            x = _minimize(oracle, penalty, params.nu_accuracy * epsilon, profile, rng, best_x, continuation)
         losses = oracle.all_values(x)
         value = robust.worst_case(losses)[1]
         if value < best_value:
@@ -435,17 +460,24 @@ def _nu_search(oracle: CountingOracle, robust, epsilon: float, profile: str, rng
     return best_x
 
 
-def accelerated(oracle: CountingOracle, seed: int = 0, epsilon: float = 0.01, profile: str = "practical") -> np.ndarray:
+def accelerated(oracle: CountingOracle, seed: int = 0, epsilon: float = 0.01, profile: str = "practical",
+                continuation: bool = False) -> np.ndarray:
     """The ball-oracle accelerated method for group DRO, CVaR, chi-square and KL (penalized or constrained).
 
     Group DRO, CVaR and the penalized sets run Algorithm 1 once (returning its last ``x_k``, or the
     last completed one if the budget runs out inside an outer step); the constrained chi-square and
-    KL balls run the ``nu``-search over penalized problems (:func:`_nu_search`).
+    KL balls run the ``nu``-search over penalized problems (:func:`_nu_search`).  ``continuation``
+    adds the practical eps-continuation of :func:`_minimize` (solver name
+    ``"accelerated_continuation"``).
     """
     problem = oracle.problem
     rng = np.random.default_rng(seed)
     if hasattr(problem.robust, "penalized"):
-        return _nu_search(oracle, problem.robust, epsilon, profile, rng)
-    params = AcceleratedParameters.build(problem, epsilon, profile)
-    broo = _ball_oracle(oracle, problem.robust, params, rng)
-    return _proximal_point(oracle, broo, params, rng, problem.project(np.zeros(problem.dim)))
+        return _nu_search(oracle, problem.robust, epsilon, profile, rng, continuation)
+    return _minimize(oracle, problem.robust, epsilon, profile, rng, problem.project(np.zeros(problem.dim)), continuation)
+
+
+def accelerated_continuation(oracle: CountingOracle, seed: int = 0, epsilon: float = 0.01,
+                             profile: str = "practical") -> np.ndarray:
+    """:func:`accelerated` with eps-continuation (practical; see :func:`_minimize`)."""
+    return accelerated(oracle, seed, epsilon, profile, continuation=True)

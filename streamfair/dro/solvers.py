@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from .accelerated import accelerated
+from .accelerated import accelerated, accelerated_continuation
 from .baselines import dual_sgd, primal_dual, subgradient
 from .oracle import CountingOracle
 
@@ -24,12 +24,13 @@ __all__ = ["SOLVERS", "SolverResult", "solve"]
 
 #: name -> solver(oracle, seed, **options) -> x.  Which problems each supports:
 #: subgradient: any set; primal_dual: group DRO and CVaR; dual_sgd: CVaR; accelerated: group DRO, CVaR,
-#: chi-square and KL (balls and penalties).
+#: chi-square and KL (balls and penalties), also with eps-continuation (accelerated_continuation).
 SOLVERS: dict[str, Callable[..., np.ndarray]] = {
     "subgradient": subgradient,
     "primal_dual": primal_dual,
     "dual_sgd": dual_sgd,
     "accelerated": accelerated,
+    "accelerated_continuation": accelerated_continuation,
 }
 
 
