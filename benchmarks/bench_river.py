@@ -4,9 +4,10 @@ Stream: River's Friedman generator with a group (``connectors.river.friedman_wit
 features plus S).  Baseline, measured in the same run: the bare base model, River's
 ``linear_model.LinearRegression``, on the same features.  The other rows add, one at a time, what
 the wrapper runs: the group classifier (``LogisticRegression``), then the post-processor (the
-whole ``FairRegressor``, with ``mode="sample"``, the default, and ``mode="mean"``); the last row
-is the core post-processor alone on precomputed ``(eta, tau)``.  The classifier rows run
-``FairClassifier`` (``LogisticRegression`` for the classes and for S) on
+whole ``FairRegressor``, with ``mode="sample"``, the default, and ``mode="mean"``); the next two
+rows are the core post-processor alone on precomputed ``(eta, tau)``: two calls per sample, and
+the fused ``predict_learn_one`` (bit for bit the same predictions and state, one call).  The
+classifier rows run ``FairClassifier`` (``LogisticRegression`` for the classes and for S) on
 ``connectors.river.logistic_with_group`` (5 features plus S), against its own baseline measured in
 the same run: the bare ``LogisticRegression`` on the same features.
 
@@ -75,14 +76,24 @@ def main(n: int = 3000) -> str:
 
         return make
 
+    core_inputs = [(0.1 * (y - 0.5), [1.0 - 0.6 * s - 0.2, 0.6 * s + 0.2]) for _, s, y in bare]
+
     def core_only():
         fair = FairRegressionPostProcessor(n_groups=2, seed=0)
-        inputs = [(0.1 * (y - 0.5), [1.0 - 0.6 * s - 0.2, 0.6 * s + 0.2]) for _, s, y in bare]
 
         def step():
-            for i, (eta, tau) in enumerate(inputs):
+            for i, (eta, tau) in enumerate(core_inputs):
                 fair.predict_one(eta, tau, key=i)
                 fair.learn_one(eta, tau)
+
+        return step
+
+    def core_fused():
+        fair = FairRegressionPostProcessor(n_groups=2, seed=0)
+
+        def step():
+            for i, (eta, tau) in enumerate(core_inputs):
+                fair.predict_learn_one(eta, tau, key=i)  # the same outputs and state as the two calls
 
         return step
 
@@ -118,6 +129,7 @@ def main(n: int = 3000) -> str:
         ('FairRegressor, mode="sample"', _rate(wrapper("sample"), n), baseline),
         ('FairRegressor, mode="mean"', _rate(wrapper("mean"), n), baseline),
         ("core post-processor alone (predict_one + learn_one)", _rate(core_only, n), baseline),
+        ("core post-processor alone, fused (predict_learn_one)", _rate(core_fused, n), baseline),
         ("LogisticRegression on logistic_with_group (classifier baseline)", classifier_baseline, classifier_baseline),
         ('FairClassifier, mode="sample", 2 classes (vs the classifier baseline)', _rate(fair_classifier, n),
          classifier_baseline),

@@ -101,6 +101,10 @@ def _is_number(value: Any) -> bool:
     )
 
 
+#: The scanner behind ``json.loads``: ``(object, end)`` for the JSON value starting at an index.
+_scan_json = json.decoder.JSONDecoder().scan_once
+
+
 def _decode(value: bytes | None, max_bytes: int) -> dict:
     if not value:
         raise Invalid("empty", "null or empty value")
@@ -110,6 +114,12 @@ def _decode(value: bytes | None, max_bytes: int) -> dict:
         text = value.decode("utf-8")
     except UnicodeDecodeError as error:
         raise Invalid("not_utf8", str(error)) from None
+    try:  # the common case, a compact object, straight through the scanner json.loads uses (same result)
+        obj, end = _scan_json(text, 0)
+        if end == len(text) and type(obj) is dict:
+            return obj
+    except Exception:  # noqa: BLE001 -- anything else is decided, with json.loads's own message, below
+        pass
     try:
         obj = json.loads(text)
     except ValueError as error:  # JSONDecodeError, or a recursion/number error
@@ -224,6 +234,8 @@ class InputParser:
 
     @staticmethod
     def _eta(eta: Any) -> float:
+        if type(eta) is float and math.isfinite(eta):  # the common case
+            return eta
         if not _is_number(eta):
             raise Invalid("bad_eta", f"eta must be a number, got {_short(eta)}")
         return _finite_float(eta, "eta")
@@ -239,6 +251,13 @@ class InputParser:
 
 def _check_distribution(name: str, vector: Any, length: int, what: str) -> list[float]:
     """``vector`` (``tau`` or ``proba``) as floats; :class:`Invalid` ``bad_<name>``, ``<name>_length``, ..."""
+    if type(vector) is list and len(vector) == length:  # the common case: floats only, the list itself
+        for t in vector:
+            if type(t) is not float or not 0.0 <= t <= 1.0:  # False for NaN
+                break
+        else:
+            if abs(math.fsum(vector) - 1.0) <= TAU_TOLERANCE:
+                return vector
     if type(vector) is not list:
         raise Invalid(f"bad_{name}", f"{name} must be a list of numbers, got {_short(vector)}")
     values = []
@@ -313,6 +332,10 @@ def message_key(ident: int | str) -> bytes:
     return ident.encode("utf-8") if type(ident) is str else str(ident).encode("ascii")
 
 
+#: ``json.dumps`` of a ``str`` (with its defaults, ``ensure_ascii=True``) without the encoder's dispatch.
+_json_string = json.encoder.encode_basestring_ascii
+
+
 def encode_output(
     ident: int | str,
     prediction: Any,
@@ -331,10 +354,11 @@ def encode_output(
     >>> encode_output(5, "yes", None, 2, 1, 9, ["no", "yes"], [0.25, 0.75])
     b'{"id":5,"prediction":"yes","state_version":2,"partition":1,"offset":9,"distribution":{"classes":["no","yes"],"proba":[0.25,0.75]}}'
     """
+    ident_text = _json_string(ident) if type(ident) is str else json.dumps(ident)  # what json.dumps gives
     if eta is None:
-        text = f'{{"id":{json.dumps(ident)},"prediction":{json.dumps(prediction)}'
+        text = f'{{"id":{ident_text},"prediction":{json.dumps(prediction)}'
     else:
-        text = f'{{"id":{json.dumps(ident)},"prediction":{float(prediction)!r},"eta":{float(eta)!r}'
+        text = f'{{"id":{ident_text},"prediction":{float(prediction)!r},"eta":{float(eta)!r}'
     text += f',"state_version":{int(state_version)},"partition":{int(partition)},"offset":{int(offset)}'
     if proba is not None:
         if eta is None:

@@ -120,6 +120,7 @@ class Daemon:
         self._stop = threading.Event()
         self._lock = threading.RLock()
         self._exactly_once = config.processing.guarantee == "exactly_once"
+        self._output_topic = config.topics.output
         self._n_groups = config.n_groups
         self._classes = config.classes()
         self._parser = InputParser(self._n_groups, config.processing.max_message_bytes, config.models.features or None,
@@ -416,8 +417,7 @@ class Daemon:
         self._producer.send(topic, **record).add_errback(self._errback)
 
     def _emit(self, key: bytes, value: bytes, timestamp: int, partition: int) -> None:
-        self._send(self.config.topics.output, value=value, key=key,
-                   partition=partition if self._co_partitioned else None,
+        self._send(self._output_topic, value=value, key=key, partition=partition if self._co_partitioned else None,
                    timestamp_ms=timestamp if timestamp >= 0 else None)
         self.stats.produced += 1
 

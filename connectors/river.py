@@ -591,8 +591,18 @@ def _posterior(proba: dict, labels: tuple, counts: list[int]) -> list[float]:
 
 def _draw_key(features: dict) -> str:
     """A canonical text of ``features`` (order-free; numbers by value): the key of a sampled prediction."""
-    items = sorted((repr(k), repr(float(v)) if isinstance(v, Real) else repr(v)) for k, v in features.items())
-    return "\x1f".join(f"{k}\x1e{v}" for k, v in items)
+    items = sorted((repr(k), _number_text(v)) for k, v in features.items())
+    return "\x1f".join([f"{k}\x1e{v}" for k, v in items])
+
+
+def _number_text(value: Any) -> str:
+    """``repr(float(value))`` for a real number (``bool`` included), else ``repr(value)``."""
+    kind = type(value)
+    if kind is float:  # the usual feature values first: no ABC check
+        return repr(value)
+    if kind is int or kind is bool:
+        return repr(float(value))
+    return repr(float(value)) if isinstance(value, Real) else repr(value)
 
 
 def friedman_with_group(n: int, seed: int, sensitive: Hashable = "group") -> Iterator[tuple[dict, float]]:

@@ -40,7 +40,7 @@ import numpy as np
 
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
-from streamfair.keyed_random import keyed_uniform, sample_indices
+from streamfair.keyed_random import keyed_uniforms, sample_index, sample_indices
 
 from .checkpoint import Checkpoint, restore_postprocessor
 from .codec import FeedbackParser, InputParser, Invalid, encode_output, message_key
@@ -195,6 +195,16 @@ class PartitionTask:
                 dead(record, error.reason, error.detail)
                 continue
             valid.append((record, ident, eta, tau, want or self.distribution))
+        if self.batch_size == 1 and not self.robust:
+            self._predict_learn(valid, emit)
+        else:
+            self._predict_batches(valid, emit)
+        if records:
+            self.offset = records[-1].offset + 1
+            self.processed += len(records)
+
+    def _predict_batches(self, valid: list, emit: Emit) -> None:
+        """Predict in blocks of the pending mini-batch; learn each batch once it is full."""
         b = self.batch_size
         i, n = 0, len(valid)
         while i < n:
@@ -209,9 +219,38 @@ class PartitionTask:
             if len(self._pending_eta) == b:
                 self._learn()
             i += len(chunk)
-        if records:
-            self.offset = records[-1].offset + 1
-            self.processed += len(records)
+
+    def _predict_learn(self, valid: list, emit: Emit) -> None:
+        """``batch_size = 1``: every message predicted, then learned, in one post-processor call per poll.
+
+        The same floats as predicting each message (``proba_many`` of one row) and then learning it
+        (``learn_one``): the post-processor's ``proba_learn_many`` is bit for bit that sequence.
+        """
+        if not valid:
+            return
+        fair, labels, mode, partition = self.fair, self._labels_out, self.mode, self.partition
+        version = fair.n_samples  # samples learned when the first message is predicted
+        started = time.perf_counter()
+        probas = fair.proba_learn_many([c[2] for c in valid], [c[3] for c in valid])
+        self.learn_seconds += time.perf_counter() - started  # the predictions are included
+        self.learned += len(valid)
+        if mode == "sample":
+            u = keyed_uniforms(fair.seed, [c[1] for c in valid]).tolist()
+        for j, (record, ident, eta, _, want) in enumerate(valid):
+            proba = probas[j]
+            if mode == "sample":
+                prediction = labels[sample_index(proba, u[j])]
+            elif mode == "mode":
+                prediction = labels[int(proba.argmax())]
+            else:  # "mean" (regression): the 1-row product of the batch path, for the same bits
+                prediction = float((proba[None, :] @ fair.atoms)[0])
+            if self.classification:
+                eta = None
+            if want:
+                value = encode_output(ident, prediction, eta, version + j, partition, record.offset, labels, proba)
+            else:
+                value = encode_output(ident, prediction, eta, version + j, partition, record.offset)
+            emit(message_key(ident), value, record.timestamp, partition)
 
     def _emit_chunk(self, start: int, chunk: list, emit: Emit) -> None:
         fair, b = self.fair, self.batch_size
@@ -224,7 +263,7 @@ class PartitionTask:
             taus = [self._fill_tau] * start + taus + [self._fill_tau] * (b - stop)
         proba = fair.proba_many(etas, taus)
         if self.mode == "sample":
-            u = np.array([keyed_uniform(fair.seed, c[1]) for c in chunk])
+            u = keyed_uniforms(fair.seed, [c[1] for c in chunk])
             labels = self._labels_out
             predictions = [labels[i] for i in sample_indices(proba[start : start + len(chunk)], u)]
         else:
@@ -246,8 +285,6 @@ class PartitionTask:
             self.fair.learn_many(np.array(self._pending_eta), np.array(self._pending_tau),
                                  batch_size=None if self.batch_size == 1 else self.batch_size, keys=self._pending_keys)
             self._pending_keys.clear()
-        elif self.batch_size == 1:
-            self.fair.learn_one(self._pending_eta[0], self._pending_tau[0])
         else:
             self.fair.learn_many(np.array(self._pending_eta), np.array(self._pending_tau), batch_size=self.batch_size)
         self.learn_seconds += time.perf_counter() - started

@@ -13,7 +13,9 @@ True
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from typing import Sequence
 
 import numpy as np
 
@@ -30,10 +32,39 @@ def _key_bytes(key: Key) -> bytes:
     raise ValueError(f"key must be an int, str or bytes, got {type(key).__name__}")
 
 
+@functools.lru_cache(maxsize=64)
+def _keyed_hash(seed: int):
+    """The BLAKE2b state keyed by ``seed`` (copied per draw: same digests, without re-keying each time)."""
+    return hashlib.blake2b(digest_size=8, key=seed.to_bytes(8, "little"))
+
+
 def keyed_uniform(seed: int, key: Key) -> float:
     """A uniform number in ``[0, 1)`` determined by ``seed`` and ``key``."""
-    digest = hashlib.blake2b(_key_bytes(key), digest_size=8, key=seed.to_bytes(8, "little")).digest()
+    data = _key_bytes(key)
+    if type(seed) is int:
+        state = _keyed_hash(seed).copy()
+        state.update(data)
+        digest = state.digest()
+    else:
+        digest = hashlib.blake2b(data, digest_size=8, key=seed.to_bytes(8, "little")).digest()
     return (int.from_bytes(digest, "little") >> 11) * 2.0**-53
+
+
+def keyed_uniforms(seed: int, keys: Sequence[Key]) -> np.ndarray:
+    """:func:`keyed_uniform` of each key, as an array (the same numbers, with less per-key overhead).
+
+    >>> bool(keyed_uniforms(7, ["a", 3])[1] == keyed_uniform(7, 3))
+    True
+    """
+    if type(seed) is not int:
+        return np.array([keyed_uniform(seed, key) for key in keys])
+    keyed, key_bytes, from_bytes = _keyed_hash(seed), _key_bytes, int.from_bytes
+    draws = []
+    for key in keys:
+        state = keyed.copy()
+        state.update(key_bytes(key))
+        draws.append(from_bytes(state.digest(), "little") >> 11)
+    return np.array(draws, dtype=float) * 2.0**-53
 
 
 def sample_indices(proba: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -44,3 +75,13 @@ def sample_indices(proba: np.ndarray, u: np.ndarray) -> np.ndarray:
     """
     cdf = np.cumsum(proba, axis=1)
     return np.minimum((cdf <= (u * cdf[:, -1])[:, None]).sum(axis=1), proba.shape[1] - 1)
+
+
+def sample_index(proba: np.ndarray, u: float) -> int:
+    """:func:`sample_indices` for one distribution ``proba`` (shape ``(m,)``): the same index, as an ``int``.
+
+    >>> sample_index(np.array([0.1, 0.9]), 0.05), sample_index(np.array([0.5, 0.5]), 0.7)
+    (0, 1)
+    """
+    cdf = proba.cumsum()
+    return min(int(np.count_nonzero(cdf <= u * float(cdf[-1]))), proba.shape[0] - 1)

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import dual
-from .keyed_random import Key, keyed_uniform, sample_indices
+from .keyed_random import Key, keyed_uniform, keyed_uniforms, sample_index, sample_indices
 from .optimizer import DualOptimizer
 from .schedule import Schedule
 from .validation import (
@@ -203,6 +203,11 @@ class DualPostProcessor:
         """``[t(x) | 1]`` rows for learning; updates the running ``p`` estimate sample by sample."""
         if self.p_given is not None:
             p = self.p_given
+        elif tau.shape[0] == 1:  # the row-1 case of the cumulative sums below, without building them
+            sums = self._tau_sum + tau
+            self._tau_count += 1
+            p = sums / self._tau_count
+            self._tau_sum = sums[0]
         else:
             sums = np.cumsum(np.vstack([self._tau_sum, tau]), axis=0)[1:]
             counts = self._tau_count + np.arange(1, tau.shape[0] + 1)
@@ -255,7 +260,8 @@ class DualPostProcessor:
         self._remember(predictions, taus)
         start, n = 0, taus.shape[0]
         while start < n:  # one chunk per epoch, so a restart sees the running p at its own sample
-            stop = min(n, start + (batch_size or 1) * self.schedule.steps_left())
+            chunk = batch_size or 1  # at least one step is left: a single chunk needs no look-up
+            stop = n if n - start <= chunk else min(n, start + chunk * self.schedule.steps_left())
             features = self._learning_features(taus[start:stop])
             if batch_size is None:
                 for i in range(features.shape[0]):
@@ -265,6 +271,96 @@ class DualPostProcessor:
                     rows = slice(first, first + batch_size)
                     self._step_batch(features[rows], costs[start:stop][rows])
             start = stop
+
+    def _fusable(self) -> bool:
+        """Whether the fused single-sample path computes what ``proba_one`` + ``learn_one`` do here."""
+        cls = type(self)
+        return (cls.learn_one is DualPostProcessor.learn_one and cls.proba_one is DualPostProcessor.proba_one
+                and cls._proba is DualPostProcessor._proba)
+
+    def proba_learn_one(self, prediction: Any, tau: Sequence[float]) -> np.ndarray:
+        """``pi(. | x)`` at the current state, then learn the sample: :meth:`proba_one` then :meth:`learn_one`.
+
+        The same distribution and the same state, bit for bit, as the two calls (prequential
+        serving: the prediction never depends on its own sample), with the input validated and the
+        costs computed once.  An invalid input raises ``ValueError`` before anything changes.
+        Subclasses that override :meth:`learn_one` or :meth:`proba_one` get the two calls.
+
+        >>> from streamfair import FairRegressionPostProcessor
+        >>> a, b = FairRegressionPostProcessor(L=5, n_groups=2), FairRegressionPostProcessor(L=5, n_groups=2)
+        >>> proba = a.proba_one(0.3, [0.2, 0.8]); a.learn_one(0.3, [0.2, 0.8])
+        >>> bool((b.proba_learn_one(0.3, [0.2, 0.8]) == proba).all()), a.n_samples == b.n_samples == 1
+        (True, True)
+        """
+        if not self._fusable():
+            proba = self.proba_one(prediction, tau)
+            self.learn_one(prediction, tau)
+            return proba
+        predictions = self._check_predictions([prediction], 1)
+        taus = check_distribution("tau", tau, self.n_groups)[None, :]
+        costs = self._scaled_costs(predictions, taus, learning=True)  # ``learning`` only counts (e.g. clips)
+        proba = self._served_proba(self._serving_features(taus), costs)[0]  # p before this sample, as proba_one
+        self._remember(predictions, taus)
+        self._step(self._learning_features(taus)[0], costs[0])
+        return proba
+
+    def proba_learn_many(self, predictions: Any, tau: Any) -> np.ndarray:
+        """For each sample in order, ``pi(. | x_i)`` at the state that learned the samples before it, then learn it.
+
+        Bit for bit the same rows and state as ``n`` calls to :meth:`proba_learn_one` (that is,
+        :meth:`proba_one` then :meth:`learn_one` per sample), with the inputs validated at once as
+        :meth:`learn_many` does (an invalid row raises ``ValueError`` before anything changes) and
+        the group features of all samples computed together.  Shape ``(n, m)``.
+
+        >>> from streamfair import FairRegressionPostProcessor
+        >>> a, b = FairRegressionPostProcessor(L=5, n_groups=2), FairRegressionPostProcessor(L=5, n_groups=2)
+        >>> rows = [a.proba_learn_one(e, [0.3, 0.7]) for e in (0.1, -0.4, 0.8)]
+        >>> bool((b.proba_learn_many([0.1, -0.4, 0.8], [[0.3, 0.7]] * 3) == rows).all())
+        True
+        """
+        predictions = self._check_predictions(predictions, None)
+        taus = self._check_tau(tau, predictions.shape[0])
+        n = taus.shape[0]
+        if not self._fusable():
+            return np.array([self.proba_learn_one(predictions[i], taus[i]) for i in range(n)]).reshape(n, -1)
+        if self.p_given is not None:
+            serving = learning = dual.group_features(taus, self.p_given)
+        else:  # the running p before and after each sample: the cumulative sums of learn_many
+            sums = np.cumsum(np.vstack([self._tau_sum, taus]), axis=0)
+            counts = self._tau_count + np.arange(n + 1)
+            p = sums / counts[:, None]
+            serving, learning = dual.group_features(taus, p[:-1]), dual.group_features(taus, p[1:])
+        self._remember(predictions, taus)
+        proba = np.empty((n, self.atoms.size))
+        for i in range(n):
+            rows = slice(i, i + 1)  # one-row blocks: the shapes, hence the floats, of proba_one and learn_one
+            costs = self._scaled_costs(predictions[rows], taus[rows], learning=True)
+            proba[i] = self._served_proba(serving[rows], costs)[0]
+            if self.p_given is None:  # an epoch restart inside _step reads p, as after learn_one's update
+                self._tau_sum, self._tau_count = sums[i + 1], int(counts[i + 1])
+            self._step(learning[i], costs[0])
+        if self.p_given is None and n:
+            self._tau_sum = sums[n].copy()
+        return proba
+
+    def predict_learn_one(self, prediction: Any, tau: Sequence[float], mode: str = "sample", key: Key | None = None):
+        """A fair prediction, then learn the sample: :meth:`predict_one` then :meth:`learn_one`, fused.
+
+        The same prediction and state, bit for bit, as the two calls (see :meth:`proba_learn_one`).
+        Subclasses whose :meth:`predict_one` maps atoms to something else (class labels) get the two calls.
+
+        >>> from streamfair import FairRegressionPostProcessor
+        >>> a, b = FairRegressionPostProcessor(L=5, n_groups=2), FairRegressionPostProcessor(L=5, n_groups=2)
+        >>> first = a.predict_one(0.3, [0.2, 0.8], key="m1"); a.learn_one(0.3, [0.2, 0.8])
+        >>> bool(b.predict_learn_one(0.3, [0.2, 0.8], key="m1") == first)
+        True
+        """
+        if type(self).predict_one is not DualPostProcessor.predict_one:
+            output = self.predict_one(prediction, tau, mode, key)
+            self.learn_one(prediction, tau)
+            return output
+        self._check_mode(mode)
+        return self._reduce_one(self.proba_learn_one(prediction, tau), mode, key)
 
     def _step(self, features: np.ndarray, scaled_costs: np.ndarray) -> None:
         scores = self._optimizer.begin_step(self.beta) @ features
@@ -328,7 +424,7 @@ class DualPostProcessor:
             self._draws += proba.shape[0]
         elif len(keys) != proba.shape[0]:
             raise ValueError(f"keys must have one key per sample ({proba.shape[0]}), got {len(keys)}")
-        return self.atoms[sample_indices(proba, np.array([keyed_uniform(self.seed, key) for key in keys]))]
+        return self.atoms[sample_indices(proba, keyed_uniforms(self.seed, keys))]
 
     def predict_many(self, predictions: Any, tau: Any, mode: str = "sample", keys: Sequence[Key] | None = None):
         """Fair predictions for ``n`` samples (see :meth:`predict_one` for ``mode`` and ``keys``)."""
@@ -345,7 +441,16 @@ class DualPostProcessor:
         ``"mean"``.  Neither deterministic mode is covered by the DP guarantee.
         """
         self._check_mode(mode)
-        return self._reduce(self.proba_one(prediction, tau)[None, :], mode, None if key is None else [key])[0]
+        return self._reduce_one(self.proba_one(prediction, tau), mode, key)
+
+    def _reduce_one(self, proba: np.ndarray, mode: str, key: Key | None):
+        """``_reduce`` of one row: the same value, without the batch machinery for a single draw."""
+        if mode != "sample":
+            return self._reduce(proba[None, :], mode, None)[0]
+        if key is None:
+            key = f"draw:{self._draws}"
+            self._draws += 1
+        return self.atoms[sample_index(proba, keyed_uniform(self.seed, key))]
 
     # ------------------------------------------------------------------ diagnostics
     def diagnostics(self) -> Diagnostics:

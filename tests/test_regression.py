@@ -396,3 +396,104 @@ def test_risk_rises_and_unfairness_falls_as_eps_shrinks_with_four_groups():
     assert np.all(np.diff(atom, axis=0) <= 0)  # per-atom unfairness of every group
     assert all(a >= b for a, b in zip(max_ks, max_ks[1:]))
     assert risks[-1] > risks[0] + 0.1 and max_ks[-1] < 0.5 * max_ks[0]  # the trade-off is real
+
+
+# ---------------------------------------------------------------- fused single-sample path
+def _random_samples(n, k, n_classes, seed):
+    """Regression scores (a tenth of them outside [-B, B], so clipping is exercised) or class probabilities."""
+    rng = np.random.default_rng(seed)
+    tau = rng.dirichlet(np.full(k, 0.7), n)
+    if n_classes is None:
+        return [float(v) for v in 1.3 * rng.standard_normal(n)], tau.tolist()
+    return rng.dirichlet(np.ones(n_classes), n).tolist(), tau.tolist()
+
+
+@pytest.mark.parametrize(
+    "kind,serve,known_p",
+    [("regression", "epoch", False), ("regression", "live", True), ("classification", "live", False),
+     ("classification", "epoch", True)],
+)
+def test_fused_predict_learn_is_bit_for_bit_predict_then_learn(kind, serve, known_p):
+    from streamfair import FairClassificationPostProcessor
+
+    k, n = 3, 3000
+    p = [0.2, 0.3, 0.5] if known_p else None
+    if kind == "regression":
+        make = lambda: small(p=p, n_groups=k, L=6, serve=serve, horizon=200)  # noqa: E731
+        modes = ("sample", "mean", "mode")
+        inputs, taus = _random_samples(n, k, None, seed=5)
+    else:
+        make = lambda: FairClassificationPostProcessor(  # noqa: E731
+            classes=["a", "b", "c", "d"], p=p, n_groups=k, beta=8.0, eps=0.01, horizon=200, seed=4, serve=serve)
+        modes = ("sample", "mode")
+        inputs, taus = _random_samples(n, k, 4, seed=6)
+    two, fused, fused_proba, fused_many = make(), make(), make(), make()
+    probas = []
+    for i in range(n):
+        mode, key = modes[i % len(modes)], (None if i % 5 == 0 else f"m{i}")
+        expected = two.predict_one(inputs[i], taus[i], mode=mode, key=key)
+        expected_proba = two.proba_one(inputs[i], taus[i])
+        two.learn_one(inputs[i], taus[i])
+        output = fused.predict_learn_one(inputs[i], taus[i], mode=mode, key=key)
+        assert type(output) is type(expected) and output == expected, i
+        probas.append(fused_proba.proba_learn_one(inputs[i], taus[i]))
+        assert np.array_equal(probas[-1], expected_proba), i
+    start, sizes = 0, [1, 7, 250, 2, 500, 40]
+    while start < n:  # blocks of any size, as a daemon's polls deliver them
+        stop = min(n, start + sizes[start % len(sizes)])
+        assert np.array_equal(fused_many.proba_learn_many(inputs[start:stop], taus[start:stop]), probas[start:stop])
+        start = stop
+    assert two.schedule.epoch >= 3 and two.dual.max() > 0
+    if kind == "regression":
+        assert two.n_clipped > n // 20
+    assert_identical(two.state_dict(), fused.state_dict())
+    assert_identical({**two.state_dict(), "draws": 0}, fused_proba.state_dict())  # it never drew
+    assert_identical(fused_proba.state_dict(), fused_many.state_dict())
+
+
+def test_fused_path_validates_before_changing_anything():
+    fair = small(n_groups=2)
+    fair.learn_one(0.2, [0.4, 0.6])
+    before = fair.state_dict()
+    for eta, tau, name in [(float("nan"), [0.5, 0.5], "eta"), (0.1, [0.5, 0.6], "tau"), (0.1, [1.0], "tau")]:
+        with pytest.raises(ValueError, match=name):
+            fair.predict_learn_one(eta, tau)
+        with pytest.raises(ValueError, match=name):
+            fair.proba_learn_one(eta, tau)
+        with pytest.raises(ValueError, match=name):
+            fair.proba_learn_many([0.3, eta], [[0.5, 0.5], tau])
+    with pytest.raises(ValueError, match="mode"):
+        fair.predict_learn_one(0.1, [0.5, 0.5], mode="median")
+    assert_identical(before, fair.state_dict())
+
+
+def test_fused_path_falls_back_for_subclasses_that_learn_differently():
+    from streamfair.dro import GroupRobustFairRegressionPostProcessor
+
+    params = dict(L=4, n_groups=2, horizon=40, seed=1)
+    two, fused = GroupRobustFairRegressionPostProcessor(**params), GroupRobustFairRegressionPostProcessor(**params)
+    many = GroupRobustFairRegressionPostProcessor(**params)
+    eta, tau = _random_samples(300, 2, None, seed=8)
+    expected = []
+    for i in range(300):
+        expected.append(two.proba_one(eta[i], tau[i]))
+        two.learn_one(eta[i], tau[i])
+        assert np.array_equal(fused.proba_learn_one(eta[i], tau[i]), expected[-1])
+    assert_identical(two.state_dict(), fused.state_dict())
+    rows = np.vstack([many.proba_learn_many(eta[:120], tau[:120]), many.proba_learn_many(eta[120:], tau[120:])])
+    assert np.array_equal(rows, expected)
+    assert_identical(two.state_dict(), many.state_dict())
+
+
+def test_single_draw_matches_the_batch_draw():
+    from streamfair.keyed_random import keyed_uniform, keyed_uniforms, sample_index, sample_indices
+
+    rng = np.random.default_rng(11)
+    proba = rng.dirichlet(np.full(9, 0.3), 4000)
+    proba[::7, 3:] = 0.0  # atoms without mass: ties in the cumulative sums
+    proba[::7] /= proba[::7].sum(axis=1, keepdims=True)
+    keys = [f"m{i}" if i % 3 else i for i in range(4000)]
+    u = keyed_uniforms(5, keys)
+    assert np.array_equal(u, [keyed_uniform(5, key) for key in keys])
+    assert sample_indices(proba, u).tolist() == [sample_index(row, x) for row, x in zip(proba, u.tolist())]
+    assert sample_index(np.array([0.0, 1.0, 0.0]), 0.0) == 1 and sample_index(np.array([0.5, 0.5, 0.0]), 0.999) == 1
