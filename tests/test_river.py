@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from river import base, checks, compose, dummy, evaluate, linear_model, metrics, naive_bayes
 from river import neighbors, preprocessing, stats
-from river.checks import common
 
 from connectors.river import FairRegressor, friedman_with_group
+from river_data_checks import COMMON_DATA_CHECKS
 from streamfair import FairRegressionPostProcessor, evaluate_deterministic
 from streamfair import evaluate as audit
 
@@ -65,18 +65,7 @@ def test_check_estimator_behind_a_scaler():
 
 @pytest.mark.parametrize(
     "check",
-    [
-        common.check_learn_one,
-        common.check_pickling,
-        common.check_shuffle_features_no_impact,
-        common.check_emerging_features,
-        common.check_disappearing_features,
-        common.check_radically_disappearing_features,
-        common.check_predict_one_pure,
-        common.check_no_state_aliasing_with_input,
-        common.check_clone_is_independent,
-        common.check_seeding_is_idempotent,
-    ],
+    COMMON_DATA_CHECKS,
     ids=lambda check: check.__name__,
 )
 def test_river_data_checks_on_a_stream_with_the_group(check):

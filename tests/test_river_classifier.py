@@ -10,9 +10,10 @@ import pickle
 import numpy as np
 import pytest
 from river import base, checks, compose, evaluate, linear_model, metrics, naive_bayes, neighbors, preprocessing
-from river.checks import clf, common
+from river.checks import clf
 
 from connectors.river import FairClassifier, FairRegressor, logistic_with_group
+from river_data_checks import COMMON_DATA_CHECKS
 from streamfair import FairClassificationPostProcessor
 
 
@@ -102,20 +103,7 @@ def test_check_estimator_behind_a_scaler():
 
 @pytest.mark.parametrize(
     "check",
-    [
-        common.check_learn_one,
-        common.check_pickling,
-        common.check_shuffle_features_no_impact,
-        common.check_emerging_features,
-        common.check_disappearing_features,
-        common.check_radically_disappearing_features,
-        common.check_predict_one_pure,
-        common.check_no_state_aliasing_with_input,
-        common.check_clone_is_independent,
-        common.check_seeding_is_idempotent,
-        clf.check_predict_proba_one,
-        clf.check_classifier_tracks_seen_labels,
-    ],
+    [*COMMON_DATA_CHECKS, clf.check_predict_proba_one, clf.check_classifier_tracks_seen_labels],
     ids=lambda check: check.__name__,
 )
 def test_river_data_checks_on_a_stream_with_the_group(check):
