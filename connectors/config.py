@@ -151,8 +151,8 @@ class PostProcessorConfig:
 
     >>> PostProcessorConfig(robust=True, temperature=0.05).build().temperature
     0.05
-    >>> PostProcessorConfig(kind="classification", classes=["a", "b", "c"]).eps   # the class's own default
-    0.005
+    >>> PostProcessorConfig(kind="classification", classes=["a", "b", "c"], profile="paper").build().eps.tolist()
+    [0.005, 0.005]
     """
 
     def __init__(self, **values: Any):
@@ -188,7 +188,7 @@ class PostProcessorConfig:
         return f"PostProcessorConfig({', '.join(f'{k}={v!r}' for k, v in self._given.items())})"
 
     def kwargs(self) -> dict[str, Any]:
-        """Constructor arguments; ``n_groups`` is dropped when ``p`` or a per-group ``eps`` gives it."""
+        """Constructor arguments; ``n_groups`` is dropped when ``p`` or a per-group ``eps``/``ks`` gives it."""
         _require(self.kind in KINDS, "postprocessor.kind", f"must be one of {KINDS}", self.kind)
         _require(not (self.robust and self.kind == "classification"), "postprocessor.robust",
                  "the robust post-processor is for regression only", self.robust)
@@ -197,7 +197,7 @@ class PostProcessorConfig:
             _require(name in fields or name in _SWITCHES, f"postprocessor.{name}",
                      f"is not a parameter of {self.postprocessor_class.__name__}", self._given[name])
         values = {name: self._given.get(name, default) for name, (_, default) in fields.items()}
-        if values.get("p") is not None or isinstance(values.get("eps"), list):
+        if values.get("p") is not None or any(isinstance(values.get(name), list) for name in ("eps", "ks")):
             values["n_groups"] = None
         return values
 

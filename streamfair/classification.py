@@ -15,8 +15,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from .keyed_random import Key
-from .postprocessor import DualPostProcessor
-from .validation import check_distributions, check_integer
+from .postprocessor import PROFILES, DualPostProcessor
+from .validation import check_choice, check_distributions, check_integer
+
+#: ``anytime`` profile: the per-class rate gap when ``eps`` is not given.
+DEFAULT_RATE_GAP = 0.02
+#: ``paper`` profile: the per-class rate gap.
+PAPER_EPS = 0.005
 
 __all__ = ["FairClassificationPostProcessor", "zero_one_costs"]
 
@@ -64,11 +69,15 @@ class FairClassificationPostProcessor(DualPostProcessor):
         ``L[i, j]``, the cost of predicting ``j`` when the truth is ``i``; ``None``: the 0-1 loss.
         The post-processor minimizes the expected cost under the base model's probabilities.
     eps
-        Allowed per-class gap ``|P(Y_hat = j | S = s) - P(Y_hat = j)|``: one number or one per group.
+        The fairness target: the largest gap ``|P(Y_hat = j | S = s) - P(Y_hat = j)|`` allowed
+        for any class ``j`` (the demographic-parity difference of each class's rate), one number
+        or one per group.  ``None``: ``DEFAULT_RATE_GAP`` (``anytime``) or 0.005 (``paper``).
+        (Classes have no order, so there is no KS form: the per-class gap is the target itself.)
     beta
-        Entropic parameter; ``None``: ``sqrt(T) log2(sqrt(T))`` as for regression.  The
-        regularization costs at most ``log(n) / beta`` of expected cost (Lemma 3.3).
-    p, n_groups, horizon, optimizer, inner, mu, seed, window, serve
+        Entropic parameter; ``None``: ``log(n) / (0.02 max L)`` (``anytime``: the randomization
+        costs at most ``2%`` of the largest misclassification cost, Lemma 3.3) or
+        ``sqrt(T) log2(sqrt(T))`` (``paper``).
+    p, n_groups, profile, memory, horizon, optimizer, inner, mu, seed, window, serve
         As for :class:`~streamfair.regression.FairRegressionPostProcessor` (``serve="epoch"``:
         predictions use the last completed epoch's output, the soft-rounded base prediction before).
 
@@ -87,7 +96,7 @@ class FairClassificationPostProcessor(DualPostProcessor):
     >>> tau = np.where(s[:, None] == 1, [0.2, 0.8], [0.8, 0.2])
     >>> score = np.clip(0.3 + 0.4 * s + 0.15 * rng.standard_normal(4000), 0, 1)
     >>> proba = np.column_stack([1 - score, score])      # base model: P(Y = 1 | x) = score
-    >>> fair = FairClassificationPostProcessor(classes=["no", "yes"], eps=0.01, p=[0.5, 0.5], horizon=4000)
+    >>> fair = FairClassificationPostProcessor(classes=["no", "yes"], eps=0.01, p=[0.5, 0.5])
     >>> fair.learn_many(proba, tau)
     >>> rates = fair.diagnostics().group_proba[1]          # estimated P(Y_hat = yes | S = s)
     >>> before = abs((score[s == 1] > 0.5).mean() - (score[s == 0] > 0.5).mean())
@@ -104,17 +113,20 @@ class FairClassificationPostProcessor(DualPostProcessor):
         n_classes: int | None = None,
         classes: Sequence[Any] | None = None,
         cost_matrix: Any = None,
-        eps: float | Sequence[float] = 0.005,
+        *,
+        eps: float | Sequence[float] | None = None,
         beta: float | None = None,
         p: Sequence[float] | None = None,
         n_groups: int | None = None,
+        profile: str = "anytime",
+        memory: int | None = None,
         horizon: int | None = None,
-        optimizer: str = "sgd3",
-        inner: str = "acsa2",
+        optimizer: str | None = None,
+        inner: str | None = None,
         mu: float | None = None,
         seed: int = 0,
         window: int = 1000,
-        serve: str = "epoch",
+        serve: str | None = None,
     ):
         if n_classes is None and classes is None:
             raise ValueError("the number of classes is unknown: give n_classes or classes")
@@ -132,14 +144,20 @@ class FairClassificationPostProcessor(DualPostProcessor):
             zero_one_costs(self.n_classes) if cost_matrix is None else _check_cost_matrix(cost_matrix, self.n_classes)
         )
         self._cost_given = cost_matrix is not None
+        if eps is None:
+            eps = PAPER_EPS if check_choice("profile", profile, PROFILES) == "paper" else DEFAULT_RATE_GAP
         super().__init__(
             np.arange(self.n_classes, dtype=float),
-            eps=eps,
+            slack=eps,
+            constraint="atom",
             p=p,
             n_groups=n_groups,
             beta=beta,
-            horizon=horizon,
+            profile=profile,
+            risk_scale=float(np.max(self.cost_matrix)),
             optimizer=optimizer,
+            memory=memory,
+            horizon=horizon,
             inner=inner,
             mu=mu,
             seed=seed,

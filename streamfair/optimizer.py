@@ -71,6 +71,43 @@ class DualOptimizer:
         """
         return self.w_ag if self.serve == "live" else self._epoch_output
 
+    @property
+    def served_points(self) -> np.ndarray:
+        """The served point as the one-point mixture ``(1, 2, m, K)`` (see the tracking optimizer)."""
+        return self.served[None]
+
+    @property
+    def output(self) -> np.ndarray:
+        """The running output ``w_ag`` (AC-SA's aggregate, SGD's iterate average)."""
+        return self.w_ag
+
+    @property
+    def mapping_step(self) -> float:
+        """The ``alpha = 1 / (2^(J+2) mu)`` of the gradient-mapping certificate (Thm C.2/C.3)."""
+        return 1.0 / (2 ** (self.schedule.stages + 2) * self.schedule.mu)
+
+    @property
+    def epoch(self) -> int:
+        """Completed epochs."""
+        return self.schedule.epoch
+
+    @property
+    def epoch_horizon(self) -> int:
+        """Samples in the current epoch."""
+        return self.schedule.epoch_horizon
+
+    def progress(self) -> float:
+        """Fraction of the current epoch already used, in ``[0, 1)``."""
+        return self.schedule.progress()
+
+    def steps_left(self) -> int:
+        """Steps until the current epoch ends (the current step included)."""
+        return self.schedule.steps_left()
+
+    def retune(self, smoothness: float, mu: float) -> None:
+        """Re-derive the schedule's step sizes from ``M`` and ``mu`` (at an epoch restart)."""
+        self.schedule.retune(smoothness, mu)
+
     def _start_epoch(self) -> None:
         """Restart the schedule at the served point; SGD3 anchors its first prox term there."""
         self.w[...] = self.w_ag
@@ -129,6 +166,7 @@ class DualOptimizer:
     def state(self) -> dict:
         """Arrays and counters that restore the optimizer exactly (see :meth:`load_state`)."""
         return {
+            "step_constants": (self.schedule.smoothness, self.schedule.mu),
             "w": self.w.copy(),
             "w_ag": self.w_ag.copy(),
             "epoch_output": self._epoch_output.copy(),
@@ -139,6 +177,7 @@ class DualOptimizer:
 
     def load_state(self, state: dict) -> None:
         """Restore what :meth:`state` returned."""
+        self.schedule.retune(*state["step_constants"])
         for name in ("w", "w_ag", "_epoch_output", "prox_centre"):
             value = np.asarray(state[name.lstrip("_")], dtype=float)
             if value.shape != self.w.shape:

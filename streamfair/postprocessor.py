@@ -7,6 +7,16 @@ stochastic dual updates, randomized predictions, diagnostics, state -- lives her
 
 The sensitive attribute S is never an input: each sample brings the base model's prediction and
 the group posterior ``tau(x) = P(S = . | x)``.
+
+Two *profiles* set the defaults:
+
+* ``"anytime"`` (the default): the :class:`~streamfair.tracking.TrackingOptimizer` (the paper's
+  projected SGD with step ``1 / M``, served through an exponential average over ``memory``
+  samples): predictions are corrected from the first samples on and follow a drifting stream;
+  ``beta`` is chosen so that the entropic randomization costs at most ``RISK_BUDGET`` of the
+  cost scale (Lemma 3.3), with no horizon.
+* ``"paper"``: the settings of Chzhen, Hebiri & Taturyan (NeurIPS 2024) -- SGD3 with AC-SA^2, ``L``
+  and ``beta`` from a horizon ``T``, outputs served per completed epoch -- for reproduction.
 """
 
 from __future__ import annotations
@@ -19,9 +29,12 @@ import numpy as np
 
 from . import dual
 from .keyed_random import Key, keyed_uniform, keyed_uniforms, sample_index, sample_indices
+from .constraints import CONSTRAINTS
 from .optimizer import DualOptimizer
-from .schedule import Schedule
+from .schedule import OPTIMIZERS as SCHEDULED, Schedule
+from .tracking import TrackingOptimizer
 from .validation import (
+    check_choice,
     check_distribution,
     check_distributions,
     check_integer,
@@ -30,10 +43,24 @@ from .validation import (
     check_slack,
 )
 
-#: Samples in epoch 0 when no horizon is given (also the ``T`` behind the default ``L`` and ``beta``).
-REFERENCE_HORIZON = 2500
+#: The profiles of default settings (see the module docstring).
+PROFILES = ("anytime", "paper")
+#: The optimizers: the tracking one, and the paper's (:mod:`streamfair.schedule`).
+OPTIMIZERS = ("tracking",) + SCHEDULED
+#: Each profile's optimizer.
+PROFILE_OPTIMIZER = {"anytime": "tracking", "paper": "sgd3"}
+#: The name of each constraint family's slack, as the constructors call it.
+SLACK_NAMES = {"atom": "eps", "cdf": "ks"}
 
-STATE_VERSION = 1
+#: ``paper`` profile: samples in epoch 0 when no horizon is given (the ``T`` behind ``L`` and ``beta``).
+REFERENCE_HORIZON = 2500
+#: ``anytime`` profile: the window of the served average, in samples.
+DEFAULT_MEMORY = 2000
+#: ``anytime`` profile: the most risk the entropic randomization may cost, as a share of the cost scale.
+RISK_BUDGET = 0.02
+
+#: Version 2 adds the profile, the constraint family and the tracking optimizer; version 1 restores as ``paper``.
+STATE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -47,7 +74,7 @@ class Diagnostics:
 
     n_samples: int
     n_clipped: int
-    epoch: int
+    epoch: int  # completed epochs (paper's optimizers) or windows of ``memory`` samples (tracking)
     epoch_horizon: int
     epoch_progress: float
     atom_gaps: np.ndarray  # (m, K), signed estimate of P(l) - P(l | s)
@@ -55,8 +82,10 @@ class Diagnostics:
     group_ks: np.ndarray  # (K,), KS distance between the group-s and overall prediction CDFs
     group_proba: np.ndarray  # (m, K), estimate of P(Y_hat = l | S = s)
     group_mean: np.ndarray  # (K,), estimate of E[Y_hat | S = s]
-    violation: float  # sqrt(sum_{l,s} (|gap| - eps_s)_+^2), the left side of Lemma 3.5
+    target: np.ndarray  # (K,), the slack: per-atom eps_s or the KS target ks_s
+    violation: float  # sqrt(sum_{rows,s} (|constraint| - slack_s)_+^2), the left side of Lemma 3.5
     gradient_mapping_norm: float  # ||G_alpha|| at the served point, plug-in gradient
+    mapping_step: float  # the alpha of the gradient mapping
     dual_norms: tuple[float, float]  # (||Lambda||, ||V||) of the served point
 
 
@@ -67,8 +96,11 @@ class DualPostProcessor:
     ----------
     atoms
         The ``m`` output values.
-    eps
-        Per-atom unfairness slack: one number or one per group, each ``>= 0``.
+    slack
+        The constraints' slack: one number or one per group, each ``>= 0``.
+    constraint
+        ``"cdf"``: the KS distance of each group's prediction CDF to the overall one is at most the
+        slack; ``"atom"``: the paper's per-atom probability gaps are (see :mod:`streamfair.constraints`).
     p
         Group marginals ``P(S = s)``, in the column order of ``tau``.  ``None``: estimated online
         as the running mean of ``tau`` (starting from one uniform pseudo-sample); the step sizes
@@ -76,23 +108,36 @@ class DualPostProcessor:
     n_groups
         ``K``; only needed when neither ``p`` nor a per-group ``eps`` gives it.
     beta
-        Entropic parameter (larger: closer to the unregularized LP, rougher dual); ``None``:
-        :func:`default_beta` of the horizon.
+        Entropic parameter (larger: closer to the unregularized LP, rougher dual); ``None``: the
+        profile's (:func:`anytime_beta` of ``risk_scale``, or :func:`default_beta` of the horizon).
+    profile
+        ``"anytime"`` or ``"paper"``: which defaults apply (see the module docstring).
+    risk_scale
+        The scale of the per-sample costs (``B^2`` for regression on ``[-B, B]``, the largest
+        misclassification cost for classification), for the ``anytime`` default of ``beta``.
+    optimizer
+        ``"tracking"`` (the ``anytime`` profile's), or one of the paper's ``"sgd"``, ``"acsa"``,
+        ``"acsa2"``, ``"sgd3"`` (the ``paper`` profile's); ``None``: the profile's.
+    memory
+        ``optimizer="tracking"`` only: the window, in samples, of the served exponential average
+        (how fast the predictor follows a drifting stream); ``None``: ``DEFAULT_MEMORY``.
     horizon
-        Samples in epoch 0 (the paper's ``T``); ``None``: ``REFERENCE_HORIZON``.  Later epochs
-        double it, warm-started at the served dual.
-    optimizer, inner
-        ``"sgd"``, ``"acsa"``, ``"acsa2"`` or ``"sgd3"``; the inner solver of ``"sgd3"``.
+        The paper's optimizers only: samples in epoch 0 (the paper's ``T``); ``None``:
+        ``REFERENCE_HORIZON``.  Later epochs double it, warm-started at the served dual.
+    inner
+        The paper's ``"sgd3"`` only: its inner solver ``"acsa2"`` (``None``) or ``"acsa"``.
     mu
-        Strong-convexity parameter of the schedules; ``None``: the theory's ``2 sigma^2 / beta``.
+        The paper's optimizers only: strong-convexity parameter of the schedules; ``None``: the
+        theory's ``2 sigma^2 / beta``.
     seed
         Seed of the randomized predictions.
     window
         Recent samples kept (a bounded buffer) for the live diagnostics.
     serve
-        ``"epoch"``: predictions use the output of the last completed epoch (the paper's output
-        after ``T`` samples; before it, the soft-rounded base prediction); ``"live"``: the running
-        output, updated every sample (as the paper's convergence plots do; not covered by theory).
+        The paper's optimizers only: ``"epoch"`` (``None``): predictions use the output of the last
+        completed epoch (the paper's output after ``T`` samples; before it, the soft-rounded base
+        prediction); ``"live"``: the running output, updated every sample (as the paper's
+        convergence plots do; not covered by theory).
     """
 
     prediction_modes: tuple[str, ...] = ("sample", "mode")
@@ -101,24 +146,35 @@ class DualPostProcessor:
         self,
         atoms: np.ndarray,
         *,
-        eps: float | Sequence[float],
+        slack: float | Sequence[float],
+        constraint: str,
         p: Sequence[float] | None,
         n_groups: int | None,
         beta: float | None,
+        profile: str,
+        risk_scale: float,
+        optimizer: str | None,
+        memory: int | None,
         horizon: int | None,
-        optimizer: str,
-        inner: str,
+        inner: str | None,
         mu: float | None,
         seed: int,
         window: int,
-        serve: str = "epoch",
+        serve: str | None,
     ):
+        mu_arg = mu
         self.atoms = np.asarray(atoms, dtype=float)
-        self.n_groups = self._infer_groups(p, eps, n_groups)
-        self.eps = check_slack(eps, self.n_groups)
+        self.profile = check_choice("profile", profile, PROFILES)
+        self.constraints = CONSTRAINTS[constraint](self.atoms.size)
+        self.n_groups = self._infer_groups(p, slack, n_groups, SLACK_NAMES[constraint])
+        self.slack = check_slack(slack, self.n_groups, SLACK_NAMES[constraint])
         self.p_given = None if p is None else check_distribution("p", p, self.n_groups, strictly_positive=True)
-        self.horizon = REFERENCE_HORIZON if horizon is None else check_integer("horizon", horizon, 1)
-        self.beta = default_beta(self.horizon) if beta is None else check_positive("beta", beta)
+        optimizer = PROFILE_OPTIMIZER[profile] if optimizer is None else check_choice("optimizer", optimizer, OPTIMIZERS)
+        tracking = optimizer == "tracking"
+        self.horizon = None if tracking else reference_horizon(horizon)
+        if beta is None:
+            beta = default_beta(reference_horizon(horizon)) if profile == "paper" else anytime_beta(self.atoms.size, risk_scale)
+        self.beta = check_positive("beta", beta)
         self.mu_given = None if mu is None else check_positive("mu", mu)
         self.seed = check_seed(seed)
         self.window = check_integer("window", window, 1)
@@ -126,8 +182,22 @@ class DualPostProcessor:
         self._tau_sum = np.full(k, 1.0 / k)  # running sum of tau, with one uniform pseudo-sample
         self._tau_count = 1
         smoothness, mu = self._step_constants()
-        schedule = Schedule(optimizer, inner=inner, smoothness=smoothness, mu=mu, horizon=self.horizon)
-        self._optimizer = DualOptimizer(schedule, n_atoms=self.atoms.size, eps=self.eps, serve=serve)
+        if tracking:
+            for name, value in (("horizon", horizon), ("inner", inner), ("mu", mu_arg), ("serve", serve)):
+                if value is not None:
+                    raise ValueError(f"{name} applies to the paper's optimizers, not to optimizer='tracking'; got {value!r}")
+            self.memory: int | None = DEFAULT_MEMORY if memory is None else check_integer("memory", memory, 1)
+            self._optimizer: DualOptimizer | TrackingOptimizer = TrackingOptimizer(
+                n_rows=self.constraints.n_rows, slack=self.slack, step=1.0 / smoothness, memory=self.memory
+            )
+        else:
+            if memory is not None:
+                raise ValueError(f"memory applies to optimizer='tracking', not to {optimizer!r}; got {memory!r}")
+            self.memory = None
+            schedule = Schedule(optimizer, inner=inner or "acsa2", smoothness=smoothness, mu=mu, horizon=self.horizon)
+            self._optimizer = DualOptimizer(
+                schedule, n_atoms=self.constraints.n_rows, eps=self.slack, serve=serve or "epoch"
+            )
         if self.p_given is None:
             self._optimizer.epoch_hook = self._retune
         # The last `window` samples (base predictions and tau), for diagnostics at the served point.
@@ -149,16 +219,16 @@ class DualPostProcessor:
 
     # ------------------------------------------------------------------ set-up helpers
     @staticmethod
-    def _infer_groups(p, eps, n_groups) -> int:
+    def _infer_groups(p, slack, n_groups, slack_name: str) -> int:
         candidates = {}
         if p is not None:
             candidates["p"] = len(np.atleast_1d(np.asarray(p, dtype=object)))
-        if np.ndim(eps) == 1:
-            candidates["eps"] = len(eps)
+        if np.ndim(slack) == 1:
+            candidates[slack_name] = len(slack)
         if n_groups is not None:
             candidates["n_groups"] = check_integer("n_groups", n_groups, 2)
         if not candidates:
-            raise ValueError("the number of groups is unknown: give p, a per-group eps, or n_groups")
+            raise ValueError(f"the number of groups is unknown: give p, a per-group {slack_name}, or n_groups")
         if len(set(candidates.values())) > 1:
             raise ValueError(f"inconsistent numbers of groups: {candidates}")
         k = next(iter(candidates.values()))
@@ -185,8 +255,28 @@ class DualPostProcessor:
 
     @property
     def schedule(self) -> Schedule:
-        """The optimizer's step schedule (epoch, run, step)."""
+        """The step schedule (epoch, run, step) of the paper's optimizers.
+
+        Raises ``AttributeError`` for ``optimizer="tracking"``, which has no schedule.
+        """
+        if not isinstance(self._optimizer, DualOptimizer):
+            raise AttributeError("optimizer='tracking' has no schedule (it has a constant step and a memory)")
         return self._optimizer.schedule
+
+    @property
+    def optimizer(self) -> str:
+        """The optimizer's name: ``"tracking"`` or one of the paper's."""
+        return "tracking" if isinstance(self._optimizer, TrackingOptimizer) else self._optimizer.schedule.optimizer
+
+    @property
+    def eps(self) -> np.ndarray | None:
+        """The per-atom slack of ``constraint="atom"`` (``None`` with the KS constraints)."""
+        return self.slack if self.constraints.name == "atom" else None
+
+    @property
+    def ks(self) -> np.ndarray | None:
+        """The KS target of ``constraint="cdf"`` (``None`` with the per-atom constraints)."""
+        return self.slack if self.constraints.name == "cdf" else None
 
     @property
     def dual(self) -> np.ndarray:
@@ -261,7 +351,7 @@ class DualPostProcessor:
         start, n = 0, taus.shape[0]
         while start < n:  # one chunk per epoch, so a restart sees the running p at its own sample
             chunk = batch_size or 1  # at least one step is left: a single chunk needs no look-up
-            stop = n if n - start <= chunk else min(n, start + chunk * self.schedule.steps_left())
+            stop = n if n - start <= chunk else min(n, start + chunk * self._optimizer.steps_left())
             features = self._learning_features(taus[start:stop])
             if batch_size is None:
                 for i in range(features.shape[0]):
@@ -363,34 +453,46 @@ class DualPostProcessor:
         return self._reduce_one(self.proba_learn_one(prediction, tau), mode, key)
 
     def _step(self, features: np.ndarray, scaled_costs: np.ndarray) -> None:
-        scores = self._optimizer.begin_step(self.beta) @ features
+        constraints = self.constraints
+        scores = constraints.atoms_of(self._optimizer.begin_step(self.beta)) @ features
         scores -= scaled_costs
         scores -= scores.max()
         np.exp(scores, out=scores)
         scores /= scores.sum()
-        self._optimizer.end_step(np.multiply.outer(scores, features))
+        self._optimizer.end_step(np.multiply.outer(constraints.rows_of(scores), features))
         self.n_samples += 1
 
     def _step_batch(self, features: np.ndarray, scaled_costs: np.ndarray) -> None:
         n = features.shape[0]
-        scores = features @ self._optimizer.begin_step(self.beta).T
+        constraints = self.constraints
+        scores = features @ constraints.atoms_of(self._optimizer.begin_step(self.beta)).T
         scores -= scaled_costs
         scores -= scores.max(axis=1, keepdims=True)
         np.exp(scores, out=scores)
         scores /= scores.sum(axis=1, keepdims=True)
-        gap = scores.T @ features
+        gap = constraints.rows_of(scores).T @ features
         gap /= n
         self._optimizer.end_step(gap)
         self.n_samples += n
 
     def _retune(self) -> None:
         """At an epoch restart, re-derive the step sizes from the current estimate of ``p``."""
-        self.schedule.retune(*self._step_constants())
+        self._optimizer.retune(*self._step_constants())
 
     # ------------------------------------------------------------------ prediction
     def _served_proba(self, features: np.ndarray, scaled_costs: np.ndarray) -> np.ndarray:
-        served = self._optimizer.served
-        scores = features @ (self.beta * (served[0] - served[1])).T
+        """The served policy: the uniform mixture of the policies at the optimizer's served points."""
+        points = self._optimizer.served_points
+        proba = self._policy(points[0], features, scaled_costs)
+        for point in points[1:]:
+            proba += self._policy(point, features, scaled_costs)
+        if len(points) > 1:
+            proba /= len(points)
+        return proba
+
+    def _policy(self, point: np.ndarray, features: np.ndarray, scaled_costs: np.ndarray) -> np.ndarray:
+        """``pi(. | x_i)`` at the dual ``point`` for each row: ``softmax(features C^T beta (Lambda - V) - beta r)``."""
+        scores = features @ self.constraints.atoms_of(self.beta * (point[0] - point[1])).T
         scores -= scaled_costs
         scores -= scores.max(axis=1, keepdims=True)
         np.exp(scores, out=scores)
@@ -454,7 +556,12 @@ class DualPostProcessor:
 
     # ------------------------------------------------------------------ diagnostics
     def diagnostics(self) -> Diagnostics:
-        """Live fairness and convergence estimates (no S needed); see :class:`Diagnostics`."""
+        """Live fairness and convergence estimates (no S needed); see :class:`Diagnostics`.
+
+        The gaps are exact plug-in means over the samples in the window (all of them before it
+        fills), at the served point.  The gradient is the plug-in gradient of the constraint rows
+        ``+-C gaps + slack``, and the certificate is its gradient mapping at ``mapping_step``.
+        """
         served = self._optimizer.served
         if self._recent_count:
             rows = slice(0, self._recent_count)
@@ -466,41 +573,46 @@ class DualPostProcessor:
         else:
             gaps, mean_proba = np.zeros((self.atoms.size, self.n_groups)), np.zeros(self.atoms.size)
         group_proba = mean_proba[:, None] - gaps
-        gradient = np.stack([gaps + self.eps, -gaps + self.eps])
-        schedule = self.schedule
-        step = 1.0 / (2 ** (schedule.stages + 2) * schedule.mu)
+        rows_gaps = self.constraints.rows_of(gaps.T).T
+        gradient = np.stack([rows_gaps + self.slack, -rows_gaps + self.slack])
+        optimizer = self._optimizer
         return Diagnostics(
             n_samples=self.n_samples,
             n_clipped=self.n_clipped,
-            epoch=schedule.epoch,
-            epoch_horizon=schedule.epoch_horizon,
-            epoch_progress=schedule.progress(),
+            epoch=optimizer.epoch,
+            epoch_horizon=optimizer.epoch_horizon,
+            epoch_progress=optimizer.progress(),
             atom_gaps=gaps,
             group_unfairness=np.abs(gaps).max(axis=0),
             group_ks=np.abs(np.cumsum(gaps, axis=0)).max(axis=0),
             group_proba=group_proba,
             group_mean=self.atoms @ group_proba,
-            violation=float(np.sqrt(np.sum(np.maximum(np.abs(gaps) - self.eps, 0.0) ** 2))),
-            gradient_mapping_norm=float(np.linalg.norm(dual.gradient_mapping(served, gradient, step))),
+            target=self.slack.copy(),
+            violation=float(np.sqrt(np.sum(np.maximum(np.abs(rows_gaps) - self.slack, 0.0) ** 2))),
+            gradient_mapping_norm=float(np.linalg.norm(dual.gradient_mapping(served, gradient, optimizer.mapping_step))),
+            mapping_step=optimizer.mapping_step,
             dual_norms=(float(np.linalg.norm(served[0])), float(np.linalg.norm(served[1]))),
         )
 
     # ------------------------------------------------------------------ state
     def _config(self) -> dict:
         """Constructor arguments that rebuild an equivalent fresh object (subclasses extend it)."""
-        schedule = self.schedule
+        optimizer = self._optimizer
+        if isinstance(optimizer, DualOptimizer):
+            mechanics = {"horizon": self.horizon, "inner": optimizer.schedule.inner, "mu": self.mu_given,
+                         "serve": optimizer.serve}
+        else:
+            mechanics = {"memory": self.memory}
         return {
-            "eps": self.eps.tolist(),
+            SLACK_NAMES[self.constraints.name]: self.slack.tolist(),
             "p": None if self.p_given is None else self.p_given.tolist(),
             "n_groups": self.n_groups,
             "beta": self.beta,
-            "horizon": self.horizon,
-            "optimizer": schedule.optimizer,
-            "inner": schedule.inner,
-            "mu": self.mu_given,
+            "profile": self.profile,
+            "optimizer": self.optimizer,
+            **mechanics,
             "seed": self.seed,
             "window": self.window,
-            "serve": self._optimizer.serve,
         }
 
     def state_dict(self) -> dict:
@@ -510,7 +622,6 @@ class DualPostProcessor:
             "class": type(self).__name__,
             "config": self._config(),
             "optimizer": self._optimizer.state(),
-            "step_constants": (self.schedule.smoothness, self.schedule.mu),
             "recent_predictions": None if self._recent_predictions is None else self._recent_predictions.copy(),
             "recent_tau": self._recent_tau.copy(),
             "recent_count": self._recent_count,
@@ -523,14 +634,18 @@ class DualPostProcessor:
 
     @classmethod
     def from_state_dict(cls, state: dict):
-        """A new object that continues exactly as the one whose :meth:`state_dict` was taken."""
+        """A new object that continues exactly as the one whose :meth:`state_dict` was taken.
+
+        A version-1 state (written before the profiles existed) restores as the ``paper`` profile.
+        """
+        if state.get("version") == 1:
+            state = upgrade_state_v1(state)
         if state.get("version") != STATE_VERSION or state.get("class") != cls.__name__:
             raise ValueError(
                 f"state is for {state.get('class')!r} version {state.get('version')!r}, "
                 f"expected {cls.__name__!r} version {STATE_VERSION}"
             )
         obj = cls(**state["config"])
-        obj.schedule.retune(*state["step_constants"])
         obj._optimizer.load_state(state["optimizer"])
         recent = state["recent_predictions"]
         obj._recent_predictions = None if recent is None else np.array(recent, dtype=float)
@@ -552,6 +667,39 @@ class DualPostProcessor:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self._config().items())
         return f"{type(self).__name__}({args})"
+
+
+def upgrade_state_v1(state: dict) -> dict:
+    """A version-1 :meth:`DualPostProcessor.state_dict` as version 2 (the ``paper`` profile).
+
+    >>> old = {"version": 1, "class": "X", "config": {"eps": [0.1, 0.1]}, "optimizer": {"w": 0},
+    ...        "step_constants": (2.0, 0.5)}
+    >>> new = upgrade_state_v1(old)
+    >>> new["version"], new["config"]["profile"], new["optimizer"]["step_constants"]
+    (2, 'paper', (2.0, 0.5))
+    """
+    upgraded = {key: value for key, value in state.items() if key != "step_constants"}
+    upgraded["version"] = STATE_VERSION
+    upgraded["config"] = {**state["config"], "profile": "paper"}
+    upgraded["optimizer"] = {**state["optimizer"], "step_constants": tuple(state["step_constants"])}
+    return upgraded
+
+
+def reference_horizon(horizon: int | None) -> int:
+    """The given horizon (checked), or ``REFERENCE_HORIZON``."""
+    return REFERENCE_HORIZON if horizon is None else check_integer("horizon", horizon, 1)
+
+
+def anytime_beta(n_atoms: int, risk_scale: float) -> float:
+    """The ``anytime`` profile's ``beta = log(m) / (RISK_BUDGET * risk_scale)``.
+
+    By Lemma 3.3 of the paper the entropic regularization then costs at most ``RISK_BUDGET`` of
+    ``risk_scale`` in risk (``2%`` of ``B^2`` for regression on ``[-B, B]``).
+
+    >>> round(anytime_beta(101, 1.0), 1)
+    230.8
+    """
+    return math.log(n_atoms) / (RISK_BUDGET * check_positive("risk_scale", risk_scale))
 
 
 def default_grid_size(horizon: int) -> int:

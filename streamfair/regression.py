@@ -7,8 +7,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import dual
-from .postprocessor import REFERENCE_HORIZON, DualPostProcessor, default_grid_size
-from .validation import check_finite, check_integer, check_positive
+from .postprocessor import PROFILES, DualPostProcessor, default_grid_size, reference_horizon
+from .validation import check_choice, check_finite, check_integer, check_positive
+
+#: ``anytime`` profile: the KS target when neither ``ks`` nor ``eps`` is given.
+DEFAULT_KS = 0.05
+#: ``anytime`` profile: the grid's half-size (resolution ``B / 50``).
+DEFAULT_GRID_SIZE = 50
+#: ``paper`` profile: the per-atom slack.
+PAPER_EPS = 0.001
 
 
 class FairRegressionPostProcessor(DualPostProcessor):
@@ -25,34 +32,40 @@ class FairRegressionPostProcessor(DualPostProcessor):
         Half-width of the grid: predictions live in ``[-B, B]``.  ``eta`` outside is clipped to
         ``[-B, B]`` (the paper assumes ``|eta| <= B``) and counted in ``n_clipped``.
     L
-        The grid has ``2L + 1`` atoms.  ``None``: ``floor(sqrt(T))`` (the paper's ``L = sqrt(T)``).
+        The grid has ``2L + 1`` atoms ``l B / L``.  ``None``: 50 (``anytime``), ``floor(sqrt(T))``
+        (``paper``).
+    ks
+        The fairness target: the largest KS distance allowed between each group's prediction CDF
+        and the overall one (what :func:`~streamfair.evaluate` and the dashboards report), one
+        number or one per group.  ``None``: ``DEFAULT_KS`` unless ``eps`` is given.
     eps
-        Allowed per-atom gap ``|P(Y_hat = y) - P(Y_hat = y | S = s)|``: a number or one per group.
-        A KS target ``kappa`` needs roughly ``eps <= kappa / (2L + 1)``.
+        The paper's per-atom slack ``|P(Y_hat = y) - P(Y_hat = y | S = s)| <= eps`` instead of
+        ``ks`` (it allows a KS distance of up to about ``eps (2L + 1)``).  ``None``: 0.001 in the
+        ``paper`` profile, not used in the ``anytime`` one.
     beta
-        Entropic parameter; ``None``: ``sqrt(T) log2(sqrt(T))`` (the paper's experiments).  The
-        regularization costs at most ``log(2L + 1) / beta`` of risk (Lemma 3.3).
+        Entropic parameter; ``None``: ``log(2L + 1) / (0.02 B^2)`` (``anytime``: the randomization
+        costs at most ``2%`` of ``B^2`` in risk, Lemma 3.3), ``sqrt(T) log2(sqrt(T))`` (``paper``).
     p
         Group marginals in ``tau``'s column order; ``None``: estimated online from ``tau``.
     n_groups
-        ``K``, when neither ``p`` nor a per-group ``eps`` gives it.
-    horizon
-        ``T``, samples in the first epoch (the paper's schedule is exact within it); later epochs
-        double it, warm-started at the previous output.  ``None``: 2500.
-    optimizer
-        ``"sgd3"`` (SGD3-refined, the paper's choice), ``"acsa"``, ``"acsa2"`` or ``"sgd"``.
-    inner
-        Inner solver of ``"sgd3"``: ``"acsa2"`` (the paper's experiments) or ``"acsa"`` (Thm C.3).
-    mu
-        Strong-convexity parameter; ``None``: ``2 sigma^2 / beta`` (the paper's theory).
+        ``K``, when neither ``p`` nor a per-group ``ks``/``eps`` gives it.
+    profile
+        ``"anytime"`` (default): corrected from the first samples, follows drift, no horizon.
+        ``"paper"``: the paper's settings (SGD3 + AC-SA^2 over epochs of a horizon), for reproduction.
+    memory
+        ``anytime``: the served predictor is an exponential average of the dual iterates over
+        about ``memory`` samples (default 2000): a shift of the stream is followed within a few
+        ``memory`` samples.
+    horizon, optimizer, inner, mu, serve
+        The optimizer (``"tracking"`` for ``anytime``, the paper's ``"sgd3"`` with ``inner``
+        ``"acsa2"`` for ``paper``; also ``"acsa"``, ``"acsa2"``, ``"sgd"``) and, for the paper's
+        optimizers, the horizon ``T`` of epoch 0 (2500; later epochs double), the strong-convexity
+        parameter (``2 sigma^2 / beta``) and what predictions use (``"epoch"``: the last completed
+        epoch's output; ``"live"``: the running output).
     seed
         Seed of the randomized predictions.
     window
         Recent samples kept (bounded memory) for the live :meth:`diagnostics`.
-    serve
-        ``"epoch"`` (default): predictions use the output of the last completed epoch -- the
-        paper's output after ``T`` samples, the soft-rounded ``eta`` before it -- so a restart never
-        degrades them.  ``"live"``: the optimizer's running output, updated every sample.
 
     Attributes
     ----------
@@ -68,12 +81,12 @@ class FairRegressionPostProcessor(DualPostProcessor):
     >>> s = rng.integers(0, 2, 5000)                      # hidden group, never given to the model
     >>> tau = np.where(s[:, None] == 1, [0.2, 0.8], [0.8, 0.2])
     >>> eta = np.clip(0.5 * s - 0.25 + 0.1 * rng.standard_normal(5000), -1, 1)
-    >>> fair = FairRegressionPostProcessor(L=20, eps=0.005, p=[0.5, 0.5], horizon=5000)
-    >>> fair.learn_many(eta, tau)
+    >>> fair = FairRegressionPostProcessor(B=1.0, ks=0.05, p=[0.5, 0.5])
+    >>> fair.learn_many(eta[:1000], tau[:1000])          # a thousand unlabeled samples
     >>> before = eta[s == 1].mean() - eta[s == 0].mean()
     >>> after = np.diff(fair.diagnostics().group_mean)[0]
-    >>> bool(abs(after) < 0.5 * abs(before))
-    True
+    >>> bool(abs(after) < 0.5 * abs(before)), bool(fair.diagnostics().group_ks.max() < 0.1)
+    (True, True)
     >>> float(fair.predict_one(0.3, [0.2, 0.8], key="msg-1")) in fair.atoms
     True
     """
@@ -84,29 +97,43 @@ class FairRegressionPostProcessor(DualPostProcessor):
         self,
         B: float = 1.0,
         L: int | None = None,
-        eps: float | Sequence[float] = 0.001,
+        *,
+        ks: float | Sequence[float] | None = None,
+        eps: float | Sequence[float] | None = None,
         beta: float | None = None,
         p: Sequence[float] | None = None,
         n_groups: int | None = None,
+        profile: str = "anytime",
+        memory: int | None = None,
         horizon: int | None = None,
-        optimizer: str = "sgd3",
-        inner: str = "acsa2",
+        optimizer: str | None = None,
+        inner: str | None = None,
         mu: float | None = None,
         seed: int = 0,
         window: int = 1000,
-        serve: str = "epoch",
+        serve: str | None = None,
     ):
         self.B = check_positive("B", B)
-        reference = REFERENCE_HORIZON if horizon is None else check_integer("horizon", horizon, 1)
-        self.L = default_grid_size(reference) if L is None else check_integer("L", L, 1)
+        if ks is not None and eps is not None:
+            raise ValueError(f"give ks (a KS target) or eps (the paper's per-atom slack), not both: ks={ks!r}, eps={eps!r}")
+        paper = check_choice("profile", profile, PROFILES) == "paper"
+        if L is None:
+            L = default_grid_size(reference_horizon(horizon)) if paper else DEFAULT_GRID_SIZE
+        self.L = check_integer("L", L, 1)
+        if ks is None and eps is None:
+            eps, ks = (PAPER_EPS, None) if paper else (None, DEFAULT_KS)
         super().__init__(
             dual.regression_grid(self.B, self.L),
-            eps=eps,
+            slack=ks if eps is None else eps,
+            constraint="atom" if ks is None else "cdf",
             p=p,
             n_groups=n_groups,
             beta=beta,
-            horizon=horizon,
+            profile=profile,
+            risk_scale=self.B**2,
             optimizer=optimizer,
+            memory=memory,
+            horizon=horizon,
             inner=inner,
             mu=mu,
             seed=seed,

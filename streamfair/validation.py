@@ -47,16 +47,30 @@ def check_seed(value) -> int:
     return int(value)
 
 
-def check_slack(eps, n_groups: int) -> np.ndarray:
-    """Per-group slack: a number or one per group, each finite and >= 0."""
-    array = np.asarray(eps, dtype=float)
+def check_slack(eps, n_groups: int, name: str = "eps") -> np.ndarray:
+    """Per-group slack ``name``: a number or one per group, each finite and >= 0."""
+    try:
+        array = np.asarray(eps, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number or a sequence of {n_groups} numbers, got {eps!r}") from None
     if array.ndim == 0:
         array = np.full(n_groups, float(array))
     if array.shape != (n_groups,):
-        raise ValueError(f"eps must be a number or a sequence of {n_groups} numbers, got {_show(eps)}")
+        raise ValueError(f"{name} must be a number or a sequence of {n_groups} numbers, got {_show(eps)}")
     if not np.all(np.isfinite(array)) or np.any(array < 0):
-        raise ValueError(f"eps must be finite and >= 0, got {_show(eps)}")
+        raise ValueError(f"{name} must be finite and >= 0, got {_show(eps)}")
     return array
+
+
+def check_choice(name: str, value, choices: tuple[str, ...]) -> str:
+    """One of ``choices``.
+
+    >>> check_choice("profile", "paper", ("anytime", "paper"))
+    'paper'
+    """
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
 
 
 def check_distribution(name: str, value, size: int | None = None, *, strictly_positive: bool = False) -> np.ndarray:

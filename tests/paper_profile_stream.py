@@ -3,7 +3,7 @@
 ``outputs(factory)`` runs one post-processor built by ``factory`` over the stream (learning with
 fused serving, then batch serving on probe points) and returns every float it produced, so that
 the recorded file ``data/paper_profile.npz`` pins today's numerics.  Re-recording is a deliberate
-act: ``python -m tests.paper_profile_stream`` writes the file from the current code.
+act: ``python tests/paper_profile_stream.py`` writes the files from the current code.
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ def test_lowers_worst_group_risk_at_equal_fairness():
     s_test, tau_test, eta_test = minority_stream(4000, 100)
     reports = {}
     for name, model in (
-        ("plain", FairRegressionPostProcessor(**CONFIG)),
-        ("robust", GroupRobustFairRegressionPostProcessor(**CONFIG)),
+        ("plain", FairRegressionPostProcessor(**{"profile": "paper", **CONFIG})),
+        ("robust", GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG})),
     ):
         model.learn_many(eta, tau)
         # risk w.r.t. eta: what post-processing costs each group (sum_l pi(l|x) r_l(x))
@@ -44,7 +44,7 @@ def test_lowers_worst_group_risk_at_equal_fairness():
 
 def test_tracked_group_risks_follow_the_learned_policy():
     s, tau, eta = minority_stream(20_000, 1)
-    model = GroupRobustFairRegressionPostProcessor(**CONFIG, forgetting=1e-3)
+    model = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, forgetting=1e-3)
     model.learn_many(eta, tau)
     proba = model.learning_proba(eta[-3000:], tau[-3000:])
     report = evaluate(proba, model.atoms, eta[-3000:], s[-3000:])
@@ -55,8 +55,8 @@ def test_tracked_group_risks_follow_the_learned_policy():
 def test_weights_equal_to_p_give_the_plain_post_processor():
     """Derivation check: q = p makes omega(x) = 1, i.e. the average-risk post-processor."""
     s, tau, eta = minority_stream(3000, 2)
-    plain = FairRegressionPostProcessor(**CONFIG)
-    robust = GroupRobustFairRegressionPostProcessor(**CONFIG, refresh=10**6)
+    plain = FairRegressionPostProcessor(**{"profile": "paper", **CONFIG})
+    robust = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, refresh=10**6)
     robust._q = np.array(CONFIG["p"])
     np.testing.assert_allclose(robust.sample_weights(tau), 1.0, rtol=1e-14)
     plain.learn_many(eta, tau)
@@ -66,7 +66,7 @@ def test_weights_equal_to_p_give_the_plain_post_processor():
 
 
 def test_sample_weights_have_mean_one_under_p():
-    model = GroupRobustFairRegressionPostProcessor(L=5, p=[0.6, 0.3, 0.1])
+    model = GroupRobustFairRegressionPostProcessor(profile="paper", L=5, p=[0.6, 0.3, 0.1])
     model._q = np.array([0.2, 0.3, 0.5])
     onehot = np.eye(3)
     assert np.array([0.6, 0.3, 0.1]) @ model.sample_weights(onehot) == pytest.approx(1.0, abs=1e-15)
@@ -76,8 +76,8 @@ def test_sample_weights_have_mean_one_under_p():
 def test_learn_one_equals_learn_many_bit_for_bit():
     s, tau, eta = minority_stream(700, 3)
     keys = [f"m{i}" if i % 3 else None for i in range(700)]
-    one = GroupRobustFairRegressionPostProcessor(**CONFIG, refresh=64)
-    many = GroupRobustFairRegressionPostProcessor(**CONFIG, refresh=64)
+    one = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, refresh=64)
+    many = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, refresh=64)
     for i in range(700):
         one.learn_one(eta[i], tau[i], key=keys[i])
     many.learn_many(eta[:300], tau[:300], keys=keys[:300])
@@ -93,8 +93,8 @@ def test_late_labels_correct_exactly_like_labels_before_the_refresh(updater):
     s, tau, eta = minority_stream(200, 4)
     y = eta + np.random.default_rng(5).normal(0, 0.3, 200)
     keys = [str(i) for i in range(200)]
-    early = GroupRobustFairRegressionPostProcessor(**CONFIG, updater=updater, refresh=200)
-    late = GroupRobustFairRegressionPostProcessor(**CONFIG, updater=updater, refresh=200)
+    early = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, updater=updater, refresh=200)
+    late = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, updater=updater, refresh=200)
     early.learn_many(eta[:199], tau[:199], keys=keys[:199])
     for i in range(0, 199, 2):
         assert early.learn_label(keys[i], y[i])  # the block is still open: the true loss is folded in
@@ -104,7 +104,7 @@ def test_late_labels_correct_exactly_like_labels_before_the_refresh(updater):
         assert late.learn_label(keys[i], y[i])  # ... corrected afterwards
     np.testing.assert_allclose(early.dro.losses, late.dro.losses, rtol=1e-12)
     np.testing.assert_allclose(early.dro.weights, late.dro.weights, rtol=1e-12)
-    assert not np.allclose(early.dro.losses, GroupRobustFairRegressionPostProcessor(**CONFIG, refresh=200).dro.losses)
+    assert not np.allclose(early.dro.losses, GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, refresh=200).dro.losses)
     for model in (early, late):
         diagnostics = model.dro_diagnostics()
         assert diagnostics.n_labels == 100 and diagnostics.label_coverage == pytest.approx(0.5)
@@ -114,7 +114,7 @@ def test_late_labels_correct_exactly_like_labels_before_the_refresh(updater):
 
 
 def test_label_changes_group_risk_by_the_base_models_error():
-    model = GroupRobustFairRegressionPostProcessor(L=5, p=[0.5, 0.5], refresh=1, forgetting=0.0)
+    model = GroupRobustFairRegressionPostProcessor(profile="paper", L=5, p=[0.5, 0.5], refresh=1, forgetting=0.0)
     model.learn_one(0.2, [1.0, 0.0], key="a")
     before = model.dro.losses.copy()
     proba = model._learning_proba(np.array([0.2]), np.array([[1.0, 0.0]]))  # same dual: no step since
@@ -127,7 +127,7 @@ def test_label_changes_group_risk_by_the_base_models_error():
 
 
 def test_pending_labels_are_bounded():
-    model = GroupRobustFairRegressionPostProcessor(L=5, p=[0.5, 0.5], refresh=10, max_pending=25)
+    model = GroupRobustFairRegressionPostProcessor(profile="paper", L=5, p=[0.5, 0.5], refresh=10, max_pending=25)
     s, tau, eta = minority_stream(60, 6)
     model.learn_many(eta, tau, keys=list(range(60)))
     diagnostics = model.dro_diagnostics()
@@ -139,7 +139,7 @@ def test_pending_labels_are_bounded():
 def test_state_round_trip_mid_block_with_pending_labels(updater):
     s, tau, eta = minority_stream(900, 7)
     keys = [f"k{i}" for i in range(900)]
-    a = GroupRobustFairRegressionPostProcessor(**CONFIG, updater=updater, refresh=50, forgetting=1e-3)
+    a = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, updater=updater, refresh=50, forgetting=1e-3)
     a.learn_many(eta[:430], tau[:430], keys=keys[:430])
     a.learn_label("k420", 0.3)  # an early label in the open block
     a.learn_label("k10", 0.1)  # a late label
@@ -160,12 +160,12 @@ def test_state_round_trip_mid_block_with_pending_labels(updater):
 
 def test_validation_names_the_argument():
     with pytest.raises(ValueError, match="updater"):
-        GroupRobustFairRegressionPostProcessor(p=[0.5, 0.5], updater="max")
+        GroupRobustFairRegressionPostProcessor(profile="paper", p=[0.5, 0.5], updater="max")
     with pytest.raises(ValueError, match="temperature"):
-        GroupRobustFairRegressionPostProcessor(p=[0.5, 0.5], temperature=0.0)
+        GroupRobustFairRegressionPostProcessor(profile="paper", p=[0.5, 0.5], temperature=0.0)
     with pytest.raises(ValueError, match="refresh"):
-        GroupRobustFairRegressionPostProcessor(p=[0.5, 0.5], refresh=0)
-    model = GroupRobustFairRegressionPostProcessor(p=[0.5, 0.5])
+        GroupRobustFairRegressionPostProcessor(profile="paper", p=[0.5, 0.5], refresh=0)
+    model = GroupRobustFairRegressionPostProcessor(profile="paper", p=[0.5, 0.5])
     with pytest.raises(ValueError, match="keys"):
         model.learn_many([0.1, 0.2], [[0.5, 0.5]] * 2, keys=["a"])
     with pytest.raises(ValueError, match="y"):

@@ -76,13 +76,13 @@ class FakeDaemon:
 
 
 def make_config(**extra):
-    values = {"postprocessor.L": 5, "postprocessor.horizon": 100, "postprocessor.eps": 0.02,
+    values = {"postprocessor.profile": "paper", "postprocessor.L": 5, "postprocessor.horizon": 100, "postprocessor.eps": 0.02,
               "topics.feedback": "fb", **extra}
     return load_config(env={}, overrides=[f"{k}={v}" for k, v in values.items()])
 
 
 def make_task(partition, n=300, seed=0, models=True):
-    fair = FairRegressionPostProcessor(L=5, n_groups=2, horizon=100, eps=0.02, seed=seed)
+    fair = FairRegressionPostProcessor(profile="paper", L=5, n_groups=2, horizon=100, eps=0.02, seed=seed)
     rng = np.random.default_rng(seed)
     for _ in range(n):
         s = rng.integers(0, 2)
@@ -336,7 +336,7 @@ def test_make_observer_serves_and_reports_a_busy_port_as_a_config_error():
 
 # ---------------------------------------------------------------------------- library use and validation
 def test_library_registry_is_private_and_served():
-    fair = FairRegressionPostProcessor(L=5, n_groups=2, horizon=50, eps=0.05)
+    fair = FairRegressionPostProcessor(profile="paper", L=5, n_groups=2, horizon=50, eps=0.05)
     a, b = StreamfairMetrics(GROUPS, fair.eps), StreamfairMetrics(GROUPS, fair.eps)  # no duplicate-name clash
     assert a.registry is not b.registry
     for i in range(60):
@@ -419,7 +419,7 @@ def live_and_audited(seed, shrink=1.0, window=4000, n=5000):
     """
     eta, tau, s, y = exact_tau_stream(n, seed)
     fed = shrink * tau + (1 - shrink) / 2
-    fair = FairRegressionPostProcessor(L=10, p=[0.5, 0.5], eps=0.05, horizon=1000, window=window, seed=seed)
+    fair = FairRegressionPostProcessor(profile="paper", L=10, p=[0.5, 0.5], eps=0.05, horizon=1000, window=window, seed=seed)
     fair.learn_many(eta, fed)
     metrics = StreamfairMetrics(GROUPS, fair.eps, audit_window=window)
     recent = slice(n - window, n)  # the diagnostics' window: the last `window` samples learned

@@ -28,7 +28,7 @@ EPS = 0.03
 def library_loop(path, n=1200, every=100, seed=0):
     """A library user's loop: learn, audit with labels, record a history line every ``every`` samples."""
     rng = np.random.default_rng(seed)
-    fair = FairRegressionPostProcessor(L=8, n_groups=2, horizon=300, eps=EPS, seed=seed)
+    fair = FairRegressionPostProcessor(profile="paper", L=8, n_groups=2, horizon=300, eps=EPS, seed=seed)
     metrics = StreamfairMetrics(GROUPS, fair.eps, audit_window=400)
     with HistoryWriter(path, GROUPS, fair.eps) as history:
         for i in range(n):

@@ -52,12 +52,12 @@ def assert_identical(a, b, path="state"):
 def small(**kwargs):
     config = dict(B=1.0, L=4, beta=6.0, eps=0.01, horizon=30, seed=3)
     config.update(kwargs)
-    return FairRegressionPostProcessor(**config)
+    return FairRegressionPostProcessor(**{"profile": "paper", **config})
 
 
 # ---------------------------------------------------------------- defaults
 def test_defaults_follow_the_documented_formulas():
-    f = FairRegressionPostProcessor(p=[0.25, 0.75])
+    f = FairRegressionPostProcessor(profile="paper", p=[0.25, 0.75])
     assert f.horizon == 2500 and f.L == 50 and f.atoms.size == 101 and f.B == 1.0
     assert f.beta == pytest.approx(50 * math.log2(50))  # sqrt(T) log2 sqrt(T)
     sigma2 = 3.0 + 1 / 3
@@ -66,9 +66,9 @@ def test_defaults_follow_the_documented_formulas():
     assert f.schedule.smoothness == pytest.approx(2 * f.beta * sigma2)  # M = 2 beta sigma^2
     assert f.schedule.mu == pytest.approx(2 * sigma2 / f.beta)  # mu = 2 sigma^2 / beta
     assert f.schedule.stages == math.floor(math.log2(f.beta**2))
-    g = FairRegressionPostProcessor(p=[0.5, 0.5], horizon=10_000)
+    g = FairRegressionPostProcessor(profile="paper", p=[0.5, 0.5], horizon=10_000)
     assert g.L == 100 and g.beta == pytest.approx(100 * math.log2(100))
-    assert np.array_equal(FairRegressionPostProcessor(n_groups=3).p, np.full(3, 1 / 3))  # p=None starts uniform
+    assert np.array_equal(FairRegressionPostProcessor(profile="paper", n_groups=3).p, np.full(3, 1 / 3))  # p=None starts uniform
 
 
 # ---------------------------------------------------------------- learn_many == learn_one, bit for bit
@@ -134,7 +134,7 @@ def test_restore_after_a_retune_changed_the_number_of_stages():
     eta = np.clip(0.5 * s - 0.2 + 0.2 * rng.standard_normal(n), -1, 1)
     tau = np.where(s[:, None] == 1, [0.05, 0.95], [0.97, 0.03])
     # p starts uniform: sigma^2 = 2, M = 4 beta = 16, mu = 16 / 8.5: J = 3, minimum horizon 6
-    original = FairRegressionPostProcessor(L=3, beta=4.0, horizon=6, eps=0.01, n_groups=2, mu=16 / 8.5)
+    original = FairRegressionPostProcessor(profile="paper", L=3, beta=4.0, horizon=6, eps=0.01, n_groups=2, mu=16 / 8.5)
     assert original.schedule.stages == 3
     original.learn_many(eta[:100], tau[:100])
     assert original.schedule.stages == 4
@@ -220,7 +220,7 @@ def test_fresh_post_processor_soft_rounds_eta_to_the_nearest_atom():
     rng = np.random.default_rng(15)
     eta = rng.uniform(-1.6, 1.6, 500)
     tau = rng.dirichlet([1, 1, 1], 500)
-    f = FairRegressionPostProcessor(B=1.2, L=6, beta=1e6, eps=0.01, n_groups=3)
+    f = FairRegressionPostProcessor(profile="paper", B=1.2, L=6, beta=1e6, eps=0.01, n_groups=3)
     clipped = np.clip(eta, -1.2, 1.2)
     distance = np.abs(clipped[:, None] - f.atoms)
     costs = np.sort(distance**2, axis=1)
@@ -233,7 +233,7 @@ def test_fresh_post_processor_soft_rounds_eta_to_the_nearest_atom():
 
 def test_huge_beta_learns_without_overflow():
     eta, tau = unfair_stream(500, 2, seed=16)
-    f = FairRegressionPostProcessor(L=10, beta=1e6, eps=1e-4, p=tau.mean(axis=0), horizon=200, serve="live")
+    f = FairRegressionPostProcessor(profile="paper", L=10, beta=1e6, eps=1e-4, p=tau.mean(axis=0), horizon=200, serve="live")
     with np.errstate(over="raise", invalid="raise", divide="raise"):
         f.learn_many(eta, tau)
         proba = f.proba_many(eta, tau)
@@ -347,7 +347,7 @@ def test_violation_falls_along_growing_horizons_with_the_theory_parameters():
     results = []
     for horizon in (8_000, 32_000, 128_000):
         config = dict(B=1.0, L=10, eps=1e-3, beta=horizon / (8 * math.log2(horizon)), p=p, horizon=horizon)
-        f, initial = FairRegressionPostProcessor(**config), FairRegressionPostProcessor(**config)
+        f, initial = FairRegressionPostProcessor(**{"profile": "paper", **config}), FairRegressionPostProcessor(**{"profile": "paper", **config})
         eta, tau = spec_population(f.schedule.steps_left(), seed=horizon)  # exactly one epoch of fresh samples
         f.learn_many(eta, tau)
         assert f.schedule.epoch == 1
@@ -385,7 +385,7 @@ def test_risk_rises_and_unfairness_falls_as_eps_shrinks_with_four_groups():
     mu = 2 * beta * np.sum((1 - p) / p) / horizon
     reports = []
     for eps in (2**-1, 2**-2, 2**-4, 2**-6, 2**-8):
-        f = FairRegressionPostProcessor(B=1.0, L=5, eps=eps, beta=beta, p=p, horizon=horizon, mu=mu)
+        f = FairRegressionPostProcessor(profile="paper", B=1.0, L=5, eps=eps, beta=beta, p=p, horizon=horizon, mu=mu)
         assert f.n_groups == 4
         f.learn_many(eta, tau)
         reports.append(evaluate(f.proba_many(eta_test, tau_test), f.atoms, eta_test, s_test))
@@ -423,7 +423,7 @@ def test_fused_predict_learn_is_bit_for_bit_predict_then_learn(kind, serve, know
         modes = ("sample", "mean", "mode")
         inputs, taus = _random_samples(n, k, None, seed=5)
     else:
-        make = lambda: FairClassificationPostProcessor(  # noqa: E731
+        make = lambda: FairClassificationPostProcessor(profile="paper",   # noqa: E731
             classes=["a", "b", "c", "d"], p=p, n_groups=k, beta=8.0, eps=0.01, horizon=200, seed=4, serve=serve)
         modes = ("sample", "mode")
         inputs, taus = _random_samples(n, k, 4, seed=6)
@@ -471,8 +471,8 @@ def test_fused_path_falls_back_for_subclasses_that_learn_differently():
     from streamfair.dro import GroupRobustFairRegressionPostProcessor
 
     params = dict(L=4, n_groups=2, horizon=40, seed=1)
-    two, fused = GroupRobustFairRegressionPostProcessor(**params), GroupRobustFairRegressionPostProcessor(**params)
-    many = GroupRobustFairRegressionPostProcessor(**params)
+    two, fused = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **params}), GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **params})
+    many = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **params})
     eta, tau = _random_samples(300, 2, None, seed=8)
     expected = []
     for i in range(300):

@@ -56,7 +56,7 @@ def test_at8_fairness_is_never_traded_in_a_streaming_simulation():
     tuner = MetricWeightTuner(4, 2, rewards_unfairness, every=every, window=every, eta=0.05, sigma=0.05, seed=0)
 
     def downstream(theta, rows):
-        post = FairRegressionPostProcessor(B=1.0, L=5, eps=0.005, p=[0.6, 0.4], horizon=1000, seed=0)
+        post = FairRegressionPostProcessor(profile="paper", B=1.0, L=5, eps=0.005, p=[0.6, 0.4], horizon=1000, seed=0)
         post.learn_many(np.tile(np.clip(X[rows] @ theta, -1, 1), 5), np.tile(tau[rows], (5, 1)), batch_size=10)
         return post
 

@@ -19,7 +19,7 @@ NAN, INF = math.nan, math.inf
 def fitted(**kwargs):
     config = dict(L=3, beta=5.0, eps=0.01, p=[0.4, 0.6], horizon=20)
     config.update(kwargs)
-    f = FairRegressionPostProcessor(**config)
+    f = FairRegressionPostProcessor(**{"profile": "paper", **config})
     rng = np.random.default_rng(0)
     f.learn_many(rng.uniform(-1, 1, 7), rng.dirichlet([1, 1], 7))
     return f
@@ -74,7 +74,7 @@ def check_error(call, *fragments):
 def test_constructor_rejects(kwargs, fragments):
     config = dict(L=3, beta=5.0, eps=0.01, p=[0.4, 0.6], horizon=20)
     config.update(kwargs)
-    check_error(lambda: FairRegressionPostProcessor(**config), *fragments)
+    check_error(lambda: FairRegressionPostProcessor(**{"profile": "paper", **config}), *fragments)
 
 
 @pytest.mark.parametrize(
@@ -83,12 +83,12 @@ def test_constructor_rejects(kwargs, fragments):
 def test_horizon_too_small_for_the_schedule(optimizer, inner, smallest):
     # beta = 4: M / mu = beta^2 = 16, so SGD3 has J = 4 stages (of two AC-SA halves for acsa2)
     config = dict(L=3, beta=4.0, eps=0.01, p=[0.5, 0.5], optimizer=optimizer, inner=inner)
-    FairRegressionPostProcessor(horizon=smallest, **config)
-    check_error(lambda: FairRegressionPostProcessor(horizon=smallest - 1, **config), "horizon", str(smallest - 1))
+    FairRegressionPostProcessor(profile="paper", horizon=smallest, **config)
+    check_error(lambda: FairRegressionPostProcessor(profile="paper", horizon=smallest - 1, **config), "horizon", str(smallest - 1))
 
 
 def test_per_group_eps_gives_the_number_of_groups():
-    f = FairRegressionPostProcessor(L=2, beta=3.0, eps=[0.01, 0.02, 0.03], horizon=10)
+    f = FairRegressionPostProcessor(profile="paper", L=2, beta=3.0, eps=[0.01, 0.02, 0.03], horizon=10)
     assert f.n_groups == 3 and np.array_equal(f.eps, [0.01, 0.02, 0.03])
 
 

@@ -102,7 +102,7 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
     >>> s = (rng.random(6000) < 0.15).astype(int)                  # group 1 is a 15% minority
     >>> tau = np.where(s[:, None] == 1, [0.05, 0.95], [0.95, 0.05])
     >>> eta = np.clip(np.where(s == 1, 0.5, -0.3) + 0.1 * rng.standard_normal(6000), -1, 1)
-    >>> robust = GroupRobustFairRegressionPostProcessor(L=15, p=[0.85, 0.15], horizon=6000, temperature=0.01)
+    >>> robust = GroupRobustFairRegressionPostProcessor(L=15, p=[0.85, 0.15], temperature=0.01)
     >>> robust.learn_many(eta, tau)
     >>> bool(robust.dro_diagnostics().weights[1] > 0.5)           # the minority is the worst-off group
     True
@@ -193,7 +193,9 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
 
     def _learning_proba(self, predictions: np.ndarray, tau: np.ndarray) -> np.ndarray:
         costs = self._scaled_costs(predictions, tau, learning=False) / self.beta
-        return dual.policy(self._optimizer.w_ag, dual.group_features(tau, self.p), costs, self.beta)
+        output = self._optimizer.output  # its per-atom form: C^T applied to Lambda and to V
+        per_atom = np.stack([self.constraints.atoms_of(output[0]), self.constraints.atoms_of(output[1])])
+        return dual.policy(per_atom, dual.group_features(tau, self.p), costs, self.beta)
 
     def _refresh_weights(self) -> None:
         """Fold the block's surrogate (or early-labelled) losses into the updater; refresh ``q``."""

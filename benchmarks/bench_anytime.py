@@ -1,0 +1,222 @@
+"""Time to fair and drift recovery of the served predictor: ``anytime`` defaults vs ``paper`` vs the LP.
+
+**Time to fair.**  On the paper's four datasets (the experiment's splits, base models and
+scaling, :mod:`connectors.experiment`), the unlabeled pool is resampled into a stream; after
+``n`` samples the served predictor is evaluated on the test split (worst-group KS and risk in
+the dataset's units, expectations over the randomization).  Rows: the base model; the default
+post-processor (``FairRegressionPostProcessor(B=1, p=p)``: the ``anytime`` profile, KS target
+``DEFAULT_KS``); the ``paper`` profile with the same ``B`` and ``p``; and the offline optimum on
+the same ``n`` samples, the LP with the same grid, posteriors and KS constraints
+(:mod:`connectors.fair_lp`), evaluated on test through its constraint prices.
+
+**Frontier.**  On the synthetic set, the LP at several KS targets on the whole pool traces the
+risk-unfairness frontier on test; the ``anytime`` predictor's risk is compared with the
+frontier's risk at the same KS (a ratio, interpolated on the frontier).
+
+**Drift recovery.**  On the streams of :mod:`connectors.drift` (exact posteriors), the plug-in KS
+of the served predictor on a fresh sample of the current distribution, every 250 samples;
+"recovery" is the number of samples after the change until it is back at ``1.2 x`` the target
+(two evaluations in a row).
+
+Run: ``streamfair bench anytime`` (tables), or ``python benchmarks/bench_anytime.py --plots DIR``
+for the PNGs as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+from connectors import datasets, drift, fair_lp
+from connectors.experiment import prepare
+from streamfair import FairRegressionPostProcessor, evaluate, evaluate_deterministic
+from streamfair.constraints import CdfConstraints
+from streamfair.dual import group_features, regression_grid, squared_costs
+from streamfair.regression import DEFAULT_KS
+
+SIZES = (250, 500, 1000, 2000, 4000, 8000, 16000, 32000)
+DATASETS = ("synthetic", "crime", "law", "adult")
+METHODS = ("anytime", "paper", "LP")
+FRONTIER_TARGETS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
+DRIFT_LENGTH, DRIFT_CHANGE, DRIFT_EVERY = 20_000, 6_000, 250
+
+
+def _lp_predictor(eta, tau, p, weights, atoms, ks):
+    lp = fair_lp.solve(group_features(tau, p), squared_costs(eta, atoms), weights, np.full(p.size, ks),
+                       CdfConstraints(atoms.size))
+    return lambda eta_new, tau_new: atoms[lp.predict_index(group_features(tau_new, p), squared_costs(eta_new, atoms))]
+
+
+def time_to_fair(name: str, repetitions: int, sizes=SIZES) -> dict:
+    """``{method: array (repetitions, len(sizes), 2)}`` of (worst-group KS, risk), plus ``"base"``."""
+    data = datasets.load(name)
+    out = {method: np.zeros((repetitions, len(sizes), 2)) for method in METHODS}
+    out["base"] = np.zeros((repetitions, 2))
+    for rep in range(repetitions):
+        prep = prepare(data, np.random.default_rng([0, rep]))
+        units = prep.to_target_units
+        base = evaluate_deterministic(units(prep.eta_test), prep.y_test, prep.s_test, prep.p.size)
+        out["base"][rep] = base.max_ks, base.risk
+        index = np.random.default_rng([1, rep]).integers(0, prep.eta_pool.size, max(sizes))
+        models = {"anytime": FairRegressionPostProcessor(B=1.0, p=prep.p, seed=rep),
+                  "paper": FairRegressionPostProcessor(B=1.0, p=prep.p, seed=rep, profile="paper")}
+        done = 0
+        for j, n in enumerate(sizes):
+            for method, model in models.items():
+                model.learn_many(prep.eta_pool[index[done:n]], prep.tau_pool[index[done:n]])
+                report = evaluate(model.proba_many(prep.eta_test, prep.tau_test), units(model.atoms), prep.y_test,
+                                  prep.s_test, n_groups=prep.p.size)
+                out[method][rep, j] = report.max_ks, report.risk
+            done = n
+            counts = np.bincount(index[:n], minlength=prep.eta_pool.size)
+            seen = np.flatnonzero(counts)
+            predict = _lp_predictor(prep.eta_pool[seen], prep.tau_pool[seen], prep.p, counts[seen] / n,
+                                    models["anytime"].atoms, DEFAULT_KS)
+            lp = evaluate_deterministic(units(predict(prep.eta_test, prep.tau_test)), prep.y_test, prep.s_test,
+                                        prep.p.size)
+            out["LP"][rep, j] = lp.max_ks, lp.risk
+    return out
+
+
+def frontier(repetitions: int) -> tuple[np.ndarray, np.ndarray]:
+    """Synthetic set: the LP frontier on test ``(targets, (KS, risk))`` and ``anytime``'s (KS, risk) at 32,000."""
+    data = datasets.load("synthetic")
+    points, ours = np.zeros((repetitions, len(FRONTIER_TARGETS), 2)), np.zeros((repetitions, 2))
+    atoms = regression_grid(1.0, 50)
+    for rep in range(repetitions):
+        prep = prepare(data, np.random.default_rng([0, rep]))
+        weights = np.full(prep.eta_pool.size, 1.0 / prep.eta_pool.size)
+        for j, ks in enumerate(FRONTIER_TARGETS):
+            predict = _lp_predictor(prep.eta_pool, prep.tau_pool, prep.p, weights, atoms, ks)
+            report = evaluate_deterministic(prep.to_target_units(predict(prep.eta_test, prep.tau_test)), prep.y_test,
+                                            prep.s_test, prep.p.size)
+            points[rep, j] = report.max_ks, report.risk
+        model = FairRegressionPostProcessor(B=1.0, p=prep.p, seed=rep)
+        index = np.random.default_rng([1, rep]).integers(0, prep.eta_pool.size, SIZES[-1])
+        model.learn_many(prep.eta_pool[index], prep.tau_pool[index])
+        report = evaluate(model.proba_many(prep.eta_test, prep.tau_test), prep.to_target_units(model.atoms),
+                          prep.y_test, prep.s_test, n_groups=prep.p.size)
+        ours[rep] = report.max_ks, report.risk
+    return points.mean(axis=0), ours.mean(axis=0)
+
+
+def frontier_risk(points: np.ndarray, ks: float) -> float:
+    """The frontier's risk at ``ks``: linear interpolation of risk in KS on the lower convex hull's points.
+
+    >>> frontier_risk(np.array([[0.1, 5.0], [0.3, 1.0]]), 0.2)
+    3.0
+    """
+    order = np.argsort(points[:, 0])
+    return float(np.interp(ks, points[order, 0], points[order, 1]))
+
+
+def plug_in_ks(model: FairRegressionPostProcessor, eta: np.ndarray, tau: np.ndarray) -> float:
+    """Worst-group KS of the served predictor computed with exact posteriors (no S sampling noise)."""
+    t = group_features(tau, drift.P)
+    return float(np.abs(np.cumsum(model.proba_many(eta, tau).T @ t / eta.size, axis=0)).max())
+
+
+def drift_trace(kind: str, profile: str, seed: int) -> np.ndarray:
+    """``(samples, plug-in KS)`` every ``DRIFT_EVERY`` samples of the stream ``kind``."""
+    eta, tau, _ = drift.drift_stream(kind, DRIFT_LENGTH, DRIFT_CHANGE, seed)
+    model = FairRegressionPostProcessor(B=1.0, p=drift.P, seed=seed, profile=profile)
+    trace = []
+    for start in range(0, DRIFT_LENGTH, DRIFT_EVERY):
+        stop = start + DRIFT_EVERY
+        model.learn_many(eta[start:stop], tau[start:stop])
+        probe_eta, probe_tau, _ = drift.drift_stream(kind, 4000, DRIFT_CHANGE, seed + 1000, at=stop)
+        trace.append((stop, plug_in_ks(model, probe_eta, probe_tau)))
+    return np.array(trace)
+
+
+def recovery(trace: np.ndarray, target: float) -> float:
+    """Samples after the change until the KS is at most ``1.2 target`` twice in a row (inf: never)."""
+    after = trace[trace[:, 0] > DRIFT_CHANGE]
+    ok = after[:, 1] <= 1.2 * target
+    for i in range(len(ok) - 1):
+        if ok[i] and ok[i + 1]:
+            return float(after[i, 0] - DRIFT_CHANGE)
+    return float("inf")
+
+
+def _cell(values: np.ndarray) -> str:
+    return f"{values[0]:.3f} / {values[1]:.4g}"
+
+
+def main(repetitions: int = 2, plots: str | None = None) -> str:
+    start = time.perf_counter()
+    lines = [f"Time to fair: worst-group KS / risk on test (mean of {repetitions} repetitions); KS target "
+             f"{DEFAULT_KS} (anytime and LP)", ""]
+    results = {}
+    for name in DATASETS:
+        results[name] = res = time_to_fair(name, repetitions)
+        lines += [f"**{name}** (base model: {_cell(res['base'].mean(axis=0))})", "",
+                  "| n | " + " | ".join(METHODS) + " |", "|---|" + "---|" * len(METHODS)]
+        for j, n in enumerate(SIZES):
+            lines.append(f"| {n} | " + " | ".join(_cell(res[m][:, j].mean(axis=0)) for m in METHODS) + " |")
+        lines.append("")
+    points, ours = frontier(repetitions)
+    ratio = ours[1] / frontier_risk(points, ours[0])
+    lines += ["Synthetic frontier (LP on the pool, test KS / risk at targets "
+              + ", ".join(map(str, FRONTIER_TARGETS)) + "): " + ", ".join(_cell(p) for p in points),
+              f"anytime at 32,000 samples: {_cell(ours)}; risk / frontier risk at the same KS: {ratio:.2f}", ""]
+    lines += [f"Drift recovery (plug-in KS with exact posteriors; change after {DRIFT_CHANGE} samples; target "
+              f"{DEFAULT_KS}): samples until back at 1.2 x target; KS before the change / worst after / at the end",
+              "", "| stream | anytime | paper |", "|---|---|---|"]
+    traces = {}
+    for kind in drift.KINDS:
+        cells = []
+        for profile in ("anytime", "paper"):
+            traces[kind, profile] = trace = drift_trace(kind, profile, seed=3)
+            before = trace[trace[:, 0] <= DRIFT_CHANGE, 1][-1]
+            after = trace[trace[:, 0] > DRIFT_CHANGE, 1]
+            rec = recovery(trace, DEFAULT_KS) if kind != "rotation" else float("nan")
+            text = "never" if rec == float("inf") else ("-" if np.isnan(rec) else f"{rec:.0f}")
+            cells.append(f"{text}; {before:.3f} / {after.max():.3f} / {after[-1]:.3f}")
+        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
+    lines += ["", f"({time.perf_counter() - start:.0f} s)"]
+    if plots:
+        _plot(results, traces, plots)
+    return "\n".join(lines)
+
+
+def _plot(results: dict, traces: dict, folder: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(DATASETS), figsize=(16, 3.6))
+    for ax, name in zip(axes, DATASETS):
+        res = results[name]
+        for method in METHODS:
+            ax.plot(SIZES, res[method][:, :, 0].mean(axis=0), marker="o", label=method)
+        ax.axhline(res["base"][:, 0].mean(), color="grey", linestyle=":", label="base model")
+        ax.axhline(DEFAULT_KS, color="black", linestyle="--", linewidth=0.8, label="KS target")
+        ax.set(xscale="log", title=name, xlabel="samples", ylabel="worst-group KS (test)")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(f"{folder}/anytime_time_to_fair.png", dpi=110)
+    fig, axes = plt.subplots(1, len(drift.KINDS), figsize=(14, 3.6))
+    for ax, kind in zip(axes, drift.KINDS):
+        for profile in ("anytime", "paper"):
+            trace = traces[kind, profile]
+            ax.plot(trace[:, 0], trace[:, 1], label=profile)
+        ax.axvline(DRIFT_CHANGE, color="grey", linestyle=":")
+        ax.axhline(DEFAULT_KS, color="black", linestyle="--", linewidth=0.8)
+        ax.set(title=kind, xlabel="samples", ylabel="plug-in worst-group KS")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(f"{folder}/anytime_drift.png", dpi=110)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repetitions", type=int, default=2)
+    parser.add_argument("--plots", help="folder for the PNGs")
+    args = parser.parse_args()
+    print(main(args.repetitions, args.plots))
+    sys.exit(0)
