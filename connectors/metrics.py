@@ -27,8 +27,8 @@ A library loop with its own registry (``serve(metrics.registry, port=9100)`` wou
 
 >>> from prometheus_client import generate_latest
 >>> from streamfair import FairRegressionPostProcessor
->>> fair = FairRegressionPostProcessor(L=5, n_groups=2, horizon=100, eps=0.02)
->>> metrics = StreamfairMetrics(groups=["0", "1"], eps=fair.eps)
+>>> fair = FairRegressionPostProcessor(L=5, n_groups=2, ks=0.05)
+>>> metrics = StreamfairMetrics(groups=["0", "1"], ks=fair.ks)
 >>> for i in range(200):
 ...     with metrics.time_update():
 ...         fair.learn_one(0.5 if i % 2 else -0.5, [0.8, 0.2] if i % 2 else [0.2, 0.8])
@@ -182,7 +182,11 @@ class StreamfairMetrics:
     groups
         Group labels in the column order of tau (the ``group`` label values).
     eps
-        The post-processors' eps: one number or one per group (exported as ``streamfair_fairness_eps``).
+        The post-processors' per-atom slack (the paper's constraints): one number or one per group,
+        exported as ``streamfair_fairness_eps``.
+    ks
+        Or their KS target (the default constraints), exported as ``streamfair_fairness_ks_target``
+        next to the live and audited KS.  Exactly one of ``eps`` and ``ks`` is given.
     registry
         Where the metrics are registered; ``None``: a new :class:`~prometheus_client.CollectorRegistry`
         (so two instances never clash, and the process-wide default registry stays untouched).
@@ -195,15 +199,19 @@ class StreamfairMetrics:
         Expose it with :func:`serve`, :func:`prometheus_client.generate_latest` or a push gateway.
     """
 
-    def __init__(self, groups: Sequence[Any], eps: float | Sequence[float], registry: CollectorRegistry | None = None,
-                 audit_window: int = 1000):
+    def __init__(self, groups: Sequence[Any], eps: float | Sequence[float] | None = None,
+                 registry: CollectorRegistry | None = None, audit_window: int = 1000,
+                 ks: float | Sequence[float] | None = None):
         self.groups = [str(g) for g in groups]
         if len(self.groups) < 2 or len(set(self.groups)) != len(self.groups):
             raise ValueError(f"groups must be at least 2 distinct labels, got {list(groups)!r}")
+        if (eps is None) == (ks is None):
+            raise ValueError(f"give exactly one of eps and ks, got eps={eps!r}, ks={ks!r}")
+        name, target = ("eps", eps) if ks is None else ("ks", ks)
         k = len(self.groups)
-        eps = np.broadcast_to(np.asarray(eps, dtype=float), (k,)) if np.ndim(eps) == 0 else np.asarray(eps, float)
-        if eps.shape != (k,) or not np.all(np.isfinite(eps)) or np.any(eps < 0):
-            raise ValueError(f"eps must be one number >= 0 or {k} of them, got {eps.tolist()!r}")
+        target = np.broadcast_to(np.asarray(target, float), (k,)) if np.ndim(target) == 0 else np.asarray(target, float)
+        if target.shape != (k,) or not np.all(np.isfinite(target)) or np.any(target < 0):
+            raise ValueError(f"{name} must be one number >= 0 or {k} of them, got {target.tolist()!r}")
         if not (isinstance(audit_window, int) and audit_window >= 1):
             raise ValueError(f"audit_window must be an integer >= 1, got {audit_window!r}")
         self.audit_window = audit_window
@@ -211,9 +219,15 @@ class StreamfairMetrics:
         reg, pg, p = self.registry, ["partition", "group"], ["partition"]
         self.update_seconds = WeightedHistogram(
             "streamfair_update_seconds", "Time of one post-processor update, per sample learned.", reg)
-        self.eps = Gauge("streamfair_fairness_eps", "Fairness tolerance eps of each group.", ["group"], registry=reg)
-        for group, value in zip(self.groups, eps):
-            self.eps.labels(group).set(float(value))
+        if name == "eps":
+            self.target = Gauge("streamfair_fairness_eps", "Per-atom fairness tolerance eps of each group.", ["group"],
+                                registry=reg)
+        else:
+            self.target = Gauge("streamfair_fairness_ks_target",
+                                "Fairness target: the largest KS distance allowed for each group.", ["group"],
+                                registry=reg)
+        for group, value in zip(self.groups, target):
+            self.target.labels(group).set(float(value))
         # live, from tau (no S): Diagnostics of the served predictor over the last `window` samples
         self.live_gap = Gauge("streamfair_live_fairness_gap",
                               "Plug-in estimate (no S) of max_l |P(l|s) - P(l)|, the group's worst-atom gap.", pg,
@@ -230,10 +244,12 @@ class StreamfairMetrics:
                              registry=reg)
         self.clipped = Gauge("streamfair_postprocessor_clipped_samples",
                              "Samples whose prediction was clipped to [-B, B].", p, registry=reg)
-        self.epoch = Gauge("streamfair_postprocessor_epoch", "Current epoch of the anytime schedule.", p, registry=reg)
+        self.epoch = Gauge("streamfair_postprocessor_epoch",
+                           "Completed epochs (paper profile) or memory windows (anytime profile).", p, registry=reg)
         self.progress = Gauge("streamfair_postprocessor_epoch_progress_ratio",
-                              "Fraction of the current epoch's horizon done.", p, registry=reg)
-        self.horizon = Gauge("streamfair_postprocessor_epoch_horizon_samples", "Horizon of the current epoch.", p,
+                              "Fraction of the current epoch or memory window done.", p, registry=reg)
+        self.horizon = Gauge("streamfair_postprocessor_epoch_horizon_samples",
+                             "Samples in the current epoch (paper profile) or in the memory (anytime profile).", p,
                              registry=reg)
         self.gradient_norm = Gauge("streamfair_postprocessor_gradient_mapping_norm",
                                    "Norm of the plug-in gradient mapping at the served dual point.", p, registry=reg)
@@ -452,8 +468,8 @@ class DaemonMetrics(DaemonObserver):
     def __init__(self, config: Any, registry: CollectorRegistry | None = None):
         self.config = config
         self.interval = float(config.metrics.interval_seconds)
-        groups, eps = config.group_labels(), config.postprocessor.build().eps
-        self.fairness = StreamfairMetrics(groups, eps, registry, config.metrics.audit_window)
+        groups, fair = config.group_labels(), config.postprocessor.build()
+        self.fairness = StreamfairMetrics(groups, fair.eps, registry, config.metrics.audit_window, ks=fair.ks)
         self.registry = reg = self.fairness.registry
         for collector in (ProcessCollector, PlatformCollector, GCCollector):  # process_*, python_* (standard names)
             collector(registry=reg)
@@ -509,7 +525,7 @@ class DaemonMetrics(DaemonObserver):
         self._lag_partitions: set[int] = set()
         self.history = None
         if config.metrics.history:
-            self.history = HistoryWriter(config.metrics.history, groups, eps)
+            self.history = HistoryWriter(config.metrics.history, groups, fair.slack)
         self.server: MetricsServer | None = None
 
     # -------------------------------------------------------------- probes

@@ -59,6 +59,7 @@ class DualOptimizer:
         self._scaled_gap = np.empty(shape[1:])
         self._coefficients = (0.0,) * 6
         self.epoch_hook: Callable[[], None] | None = None  # called at each epoch restart, first
+        self.served_version = 0  # changes whenever the served point may have changed
         self._start_epoch()
 
     @property
@@ -125,6 +126,7 @@ class DualOptimizer:
     def _restart(self, ended: Run) -> None:
         if self.schedule.run_index == 0:
             self._epoch_output[...] = self.w_ag
+            self.served_version += 1
             if self.epoch_hook is not None:
                 self.epoch_hook()
             self._start_epoch()
@@ -159,6 +161,8 @@ class DualOptimizer:
         np.maximum(tmp, 0.0, out=self.w)
         np.dot((avg, 1.0 - avg), self._flat[:2], out=flat_tmp)
         self.w_ag[...] = tmp
+        if self.serve == "live":
+            self.served_version += 1
         ended = self.schedule.advance()
         if ended is not None:
             self._restart(ended)
@@ -186,3 +190,4 @@ class DualOptimizer:
         self.prox_weight = float(state["prox_weight"])
         self.schedule.load_state(state["schedule"])
         self._refresh_offset()
+        self.served_version += 1

@@ -207,6 +207,8 @@ class DualPostProcessor:
         self.n_samples = 0
         self.n_clipped = 0
         self._draws = 0
+        self._coefficients = np.empty((0, self.atoms.size, k))  # see _served_coefficients
+        self._coefficients_version = -1
 
     # ------------------------------------------------------------------ subclass hooks
     def _check_predictions(self, predictions: Any, n_rows: int | None) -> np.ndarray:
@@ -445,12 +447,20 @@ class DualPostProcessor:
         >>> bool(b.predict_learn_one(0.3, [0.2, 0.8], key="m1") == first)
         True
         """
-        if type(self).predict_one is not DualPostProcessor.predict_one:
+        if type(self).predict_one is not DualPostProcessor.predict_one or not self._fusable():
             output = self.predict_one(prediction, tau, mode, key)
             self.learn_one(prediction, tau)
             return output
         self._check_mode(mode)
-        return self._reduce_one(self.proba_learn_one(prediction, tau), mode, key)
+        if mode != "sample":
+            return self._reduce(self.proba_learn_one(prediction, tau)[None, :], mode)[0]
+        predictions = self._check_predictions([prediction], 1)
+        taus = check_distribution("tau", tau, self.n_groups)[None, :]
+        costs = self._scaled_costs(predictions, taus, learning=True)  # ``learning`` only counts (e.g. clips)
+        index = self._sample_index(self._serving_features(taus), costs, self._uniform(key))  # as predict_one
+        self._remember(predictions, taus)
+        self._step(self._learning_features(taus)[0], costs[0])
+        return self.atoms[index]
 
     def _step(self, features: np.ndarray, scaled_costs: np.ndarray) -> None:
         constraints = self.constraints
@@ -480,24 +490,66 @@ class DualPostProcessor:
         self._optimizer.retune(*self._step_constants())
 
     # ------------------------------------------------------------------ prediction
-    def _served_proba(self, features: np.ndarray, scaled_costs: np.ndarray) -> np.ndarray:
-        """The served policy: the uniform mixture of the policies at the optimizer's served points."""
-        points = self._optimizer.served_points
-        proba = self._policy(points[0], features, scaled_costs)
-        for point in points[1:]:
-            proba += self._policy(point, features, scaled_costs)
-        if len(points) > 1:
-            proba /= len(points)
-        return proba
+    def _served_coefficients(self) -> np.ndarray:
+        """``beta C^T (Lambda - V)`` of each served point, shape ``(k, m, K)``; kept until the points change."""
+        version = self._optimizer.served_version
+        if self._coefficients_version != version:
+            atoms_of, beta = self.constraints.atoms_of, self.beta
+            self._coefficients = np.stack([atoms_of(beta * (point[0] - point[1])) for point in self._optimizer.served_points])
+            self._coefficients_version = version
+        return self._coefficients
 
-    def _policy(self, point: np.ndarray, features: np.ndarray, scaled_costs: np.ndarray) -> np.ndarray:
-        """``pi(. | x_i)`` at the dual ``point`` for each row: ``softmax(features C^T beta (Lambda - V) - beta r)``."""
-        scores = features @ self.constraints.atoms_of(self.beta * (point[0] - point[1])).T
+    @staticmethod
+    def _policy(coefficients: np.ndarray, features: np.ndarray, scaled_costs: np.ndarray) -> np.ndarray:
+        """``pi(. | x_i) = softmax(features coefficients^T - beta r)`` for each row: shape ``(n, m)``."""
+        scores = features @ coefficients.T
         scores -= scaled_costs
         scores -= scores.max(axis=1, keepdims=True)
         np.exp(scores, out=scores)
         scores /= scores.sum(axis=1, keepdims=True)
         return scores
+
+    def _served_proba(self, features: np.ndarray, scaled_costs: np.ndarray) -> np.ndarray:
+        """The served policy: the uniform mixture of the policies at the optimizer's ``k`` served points."""
+        coefficients = self._served_coefficients()
+        k, m = coefficients.shape[:2]
+        if k == 1:
+            return self._policy(coefficients[0], features, scaled_costs)
+        scores = (features @ coefficients.reshape(k * m, -1).T).reshape(-1, k, m)
+        scores -= scaled_costs[:, None, :]
+        scores -= scores.max(axis=2, keepdims=True)
+        np.exp(scores, out=scores)
+        scores /= scores.sum(axis=2, keepdims=True)
+        return scores.mean(axis=1)
+
+    def _sample_indices(self, features: np.ndarray, scaled_costs: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """One atom index per row drawn from the served mixture with the uniforms ``u``.
+
+        ``u`` picks a served point (``floor(k u)``) and, rescaled (``k u - floor(k u)``, uniform
+        again), the atom from that point's policy by the inverse CDF: the law of the draw is the
+        mixture, at the cost of one policy per row.  With one point it is the inverse CDF at ``u``.
+        """
+        coefficients = self._served_coefficients()
+        k = coefficients.shape[0]
+        if k == 1:
+            return sample_indices(self._policy(coefficients[0], features, scaled_costs), u)
+        scaled = u * k
+        which = np.minimum(scaled.astype(np.int64), k - 1)
+        inner = scaled - which
+        indices = np.empty(u.size, dtype=np.int64)
+        for j in np.unique(which):
+            rows = which == j
+            indices[rows] = sample_indices(self._policy(coefficients[j], features[rows], scaled_costs[rows]), inner[rows])
+        return indices
+
+    def _sample_index(self, features: np.ndarray, scaled_costs: np.ndarray, u: float) -> int:
+        """:meth:`_sample_indices` of one row (``features`` and ``scaled_costs`` with one row): the same index."""
+        coefficients = self._served_coefficients()
+        k = coefficients.shape[0]
+        if k == 1:
+            return sample_index(self._policy(coefficients[0], features, scaled_costs)[0], u)
+        j = min(int(u * k), k - 1)
+        return sample_index(self._policy(coefficients[j], features, scaled_costs)[0], u * k - j)
 
     def proba_many(self, predictions: Any, tau: Any) -> np.ndarray:
         """``pi(l | x_i)`` for each sample: shape ``(n, m)``; the distribution DP is about."""
@@ -516,22 +568,36 @@ class DualPostProcessor:
         if mode not in self.prediction_modes:
             raise ValueError(f"mode must be one of {self.prediction_modes}, got {mode!r}")
 
-    def _reduce(self, proba: np.ndarray, mode: str, keys: Sequence[Key] | None) -> np.ndarray:
-        if mode == "mode":
-            return self.atoms[proba.argmax(axis=1)]
-        if mode == "mean":
-            return proba @ self.atoms
+    def _reduce(self, proba: np.ndarray, mode: str) -> np.ndarray:
+        """The deterministic modes of the rows of ``proba``: the most likely atom, or the mean."""
+        return self.atoms[proba.argmax(axis=1)] if mode == "mode" else proba @ self.atoms
+
+    def _uniform(self, key: Key | None) -> float:
+        """The keyed uniform of one draw; without a key the draw counter (part of the state) supplies one."""
+        if key is None:
+            key = f"draw:{self._draws}"
+            self._draws += 1
+        return keyed_uniform(self.seed, key)
+
+    def _uniforms(self, n: int, keys: Sequence[Key] | None) -> np.ndarray:
+        """:meth:`_uniform` of ``n`` draws."""
         if keys is None:
-            keys = [f"draw:{self._draws + i}" for i in range(proba.shape[0])]
-            self._draws += proba.shape[0]
-        elif len(keys) != proba.shape[0]:
-            raise ValueError(f"keys must have one key per sample ({proba.shape[0]}), got {len(keys)}")
-        return self.atoms[sample_indices(proba, keyed_uniforms(self.seed, keys))]
+            keys = [f"draw:{self._draws + i}" for i in range(n)]
+            self._draws += n
+        elif len(keys) != n:
+            raise ValueError(f"keys must have one key per sample ({n}), got {len(keys)}")
+        return keyed_uniforms(self.seed, keys)
 
     def predict_many(self, predictions: Any, tau: Any, mode: str = "sample", keys: Sequence[Key] | None = None):
         """Fair predictions for ``n`` samples (see :meth:`predict_one` for ``mode`` and ``keys``)."""
         self._check_mode(mode)
-        return self._reduce(self.proba_many(predictions, tau), mode, keys)
+        if mode != "sample":
+            return self._reduce(self.proba_many(predictions, tau), mode)
+        predictions = self._check_predictions(predictions, None)
+        taus = self._check_tau(tau, predictions.shape[0])
+        costs = self._scaled_costs(predictions, taus, learning=False)
+        u = self._uniforms(taus.shape[0], keys)
+        return self.atoms[self._sample_indices(self._serving_features(taus), costs, u)]
 
     def predict_one(self, prediction: Any, tau: Sequence[float], mode: str = "sample", key: Key | None = None):
         """A fair prediction for one sample.
@@ -543,16 +609,12 @@ class DualPostProcessor:
         ``"mean"``.  Neither deterministic mode is covered by the DP guarantee.
         """
         self._check_mode(mode)
-        return self._reduce_one(self.proba_one(prediction, tau), mode, key)
-
-    def _reduce_one(self, proba: np.ndarray, mode: str, key: Key | None):
-        """``_reduce`` of one row: the same value, without the batch machinery for a single draw."""
         if mode != "sample":
-            return self._reduce(proba[None, :], mode, None)[0]
-        if key is None:
-            key = f"draw:{self._draws}"
-            self._draws += 1
-        return self.atoms[sample_index(proba, keyed_uniform(self.seed, key))]
+            return self._reduce(self.proba_one(prediction, tau)[None, :], mode)[0]
+        predictions = self._check_predictions([prediction], 1)
+        taus = check_distribution("tau", tau, self.n_groups)[None, :]
+        costs = self._scaled_costs(predictions, taus, learning=False)
+        return self.atoms[self._sample_index(self._serving_features(taus), costs, self._uniform(key))]
 
     # ------------------------------------------------------------------ diagnostics
     def diagnostics(self) -> Diagnostics:

@@ -72,6 +72,7 @@ class TrackingOptimizer:
         self._scores = np.empty(shape[1:])
         self._tmp = np.empty(shape)
         self.epoch_hook: Callable[[], None] | None = None  # called at each window end
+        self.served_version = 0  # changes whenever the served points may have changed
 
     @property
     def served_points(self) -> np.ndarray:
@@ -117,6 +118,9 @@ class TrackingOptimizer:
         if self.n_steps % self.interval == 0:
             self.snapshots[self.n_snapshots % SNAPSHOTS] = self.w
             self.n_snapshots += 1
+            self.served_version += 1
+        elif self.n_snapshots == 0:  # the live iterate is served
+            self.served_version += 1
         if self.n_steps % self.memory == 0 and self.epoch_hook is not None:
             self.epoch_hook()
 
@@ -153,3 +157,4 @@ class TrackingOptimizer:
         self.n_snapshots = int(state["n_snapshots"])
         self.step = float(state["step"])
         self.n_steps = int(state["n_steps"])
+        self.served_version += 1
