@@ -16,7 +16,7 @@ from connectors import cli
 
 REPO = Path(__file__).resolve().parents[1]
 #: Words of the project's internal process that must not reach users.
-JARGON = re.compile(r"\bseed 0\d\d\b|\bsession \d|\bissue\b|\b[AB]-T\d|\bspec\b|\bproposal [AB]-\d|HELPERS", re.I)
+JARGON = re.compile(r"\bseed 0\d\d\b|\bsession \d|\bissues?\b|\b[AB]-T\d|\bspecs?\b|\bproposal [AB]-\d|HELPERS", re.I)
 
 
 def help_text(*argv: str, capsys) -> str:
