@@ -343,6 +343,11 @@ def test_pipeline_with_a_scaler_that_skips_the_group():
             in_front.learn_one(x, y)
 
 
+@pytest.mark.parametrize("check", COMMON_DATA_CHECKS, ids=lambda check: check.__name__)
+def test_river_data_checks_on_the_docs_pipeline(check):
+    check(scaler_that_skips_the_group() | make(), dataset=list(logistic_with_group(200, seed=3)))
+
+
 # ---------------------------------------------------------------- fairness on a stream
 def audit(base_model, fair, n_classes: int) -> dict:
     test = list(logistic_with_group(3000, seed=2, n_classes=n_classes))
