@@ -23,7 +23,7 @@ first steps:
   streamfair serve --config my.toml        fair predictions from your own Kafka topic
   streamfair <command> --help              the options of one command
 
-Bring your own model: README.md, section "Bring your own model"; daemon settings: docs/daemon.md."""
+Bring your own model: docs/own-model.md; every daemon setting: docs/daemon.md."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,8 @@ COMMANDS = {
         "Consume a Kafka topic of scores (eta, tau) or raw features, produce fair predictions keyed by "
         "message id, checkpoint the state to a changelog topic, send bad messages to a dead-letter topic.",
         "Configuration (every key, the input and output schemas, dead-letter reasons, operations): "
-        "docs/daemon.md. A minimal configuration for your own topics: README.md, \"Bring your own model\".",
+        "docs/daemon.md. A minimal configuration for your own model and topics: docs/own-model.md (\"Bring your "
+        "own model\").",
     ),
     "broker": Command(
         "connectors.broker",
