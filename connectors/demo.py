@@ -6,7 +6,10 @@ features, for ``tau``), starts ``streamfair serve`` as a subprocess, and produce
 stream of raw-feature messages (plus a few malformed ones) to a 3-partition input topic.  While the
 daemon works it prints progress; at the end it stops the daemon and reports, from the labels ``y``
 and the groups ``S`` that only the producer knows, the risk and the demographic-parity
-unfairness of the base model and of the fair predictions.
+unfairness of the base model and of the fair predictions: over the stream, window by window
+(also drawn as a PNG), and on its second half, next to the fairness target of the configuration
+and a constant predictor.  The configuration and the two models are kept (``--out``) so that the
+same daemon can be run again on one's own broker.
 
 The stream (seeded): ``S ~ Bernoulli(0.4)`` is never sent; features ``x1 ~ N(1.2 S, 1)``,
 ``x2, x3 ~ N(0, 1)``; target ``y = clip(0.25 x1 + 0.15 x2 + 0.1 x3 - 0.1 + 0.1 noise, -1, 1)``,
@@ -31,7 +34,7 @@ from pathlib import Path
 import numpy as np
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from streamfair import evaluate, evaluate_deterministic
+from streamfair import FairnessReport, evaluate, evaluate_deterministic
 from streamfair.evaluation import to_grid
 
 from .broker import Broker, die_with_parent
@@ -41,6 +44,11 @@ from .kafka_io import ensure_topics
 GROUP_SHARE = 0.4
 WARMUP = 4000
 TIME_BUDGET_S = 105.0
+#: Windows of the stream in the report's "over time" table and picture.
+WINDOWS = 10
+#: Names of the files the demo keeps in ``--out``.
+CONFIG_NAME, ETA_NAME, TAU_NAME, PICTURE_NAME = ("streamfair-demo.toml", "streamfair-demo-eta.pkl",
+                                                 "streamfair-demo-tau.pkl", "streamfair-demo.png")
 #: Malformed messages mixed into the stream, to show the dead-letter topic at work.
 MALFORMED = (
     b'{"id": "bad-json", "features": {"x1": 0.1,',
@@ -62,19 +70,21 @@ def synthetic(n: int, rng: np.random.Generator) -> tuple[list[dict], np.ndarray,
     return features, y, s
 
 
-def train_models(rng: np.random.Generator, directory: Path) -> tuple[Path, Path]:
-    """Pickled River pipelines for ``eta`` (linear regression) and ``tau`` (logistic regression)."""
+def train_models(rng: np.random.Generator, directory: Path) -> tuple[Path, Path, float]:
+    """Pickled River pipelines for ``eta`` (linear regression) and ``tau`` (logistic regression),
+    and the mean of ``y`` on the warm-up sample (the constant predictor of the report)."""
     from river import linear_model, preprocessing
 
     regressor = preprocessing.StandardScaler() | linear_model.LinearRegression()
     classifier = preprocessing.StandardScaler() | linear_model.LogisticRegression()
-    for x, y, s in zip(*synthetic(WARMUP, rng)):
+    features, targets, groups = synthetic(WARMUP, rng)
+    for x, y, s in zip(features, targets, groups):
         regressor.learn_one(x, float(y))
         classifier.learn_one(x, bool(s))
-    paths = directory / "eta.pkl", directory / "tau.pkl"
+    paths = directory / ETA_NAME, directory / TAU_NAME
     for path, model in zip(paths, (regressor, classifier)):
         path.write_bytes(pickle.dumps(model))
-    return paths
+    return paths[0], paths[1], float(targets.mean())
 
 
 def _toml(values: dict) -> str:
@@ -118,38 +128,158 @@ def _produce(broker: Broker, topic: str, n: int, partitions: int, seed: int, tru
     counts["done"] = 1
 
 
-def report(outputs: dict, truth: Truth, dead: Counter, atoms: np.ndarray) -> str:
-    """The before/after table over the second half of the stream (after the post-processors' warm-up)."""
+@dataclass(frozen=True)
+class Target:
+    """The fairness target of the configuration: a KS bound, or the per-value gap ``eps``."""
+
+    ks: float | None
+    eps: np.ndarray
+
+    @classmethod
+    def of(cls, config) -> Target:
+        ks = config.postprocessor.kwargs().get("ks")
+        return cls(None if ks is None else float(ks), np.atleast_1d(config.postprocessor.build().eps))
+
+    def describe(self) -> str:
+        if self.ks is not None:
+            return (f"Target (postprocessor.ks): the KS distance between each group's predictions and everyone's "
+                    f"at most {self.ks:g}")
+        eps = ", ".join(f"{e:g}" for e in np.unique(self.eps))
+        return (f"Target (postprocessor.eps): for every grid value v, |P(prediction = v | S = s) - P(prediction = v)| "
+                f"at most {eps} (the 'value gap' columns; a gap measured on n messages also carries sampling noise "
+                f"of order sqrt(P(v) / n))")
+
+    def text(self) -> str:
+        return f"KS <= {self.ks:g}" if self.ks is not None else f"gap <= {np.max(self.eps):g}"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One kind of prediction on a set of messages: its report and the groups' mean predictions."""
+
+    name: str
+    result: FairnessReport
+    gap_in_means: float
+    on_grid: bool
+
+
+def _row(name: str, result: FairnessReport, means: np.ndarray, s: np.ndarray, on_grid: bool) -> Row:
+    return Row(name, result, float(means[s == 1].mean() - means[s == 0].mean()), on_grid)
+
+
+def _columns(outputs: dict, truth: Truth, ids: list[str]) -> tuple[np.ndarray, ...]:
+    y = np.array([truth.y[i] for i in ids])
+    s = np.array([truth.s[i] for i in ids])
+    eta = np.array([outputs[i]["eta"] for i in ids])
+    fair = np.array([outputs[i]["prediction"] for i in ids])
+    return y, s, eta, fair
+
+
+def over_time(outputs: dict, truth: Truth, atoms: np.ndarray, constant: float) -> list[dict]:
+    """Per window of the stream (production order): KS of the base model and of the fair draws, the
+    fair draws' worst value gap, and the mean squared error of the base model, the fair draws and the constant."""
+    ids = sorted(outputs, key=lambda ident: int(ident[1:]))
+    windows = []
+    for chunk in np.array_split(np.array(ids), min(WINDOWS, len(ids))):
+        y, s, eta, fair = _columns(outputs, truth, list(chunk))
+        base, fairness = evaluate_deterministic(eta, y, s), evaluate(to_grid(fair, atoms), atoms, y, s)
+        windows.append({"first": int(chunk[0][1:]), "last": int(chunk[-1][1:]), "base_ks": base.max_ks,
+                        "fair_ks": fairness.max_ks, "fair_gap": float(fairness.atom_unfairness.max()),
+                        "base_risk": base.risk, "fair_risk": fairness.risk,
+                        "constant_risk": float(np.mean((y - constant) ** 2))})
+    return windows
+
+
+def report(outputs: dict, truth: Truth, dead: Counter, atoms: np.ndarray, target: Target, constant: float) -> str:
+    """The report: fairness and risk window by window over the stream, then on its second half
+    (after the post-processors' first epochs), next to the target and a constant predictor."""
+    lines = [f"Fairness report on {len(outputs)} messages (S and y are known only to the producer, never sent)",
+             target.describe(), "",
+             f"Over the stream, in windows of about {len(outputs) // min(WINDOWS, len(outputs))} messages "
+             "(each partition's post-processor learns as messages arrive):",
+             f"{'messages':<16}{'your model KS':>14}{'fair KS':>9}{'fair value gap':>16}{'target':>14}"
+             f"{'MSE: model':>12}{'fair':>8}{'constant':>10}"]
+    for w in over_time(outputs, truth, atoms, constant):
+        lines.append(f"{w['first']:>6} - {w['last']:<7}{w['base_ks']:14.3f}{w['fair_ks']:9.3f}{w['fair_gap']:16.4f}"
+                     f"{target.text():>14}{w['base_risk']:12.4f}{w['fair_risk']:8.4f}{w['constant_risk']:10.4f}")
     ids = sorted(outputs, key=lambda ident: int(ident[1:]))
     tail = ids[len(ids) // 2 :]
-    y = np.array([truth.y[i] for i in tail])
-    s = np.array([truth.s[i] for i in tail])
-    eta = np.array([outputs[i]["eta"] for i in tail])
-    fair = np.array([outputs[i]["prediction"] for i in tail])
-    exact = [i for i in tail if "distribution" in outputs[i]]
-    proba = np.array([outputs[i]["distribution"]["proba"] for i in exact])
-    s_exact = np.array([truth.s[i] for i in exact])
+    y, s, eta, fair = _columns(outputs, truth, tail)
+    asked = [i for i in tail if "distribution" in outputs[i]]
+    proba = np.array([outputs[i]["distribution"]["proba"] for i in asked])
+    y_asked, s_asked = np.array([truth.y[i] for i in asked]), np.array([truth.s[i] for i in asked])
     grid = to_grid(eta, atoms)
-    rows = [  # name, report, per-sample mean prediction, whether the predictions live on the grid
-        ("base model (eta)", evaluate_deterministic(eta, y, s), eta, s, False),
-        ("base model on the grid", evaluate(grid, atoms, y, s), grid @ atoms, s, True),
-        ("fair, served draws", evaluate_deterministic(fair, y, s), fair, s, True),
-        (f"fair, exact pi (n={len(exact)})", evaluate(proba, atoms, np.array([truth.y[i] for i in exact]), s_exact),
-         proba @ atoms, s_exact, True),
+    constant_predictions = np.full(len(tail), constant)
+    rows = [
+        _row("your model (eta)", evaluate_deterministic(eta, y, s), eta, s, False),
+        _row("your model, rounded to the grid", evaluate(grid, atoms, y, s), grid @ atoms, s, True),
+        _row("fair predictions (served draws)", evaluate_deterministic(fair, y, s), fair, s, True),
+        _row("fair predictions (their law)", evaluate(proba, atoms, y_asked, s_asked), proba @ atoms, s_asked, True),
+        _row("constant (mean of y)", evaluate_deterministic(constant_predictions, y, s), constant_predictions, s,
+             False),
     ]
-    lines = [
-        f"Fairness report: {len(tail)} messages (second half of the stream; S and y known only to the producer)",
-        f"{'predictions':<28}{'risk (MSE)':>11}{'KS S=0':>9}{'KS S=1':>9}{'atom gap':>10}{'mean S=1 - S=0':>16}",
+    base_risk, constant_risk = rows[0].result.risk, rows[-1].result.risk
+    lines += ["", f"Second half of the stream ({len(tail)} messages, after the post-processors have learned):",
+              f"{'predictions':<34}{'MSE':>8}{'x model':>9}{'x constant':>12}{'KS S=0':>8}{'KS S=1':>8}"
+              f"{'value gap':>11}{'mean S=1 - S=0':>16}"]
+    for row in rows:
+        r = row.result
+        gap = f"{r.atom_unfairness.max():11.4f}" if row.on_grid else f"{'-':>11}"
+        lines.append(f"{row.name:<34}{r.risk:8.4f}{r.risk / base_risk:9.2f}{r.risk / constant_risk:12.2f}"
+                     f"{r.ks_unfairness[0]:8.3f}{r.ks_unfairness[1]:8.3f}{gap}{row.gap_in_means:16.3f}")
+    lines += [
+        f"'their law': the distribution each prediction is drawn from, sent back for the {len(asked)} messages "
+        "that asked for it (\"distribution\": true).",
+        "KS S=s: Kolmogorov-Smirnov distance between the predictions in group s and everyone's (0: the same "
+        "distribution); value gap: the largest |P(prediction = v | S = s) - P(prediction = v)| over grid values v; "
+        "x model, x constant: MSE relative to your model's and to the constant prediction's (which is fair, "
+        "but ignores the features).",
+        "dead letters (malformed messages mixed in on purpose): "
+        + (", ".join(f"{k} {v}" for k, v in sorted(dead.items())) or "none"),
     ]
-    for name, result, means, groups, on_grid in rows:
-        gap = means[groups == 1].mean() - means[groups == 0].mean()
-        atom = f"{result.atom_unfairness.max():10.4f}" if on_grid else f"{'-':>10}"
-        lines.append(f"{name:<28}{result.risk:11.4f}{result.ks_unfairness[0]:9.3f}{result.ks_unfairness[1]:9.3f}"
-                     f"{atom}{gap:16.3f}")
-    lines.append("KS S=s: Kolmogorov-Smirnov distance between the law of the predictions in group s and overall; "
-                 "atom gap: max over grid values of |P(pred = v | S = s) - P(pred = v)| (the paper's constraint).")
-    lines.append("dead letters: " + (", ".join(f"{k} {v}" for k, v in sorted(dead.items())) or "none"))
     return "\n".join(lines)
+
+
+def draw(windows: list[dict], target: Target, path: Path) -> Path | None:
+    """The "over the stream" table as a PNG (``None`` without matplotlib)."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        return None
+    x = [(w["first"] + w["last"]) / 2 for w in windows]
+    fig = Figure(figsize=(9, 6))
+    ks_ax, risk_ax = fig.subplots(2, 1, sharex=True)
+    ks_ax.plot(x, [w["base_ks"] for w in windows], "o-", color="tab:red", label="your model")
+    ks_ax.plot(x, [w["fair_ks"] for w in windows], "o-", color="tab:blue", label="fair predictions")
+    if target.ks is not None:
+        ks_ax.axhline(target.ks, color="black", ls=":", label=f"target KS {target.ks:g}")
+    ks_ax.set_ylabel("worst group's KS distance")
+    ks_ax.set_ylim(bottom=0)
+    ks_ax.legend(fontsize=8)
+    ks_ax.grid(alpha=0.3)
+    for key, color, label in (("base_risk", "tab:red", "your model"), ("fair_risk", "tab:blue", "fair predictions"),
+                              ("constant_risk", "gray", "constant prediction")):
+        risk_ax.plot(x, [w[key] for w in windows], "o-", color=color, label=label)
+    risk_ax.set_ylabel("mean squared error")
+    risk_ax.set_xlabel("message number (production order)")
+    risk_ax.set_ylim(bottom=0)
+    risk_ax.legend(fontsize=8)
+    risk_ax.grid(alpha=0.3)
+    fig.suptitle("streamfair demo: fairness and error over the stream")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return path
+
+
+def reusable_config(values: dict, out: Path) -> str:
+    """The demo's configuration for a broker on 127.0.0.1:9092, with the models kept in ``out``."""
+    kept = {**values, "kafka.bootstrap_servers": ["127.0.0.1:9092"],
+            "models.eta": str(out / ETA_NAME), "models.tau": str(out / TAU_NAME)}
+    return ("# The configuration of `streamfair demo`. To run this daemon again:\n"
+            "#   streamfair broker --port 9092          (or point bootstrap_servers at your own Kafka)\n"
+            f"#   streamfair serve --config {CONFIG_NAME}\n"
+            "# and send {\"id\": ..., \"features\": {\"x1\": ..., \"x2\": ..., \"x3\": ...}} to topics.input.\n"
+            + _toml(kept))
 
 
 def _read(consumer: KafkaConsumer, outputs: dict, dead: Counter, output_topic: str) -> None:
@@ -166,7 +296,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--messages", type=int, default=90000, help="stream length (default 90000)")
     parser.add_argument("--partitions", type=int, default=3, help="input partitions (default 3)")
     parser.add_argument("--batch-size", type=int, default=1, help="processing.batch_size of the daemon (default 1)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the stream and the models")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the stream and the models (default 0)")
+    parser.add_argument("--out", type=Path, default=Path("."),
+                        help=f"directory for what the demo keeps: its configuration ({CONFIG_NAME}), its two models "
+                             f"and the picture of fairness over time ({PICTURE_NAME}); default: the current directory")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -175,10 +308,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     started = time.monotonic()
     rng = np.random.default_rng(args.seed)
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="streamfair-demo-") as directory, Broker() as broker:
         directory = Path(directory)
         print(f"[broker] Tansu on {broker.bootstrap} (memory storage, pid {broker.pid})", flush=True)
-        eta_path, tau_path = train_models(rng, directory)
+        eta_path, tau_path, constant = train_models(rng, out)
         values = {
             "kafka.bootstrap_servers": [broker.bootstrap], "kafka.group_id": "demo",
             "kafka.session_timeout_ms": 6000, "kafka.heartbeat_interval_ms": 2000,
@@ -193,13 +328,15 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(config_path, env={})
         layout = ensure_topics(config)
         atoms = config.postprocessor.build().atoms
+        (out / CONFIG_NAME).write_text(reusable_config(values, out))
         print(f"[models] River linear/logistic regression trained on {WARMUP} warm-up samples; "
               f"topics created ({layout.input_partitions} partitions)", flush=True)
+        print(f"[config] kept in {out / CONFIG_NAME} (with the two models), to run this daemon again", flush=True)
         log_path = directory / "daemon.log"
         with open(log_path, "w") as log:
             daemon = subprocess.Popen([sys.executable, "-m", "connectors.cli", "serve", "--config", str(config_path)],
                                       stdout=log, stderr=log, preexec_fn=die_with_parent)
-        print(f"[daemon] streamfair serve started (pid {daemon.pid}), config {config_path.name}", flush=True)
+        print(f"[daemon] streamfair serve started (pid {daemon.pid})", flush=True)
         truth, counts = Truth({}, {}), Counter()
         producer = threading.Thread(target=_produce, args=(broker, config.topics.input, args.messages,
                                                            layout.input_partitions, args.seed + 1, truth, counts),
@@ -217,8 +354,10 @@ def run(args: argparse.Namespace) -> int:
                 now = time.monotonic() - started
                 if now - last >= 2.0:
                     last = now
+                    waiting = "" if outputs else ("  (the daemon is joining the consumer group and getting its "
+                                                  "partitions: a few seconds on the bundled broker)")
                     print(f"[{now:5.1f}s] produced {counts['produced']:6d}  predicted {len(outputs):6d}  "
-                          f"dead letters {sum(dead.values()):3d}", flush=True)
+                          f"dead letters {sum(dead.values()):3d}{waiting}", flush=True)
                 if counts["done"] and len(outputs) >= counts["produced"] and sum(dead.values()) >= counts["malformed"]:
                     break
                 if daemon.poll() is not None:
@@ -237,6 +376,10 @@ def run(args: argparse.Namespace) -> int:
         if len(outputs) < counts["produced"] or not counts["done"]:
             print(f"(time budget of {TIME_BUDGET_S:.0f} s reached: reporting on the {len(outputs)} predictions made; "
                   f"try a smaller --messages on a busy machine)")
+        target = Target.of(config)
         print()
-        print(report(outputs, truth, dead, atoms))
+        print(report(outputs, truth, dead, atoms, target, constant))
+        picture = draw(over_time(outputs, truth, atoms, constant), target, out / PICTURE_NAME)
+        print(f"\nfairness over time: {picture}" if picture else "\n(no picture: matplotlib is not installed)")
+        print(f"configuration kept: {out / CONFIG_NAME}")
     return 0

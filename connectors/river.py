@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import math
 import random
+import warnings
 from abc import abstractmethod
 from numbers import Real
 from typing import Any, Hashable, Iterator
@@ -46,6 +47,11 @@ class _FairWrapper(base.Wrapper):
     @abstractmethod
     def _base_prediction(self, features: dict, kwargs: dict) -> Any:
         """The base model's output on ``features`` (without S), as the post-processor reads it."""
+
+    @property
+    @abstractmethod
+    def _outcomes(self) -> tuple:
+        """What the post-processor's law ``pi(. | x)`` is over: the grid values or the classes."""
 
     @property
     def _kind(self) -> str:
@@ -93,9 +99,57 @@ class _FairWrapper(base.Wrapper):
 
         See :class:`streamfair.Diagnostics`: plug-in per-group unfairness (``group_unfairness``,
         ``group_ks``, ``group_proba``, ``group_mean``), constraint ``violation``,
-        ``gradient_mapping_norm``, epoch progress and ``n_clipped``.
+        ``gradient_mapping_norm``, epoch progress and ``n_clipped``.  :meth:`diagnostics_by_group`
+        gives the per-group ones keyed by group.
         """
         return self._postprocessor.diagnostics()
+
+    def diagnostics_by_group(self) -> dict:
+        """The live per-group estimates of :meth:`diagnostics`, keyed by the S values of ``groups``.
+
+        ``{group: {"gap": ..., "ks": ..., "mean": ..., "proba": {outcome: P(prediction = outcome | S = group)}}}``:
+        the worst per-outcome gap ``max |P(pred = v | S = s) - P(pred = v)|``, the KS distance between the
+        group's law of the predictions and the overall one, the group's mean prediction (regression; the
+        mean class index for a classifier) and the group's law of the predictions, all estimated without S.
+        """
+        d = self.diagnostics()
+        return {
+            group: {
+                "gap": float(d.group_unfairness[s]),
+                "ks": float(d.group_ks[s]),
+                "mean": float(d.group_mean[s]),
+                "proba": dict(zip(self._outcomes, d.group_proba[:, s].tolist())),
+            }
+            for s, group in enumerate(self.groups)
+        }
+
+    def debug_one(self, x: dict, n_decimals: int = 4, top: int = 5, **kwargs) -> str:
+        """What the model computes for ``x``: the base output ``eta``, ``tau``, the fair law ``pi`` and the prediction.
+
+        ``pi(. | x)`` is shown by its ``top`` most likely outcomes.  River's ``Pipeline.debug_one`` prints it
+        as the last step.  Nothing is learned.
+        """
+        features = self._features(x)
+        eta, tau = self._inputs(features, kwargs)
+        pi = self._postprocessor.proba_one(eta, tau)
+        def number(value: Any) -> str:
+            return f"{value:.{n_decimals}f}" if isinstance(value, float) else str(value)
+
+        if isinstance(eta, list):
+            eta_text = ", ".join(f"{number(label)}: {number(q)}" for label, q in zip(self._outcomes, eta))
+        else:
+            eta_text = number(float(eta))
+        likeliest = np.argsort(-pi, kind="stable")[:top]
+        lines = [
+            f"eta (base {self._kind}): {eta_text}",
+            "tau = P(S | x): " + ", ".join(f"{group}: {number(q)}" for group, q in zip(self.groups, tau)),
+            f"pi(. | x), {min(top, pi.size)} likeliest of {pi.size}: "
+            + ", ".join(f"{number(self._outcomes[i])}: {number(float(pi[i]))}" for i in likeliest),
+            f"prediction (mode={self.mode!r}): {self.predict_one(x, **kwargs)}",
+        ]
+        if self.sensitive in x:
+            lines.append(f"S = {x[self.sensitive]!r} is in x and was not read")
+        return "\n".join(lines)
 
     # ------------------------------------------------------------------ inputs of the post-processor
     def _features(self, x: dict) -> dict:
@@ -118,8 +172,8 @@ class _FairWrapper(base.Wrapper):
         except (KeyError, TypeError):
             raise ValueError(
                 f"x[{self.sensitive!r}] must be one of groups={self.groups!r}, got {s!r} (keep S out of the "
-                f"numeric transformers before this step, e.g. "
-                f"(compose.Discard({self.sensitive!r}) | preprocessing.StandardScaler()) + compose.Select({self.sensitive!r}))"
+                f"numeric transformers before this step: scale inside the wrapped models, or route S around "
+                f"the scaler as shown in docs/river.md, 'Scalers must leave S alone')"
             ) from None
 
     # ------------------------------------------------------------------ learning
@@ -179,10 +233,11 @@ class FairRegressor(_FairWrapper, base.Regressor):
     regressor
         River regressor for ``eta``.  Its output should lie in ``[-B, B]`` (scale the target,
         or raise ``B``); values outside are clipped and counted in ``diagnostics().n_clipped``.
-    classifier
+    group_classifier
         River classifier of S from the other features; binary ones (such as
         ``linear_model.LogisticRegression``) suit ``groups=(0, 1)`` or ``(False, True)``, use a
-        multiclass one for other labels.
+        multiclass one for other labels.  Its probabilities are ``tau``: the post-processor is
+        only as fair as they are calibrated.
     sensitive
         The key of S in ``x``.
     groups
@@ -208,6 +263,9 @@ class FairRegressor(_FairWrapper, base.Regressor):
         ``"epoch"``: predictions use the post-processor's output at the end of its last completed
         epoch (before the first one, ``horizon`` samples, the base prediction rounded to the grid);
         ``"live"``: its running output, updated at every sample.
+    classifier
+        Deprecated name of ``group_classifier`` (a ``DeprecationWarning``; ``FairClassifier``'s
+        ``classifier`` is the model of ``y``).
 
     Attributes
     ----------
@@ -260,7 +318,7 @@ class FairRegressor(_FairWrapper, base.Regressor):
     def __init__(
         self,
         regressor: base.Regressor,
-        classifier: base.Classifier,
+        group_classifier: base.Classifier | None = None,
         sensitive: Hashable = "group",
         groups: tuple = (0, 1),
         B: float = 1.0,
@@ -276,9 +334,17 @@ class FairRegressor(_FairWrapper, base.Regressor):
         seed: int | None = None,
         window: int = 1000,
         serve: str = "epoch",
+        classifier: base.Classifier | None = None,
     ):
+        if classifier is not None:
+            if group_classifier is not None:
+                raise ValueError("give group_classifier only (classifier is its deprecated name), not both")
+            warnings.warn("FairRegressor(classifier=...) is deprecated: the classifier of S is now group_classifier",
+                          DeprecationWarning, stacklevel=2)
+            group_classifier = classifier
         self.regressor = regressor
-        self.classifier = classifier
+        self.group_classifier = group_classifier
+        self.classifier = None
         self.sensitive = sensitive
         self.groups = groups
         self.B = B
@@ -294,7 +360,7 @@ class FairRegressor(_FairWrapper, base.Regressor):
         self.seed = seed
         self.window = window
         self.serve = serve
-        self._start(FairRegressionPostProcessor, "classifier", B=B, L=L)
+        self._start(FairRegressionPostProcessor, "group_classifier", B=B, L=L)
 
     @property
     def _wrapped_model(self) -> base.Regressor:
@@ -302,12 +368,16 @@ class FairRegressor(_FairWrapper, base.Regressor):
 
     @property
     def _group_model(self) -> base.Classifier:
-        return self.classifier
+        return self.group_classifier
 
     @property
     def atoms(self) -> np.ndarray:
         """The prediction grid ``{l B / L : l = -L..L}``."""
         return self._postprocessor.atoms
+
+    @property
+    def _outcomes(self) -> tuple:
+        return tuple(float(a) for a in self.atoms)
 
     def _base_prediction(self, features: dict, kwargs: dict) -> float:
         return self.regressor.predict_one(features, **kwargs)
@@ -336,10 +406,10 @@ class FairRegressor(_FairWrapper, base.Regressor):
     def _unit_test_params(cls):
         from river import linear_model, naive_bayes, tree
 
-        yield {"regressor": linear_model.LinearRegression(), "classifier": linear_model.LogisticRegression()}
+        yield {"regressor": linear_model.LinearRegression(), "group_classifier": linear_model.LogisticRegression()}
         yield {
             "regressor": tree.HoeffdingTreeRegressor(),
-            "classifier": naive_bayes.GaussianNB(),
+            "group_classifier": naive_bayes.GaussianNB(),
             "sensitive": "s",
             "groups": ("a", "b", "c"),
             "B": 60.0,
@@ -385,7 +455,7 @@ class FairClassifier(_FairWrapper, base.Classifier):
     classifier
         River classifier of ``y`` (multiclass for more than 2 ``classes``).
     group_classifier
-        River classifier of S from the other features (as ``classifier`` for :class:`FairRegressor`).
+        River classifier of S from the other features (as for :class:`FairRegressor`).
     sensitive, groups
         The key of S in ``x`` and the S values in a fixed order, as for :class:`FairRegressor`.
     classes
@@ -496,6 +566,10 @@ class FairClassifier(_FairWrapper, base.Classifier):
     @property
     def _group_model(self) -> base.Classifier:
         return self.group_classifier
+
+    @property
+    def _outcomes(self) -> tuple:
+        return self.classes
 
     @property
     def _multiclass(self) -> bool:

@@ -9,10 +9,12 @@ scikit-learn:
 * :func:`fit_least_squares` -- intercept plus the minimum-norm least-squares coefficients of the
   centred data (what ``LinearRegression`` computes, also for rank-deficient designs);
 * :func:`fit_logistic` -- multinomial (softmax) logistic regression minimizing
-  :func:`logistic_objective` by Newton's method with backtracking; ``l2=1`` is scikit-learn's
-  default ``C=1`` penalty ``||W||^2 / 2`` on the *sum* of the log-losses, intercepts unpenalized.
-  For two classes the softmax model is the usual logistic model (both classes get coefficients,
-  as in scikit-learn's multinomial formulation).
+  :func:`logistic_objective` by Newton's method with backtracking: the *sum* of the log-losses
+  plus ``l2 ||W||^2 / 2`` on the coefficients of every class, intercepts unpenalized.  It has the
+  minimizer of scikit-learn's ``LogisticRegression(C=C)`` for ``l2 = 1 / C`` with three classes or
+  more, and for ``l2 = 2 / C`` with two: there both classes get coefficients, the optimum puts
+  ``+w / 2`` and ``-w / 2`` on them, so the penalty on the logit difference ``w`` is
+  ``l2 ||w||^2 / 4`` against scikit-learn's ``||w||^2 / (2 C)``.
 
 Examples
 --------
@@ -185,8 +187,10 @@ def fit_logistic(X, labels, n_classes: int | None = None, l2: float = 1.0, tol: 
     n_classes
         ``K``; default ``max(labels) + 1``.
     l2
-        Ridge weight on the coefficients (not the intercepts); ``1.0`` matches scikit-learn's
-        ``LogisticRegression(C=1.0)``.
+        Ridge weight on the coefficients (not the intercepts).  scikit-learn's
+        ``LogisticRegression(C=C)`` is ``l2 = 1 / C`` for ``K >= 3`` classes and ``l2 = 2 / C`` for
+        two (its binary model has one coefficient vector, this one two opposite ones), so the
+        default ``1.0`` is ``C = 1`` for ``K >= 3`` and ``C = 2`` for two classes.
     tol
         Stop when the largest gradient entry is below ``tol * n``.
     max_iter

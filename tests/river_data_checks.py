@@ -1,8 +1,21 @@
-"""River's data-driven estimator checks that both River adapters re-run on a stream carrying S."""
+"""What both River adapters' tests share: River's data-driven estimator checks (re-run on a stream
+carrying S) and the documented way to scale in front of an adapter while S is in ``x``."""
 
 from __future__ import annotations
 
+from river import compose, preprocessing
 from river.checks import common
+
+
+def only_group(x: dict) -> dict:
+    """``{"group": S}`` when S is in ``x``, else ``{}`` (docs/river.md, "Scalers must leave S alone")."""
+    return {"group": x["group"]} if "group" in x else {}
+
+
+def scaler_that_skips_the_group():
+    """The docs' recipe: scale every feature but S, pass S through when it is there."""
+    return (compose.Discard("group") | preprocessing.StandardScaler()) + compose.FuncTransformer(only_group)
+
 
 #: the checks of ``river.checks`` that take a ``dataset`` and apply to every estimator
 COMMON_DATA_CHECKS = [

@@ -5,16 +5,15 @@ against what the daemon reads (ports, image, config path, STREAMFAIR_* variables
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
 import subprocess
-import sys
 import tomllib
 from pathlib import Path, PurePosixPath
 
 import pytest
+import yaml
 
 from connectors import cli
 from connectors.config import ENV_PREFIX, ConfigError, load_config
@@ -27,31 +26,23 @@ DASHBOARD = DEPLOY / "grafana" / "dashboards" / "streamfair.json"
 
 
 # ---------------------------------------------------------------------------- tools (shared by the metrics tests)
+TOOLS_MISSING = ("prometheus and promtool must be on PATH for the scraping tests; `make test` installs them "
+                 "(Debian/Ubuntu: apt-get install prometheus; elsewhere: https://prometheus.io/download/)")
+
+
 def ensure_prometheus() -> dict[str, str]:
-    """Paths of ``prometheus`` and ``promtool``; installs Debian's ``prometheus`` package when missing."""
-    if not (shutil.which("prometheus") and shutil.which("promtool")):
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "prometheus"]):
-            result = subprocess.run(command, env=env, capture_output=True, text=True)
-            assert result.returncode == 0, f"{' '.join(command)} failed (the tests need prometheus):\n{result.stderr}"
+    """Paths of ``prometheus`` and ``promtool``; a test error naming what is missing if they are not on PATH.
+
+    Tests never install anything: ``make test`` (``scripts/test-tools.sh``) sets the tools up.
+    """
     tools = {name: shutil.which(name) for name in ("prometheus", "promtool")}
-    assert all(tools.values()), f"prometheus and promtool must be on PATH, found {tools}"
+    if not all(tools.values()):
+        missing = ", ".join(name for name, path in tools.items() if path is None)
+        pytest.fail(f"{missing} not found. {TOOLS_MISSING}", pytrace=False)
     return tools
 
 
-def yaml_module():
-    """PyYAML; installed into this interpreter with pip when missing (the test extra should list it)."""
-    try:
-        import yaml
-    except ImportError:
-        result = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "pyyaml"], capture_output=True, text=True)
-        assert result.returncode == 0, f"pip install pyyaml failed:\n{result.stderr}"
-        import yaml
-    return yaml
-
-
 def load_yaml(path: Path, many: bool = False):
-    yaml = yaml_module()
     with open(path) as handle:
         return list(yaml.safe_load_all(handle)) if many else yaml.safe_load(handle)
 
@@ -63,6 +54,35 @@ def tools():
 
 def promtool(tools, *args, cwd=PROMETHEUS_DIR):
     return subprocess.run([tools["promtool"], *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_missing_tools_are_a_clear_error_not_an_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(pytest.fail.Exception, match=r"^prometheus, promtool not found\. .*make test") as error:
+        ensure_prometheus()
+    assert "apt-get install prometheus" in str(error.value)
+
+
+def test_setup_script_stops_with_one_line_when_it_cannot_install(tmp_path):
+    """Without apt-get (or as non-root) ``make test``'s setup step fails at once with one line, installing nothing."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("id",):  # all the script needs besides the shell's built-ins
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    result = subprocess.run(["/bin/sh", str(REPO / "scripts" / "test-tools.sh")], env={"PATH": str(bin_dir)},
+                            capture_output=True, text=True, timeout=10)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "prometheus and promtool are not on PATH" in result.stderr
+    assert "apt-get install prometheus" in result.stderr
+
+
+def test_setup_script_accepts_tools_on_path(tmp_path):
+    for tool in ("prometheus", "promtool"):
+        (tmp_path / tool).write_text("#!/bin/sh\n")
+        (tmp_path / tool).chmod(0o755)
+    result = subprocess.run(["/bin/sh", str(REPO / "scripts" / "test-tools.sh")], env={"PATH": str(tmp_path)},
+                            capture_output=True, text=True, timeout=10)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
 
 
 # ---------------------------------------------------------------------------- Prometheus

@@ -1,7 +1,7 @@
 """A real Prometheus scrapes a running ``streamfair serve`` that processes a stream on the real broker.
 
-The daemon runs in a subprocess (metrics on a free port), Prometheus (Debian's package, installed when
-missing) on another free 127.0.0.1 port with a 1 s scrape/evaluation interval and the deploy alert
+The daemon runs in a subprocess (metrics on a free port), Prometheus (on PATH: ``make test`` sets it
+up) on another free 127.0.0.1 port with a 1 s scrape/evaluation interval and the deploy alert
 rules with every ``for:`` shortened to 1 s.  The stream is unfair and the daemon runs with eps = 0 and a
 horizon far beyond the test (the served predictor is still the unconstrained one, as early in a run),
 5% of the input is invalid JSON, and a feedback topic brings labels and groups.  The post-processor is
@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from kafka import KafkaProducer
 from river import linear_model
 
@@ -44,7 +45,6 @@ from test_metrics_deploy import (
     dashboard_queries,
     ensure_prometheus,
     load_yaml,
-    yaml_module,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -107,7 +107,6 @@ class Prometheus:
             group["interval"] = "1s"
             for rule in group["rules"]:
                 rule["for"] = "1s"  # the test-only variant: fire after one evaluation
-        yaml = yaml_module()
         (directory / config["rule_files"][0]).write_text(yaml.safe_dump(rules))
         (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.port = free_port()

@@ -13,8 +13,8 @@ import pytest
 from river import base, checks, compose, dummy, evaluate, linear_model, metrics, naive_bayes
 from river import neighbors, preprocessing, stats
 
-from connectors.river import FairRegressor, friedman_with_group
-from river_data_checks import COMMON_DATA_CHECKS
+from connectors.river import FairClassifier, FairRegressor, friedman_with_group
+from river_data_checks import COMMON_DATA_CHECKS, scaler_that_skips_the_group
 from streamfair import FairRegressionPostProcessor, evaluate_deterministic
 from streamfair import evaluate as audit
 
@@ -95,7 +95,7 @@ def test_sensitive_attribute_never_changes_a_prediction():
 
 def test_base_models_never_see_the_sensitive_attribute():
     model, _ = trained()
-    assert "group" not in model.regressor.weights and "group" not in model.classifier.weights
+    assert "group" not in model.regressor.weights and "group" not in model.group_classifier.weights
     assert len(model.regressor.weights) == 10  # Friedman's ten features, S removed
     assert model.group_counts[0] + model.group_counts[1] == 600
 
@@ -140,7 +140,7 @@ def test_unknown_group_raises_before_anything_is_learned():
     with pytest.raises(ValueError, match=r"x\['group'\] must be one of groups=\(0, 1\), got 2"):
         model.learn_one({**x, "group": 2}, y)
     scaled_pipeline = preprocessing.StandardScaler() | make()
-    with pytest.raises(ValueError, match="compose.Discard"):  # the scaler rewrites S
+    with pytest.raises(ValueError, match="docs/river.md"):  # the scaler rewrites S
         for x, y in data:
             scaled_pipeline.learn_one(x, y)
     assert pickle.dumps(model) == before
@@ -196,19 +196,19 @@ def assert_same_state(a, b) -> None:
 
 def test_unlabeled_samples_feed_only_the_post_processor():
     model, data = trained(n=100)
-    frozen = snapshot(model.regressor, model.classifier)
+    frozen = snapshot(model.regressor, model.group_classifier)
     n = model.diagnostics().n_samples
     for x, _ in data[:30]:
         model.learn_unlabeled_one(x)
-    assert snapshot(model.regressor, model.classifier) == frozen
+    assert snapshot(model.regressor, model.group_classifier) == frozen
     assert model.diagnostics().n_samples == n + 30
 
 
 def test_learn_one_without_a_label_leaves_the_regressor_alone():
     model, data = trained(n=100)
-    regressor, classifier = snapshot(model.regressor), snapshot(model.classifier)
+    regressor, classifier = snapshot(model.regressor), snapshot(model.group_classifier)
     model.learn_one(data[0][0])
-    assert snapshot(model.regressor) == regressor and snapshot(model.classifier) != classifier
+    assert snapshot(model.regressor) == regressor and snapshot(model.group_classifier) != classifier
     pipeline = preprocessing.StandardScaler() | make()
     pipeline.learn_one(without_group(data[0][0]))  # River pipelines pass y=None along
     assert pipeline["FairRegressor"].diagnostics().n_samples == 1
@@ -223,7 +223,7 @@ def test_sample_weight_goes_to_the_regressor_only():
         regressor.learn_one(without_group(x), y, w=w)
         classifier.learn_one(without_group(x), x["group"])
     assert model.regressor.weights == regressor.weights and model.regressor.intercept == regressor.intercept
-    assert model.classifier.weights == classifier.weights
+    assert model.group_classifier.weights == classifier.weights
     unweighted = FairRegressor(neighbors.KNNRegressor(), linear_model.LogisticRegression(), seed=0)
     unweighted.learn_one({"a": 1.0, "group": 0}, 0.2)
     with pytest.raises(ValueError, match="w must be 1"):
@@ -257,6 +257,63 @@ def test_base_models_must_be_river_models():
         FairRegressor(linear_model.LinearRegression(), linear_model.LinearRegression())
 
 
+# ---------------------------------------------------------------- debugging and diagnostics
+def test_debug_one_shows_eta_tau_pi_and_the_prediction_and_learns_nothing():
+    model, data = trained(L=5, horizon=200)
+    x, _ = data[0]
+    frozen = snapshot(model)
+    text = model.debug_one(x, n_decimals=6, top=3)
+    assert snapshot(model) == frozen
+    features = without_group(x)
+    eta = model.regressor.predict_one(features)
+    tau = model.group_classifier.predict_proba_one(features)
+    pi = model.proba_one(x)
+    lines = text.splitlines()
+    assert lines[0] == f"eta (base regressor): {eta:.6f}"
+    assert lines[1] == f"tau = P(S | x): 0: {tau[False]:.6f}, 1: {tau[True]:.6f}"
+    top = np.argsort(-pi, kind="stable")[:3]
+    assert lines[2] == "pi(. | x), 3 likeliest of 11: " + ", ".join(
+        f"{model.atoms[i]:.6f}: {pi[i]:.6f}" for i in top)
+    assert lines[3] == f"prediction (mode='sample'): {model.predict_one(x)}"
+    assert lines[4] == f"S = {x['group']!r} is in x and was not read"
+    assert len(model.debug_one(features).splitlines()) == 4
+    pipeline = compose.Discard("unused") | model  # River's Pipeline.debug_one prints it as the last step
+    assert model.debug_one(features) in pipeline.debug_one(features)
+
+
+def test_diagnostics_by_group_are_keyed_by_group_not_column_order():
+    model = FairRegressor(linear_model.LinearRegression(), naive_bayes.GaussianNB(), groups=("c", "a", "b"),
+                          L=4, horizon=100, seed=1)
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        group = ("c", "a", "b")[rng.integers(3)]
+        x = {"u": rng.normal({"a": -1.0, "b": 0.0, "c": 1.0}[group]), "s": group}
+        model.learn_one({"u": x["u"], "group": group}, x["u"] / 3)
+    d, by_group = model.diagnostics(), model.diagnostics_by_group()
+    assert list(by_group) == ["c", "a", "b"]
+    for s, group in enumerate(("c", "a", "b")):
+        assert by_group[group]["ks"] == d.group_ks[s] and by_group[group]["gap"] == d.group_unfairness[s]
+        assert by_group[group]["mean"] == d.group_mean[s]
+        assert list(by_group[group]["proba"]) == model.atoms.tolist()
+        assert list(by_group[group]["proba"].values()) == d.group_proba[:, s].tolist()
+    assert by_group["a"]["mean"] < by_group["b"]["mean"] < by_group["c"]["mean"]  # the groups' own means
+
+
+def test_the_group_classifier_has_one_name_and_the_old_one_warns():
+    data = list(friedman_with_group(300, seed=4))
+    with pytest.warns(DeprecationWarning, match="group_classifier"):
+        old = FairRegressor(linear_model.LinearRegression(), classifier=linear_model.LogisticRegression(), seed=2)
+    new = FairRegressor(linear_model.LinearRegression(), group_classifier=linear_model.LogisticRegression(), seed=2)
+    for x, y in data:
+        old.learn_one(x, y)
+        new.learn_one(x, y)
+    assert [old.predict_one(x) for x, _ in data] == [new.predict_one(x) for x, _ in data]
+    with pytest.raises(ValueError, match="not both"):
+        FairRegressor(linear_model.LinearRegression(), linear_model.LogisticRegression(),
+                      classifier=linear_model.LogisticRegression())
+    assert "group_classifier" in inspect.signature(FairClassifier).parameters
+
+
 # ---------------------------------------------------------------- state, clone, pipelines
 def test_pickling_mid_stream_continues_exactly():
     model, _ = trained(n=400)
@@ -265,7 +322,7 @@ def test_pickling_mid_stream_continues_exactly():
         assert copy_.predict_one(x) == model.predict_one(x)
         model.learn_one(x, y)
         copy_.learn_one(x, y)
-    assert snapshot(copy_.regressor, copy_.classifier) == snapshot(model.regressor, model.classifier)
+    assert snapshot(copy_.regressor, copy_.group_classifier) == snapshot(model.regressor, model.group_classifier)
     assert_same_state(copy_._postprocessor.state_dict(), model._postprocessor.state_dict())
     assert copy_.group_counts == model.group_counts and copy_.diagnostics().n_samples == 1200
 
@@ -283,8 +340,8 @@ def test_clone_is_fresh_and_learns_the_same():
 
 
 def test_pipeline_with_a_scaler_that_skips_the_group():
-    """``(Discard(S) | scaler) + Select(S) | FairRegressor`` equals scaling by hand, in progressive validation."""
-    pipeline = (compose.Discard("group") | preprocessing.StandardScaler()) + compose.Select("group") | make(seed=3)
+    """The docs' recipe in front of FairRegressor equals scaling by hand, in progressive validation."""
+    pipeline = scaler_that_skips_the_group() | make(seed=3)
     scaler, model = preprocessing.StandardScaler(), make(seed=3)
     data = list(friedman_with_group(800, seed=10))
     metric = evaluate.progressive_val_score(data, pipeline, metrics.MAE())
@@ -297,6 +354,13 @@ def test_pipeline_with_a_scaler_that_skips_the_group():
         model.learn_one({**scaler.transform_one(features), "group": x["group"]}, y)
     assert metric.get() == expected.get()
     assert snapshot(pipeline["FairRegressor"]) == snapshot(model)
+    fresh = list(friedman_with_group(3000, seed=11))  # S absent at prediction time: same predictions
+    assert [pipeline.predict_one(without_group(x)) for x, _ in fresh] == [pipeline.predict_one(x) for x, _ in fresh]
+
+
+@pytest.mark.parametrize("check", COMMON_DATA_CHECKS, ids=lambda check: check.__name__)
+def test_river_data_checks_on_the_docs_pipeline(check):
+    check(scaler_that_skips_the_group() | make(), dataset=list(friedman_with_group(200, seed=3)))
 
 
 def test_pipeline_routes_the_sample_weight():

@@ -13,7 +13,7 @@ from river import base, checks, compose, evaluate, linear_model, metrics, naive_
 from river.checks import clf
 
 from connectors.river import FairClassifier, FairRegressor, logistic_with_group
-from river_data_checks import COMMON_DATA_CHECKS
+from river_data_checks import COMMON_DATA_CHECKS, scaler_that_skips_the_group
 from streamfair import FairClassificationPostProcessor
 
 
@@ -118,8 +118,9 @@ def test_defaults_are_the_core_defaults():
     assert shared == {"cost_matrix", "eps", "beta", "p", "horizon", "optimizer", "inner", "mu", "window", "serve"}
     assert {name: ours[name].default for name in shared} == {name: core[name].default for name in shared}
     shared_with_regressor = set(ours) & set(inspect.signature(FairRegressor).parameters)
-    assert shared_with_regressor == {"classifier", "sensitive", "groups", "eps", "beta", "p", "horizon", "optimizer",
-                                     "inner", "mu", "mode", "seed", "window", "serve"}
+    # the classifier of S has one name in both; FairRegressor's "classifier" is its deprecated alias
+    assert shared_with_regressor == {"group_classifier", "classifier", "sensitive", "groups", "eps", "beta", "p",
+                                     "horizon", "optimizer", "inner", "mu", "mode", "seed", "window", "serve"}
 
 
 # ---------------------------------------------------------------- the post-processor's inputs
@@ -321,8 +322,8 @@ def test_clone_is_fresh_and_learns_the_same():
 
 
 def test_pipeline_with_a_scaler_that_skips_the_group():
-    """``(Discard(S) | scaler) + Select(S) | FairClassifier`` equals scaling by hand, in progressive validation."""
-    pipeline = (compose.Discard("group") | preprocessing.StandardScaler()) + compose.Select("group") | make(seed=3)
+    """The docs' recipe in front of FairClassifier equals scaling by hand, in progressive validation."""
+    pipeline = scaler_that_skips_the_group() | make(seed=3)
     scaler, model = preprocessing.StandardScaler(), make(seed=3)
     data = list(logistic_with_group(800, seed=10))
     metric = evaluate.progressive_val_score(data, pipeline, metrics.Accuracy())
@@ -334,10 +335,17 @@ def test_pipeline_with_a_scaler_that_skips_the_group():
         model.learn_one({**scaler.transform_one(features), "group": x["group"]}, y)
     assert metric.get() == expected.get() > 0.6
     assert snapshot(pipeline["FairClassifier"]) == snapshot(model)
+    fresh = list(logistic_with_group(3000, seed=11))  # S absent at prediction time: same predictions
+    assert [pipeline.predict_one(without_group(x)) for x, _ in fresh] == [pipeline.predict_one(x) for x, _ in fresh]
     in_front = preprocessing.StandardScaler() | make()
-    with pytest.raises(ValueError, match="compose.Discard"):  # a scaler in front rewrites S
+    with pytest.raises(ValueError, match="docs/river.md"):  # a scaler in front rewrites S
         for x, y in data:
             in_front.learn_one(x, y)
+
+
+@pytest.mark.parametrize("check", COMMON_DATA_CHECKS, ids=lambda check: check.__name__)
+def test_river_data_checks_on_the_docs_pipeline(check):
+    check(scaler_that_skips_the_group() | make(), dataset=list(logistic_with_group(200, seed=3)))
 
 
 # ---------------------------------------------------------------- fairness on a stream
