@@ -45,7 +45,7 @@ def cost_table(n: int = 4000) -> str:
         baseline = _per_sample(lambda: [int(np.argmax(row)) for row in proba], n)
 
         def fresh():
-            return FairClassificationPostProcessor(n_classes=classes, p=[0.5, 0.5], horizon=n)
+            return FairClassificationPostProcessor(n_classes=classes, p=[0.5, 0.5], horizon=n, profile="paper")
 
         learned, learner = fresh(), fresh()
         learned.learn_many(proba, tau)
@@ -108,7 +108,8 @@ def fairlearn_table(eps: float = 0.005) -> str:
     results.append(("base logistic regression (argmax)", "no", np.mean(positive == y_test), _dp_gap(positive.astype(float), s_test), 0.0, 1e6 * (time.perf_counter() - start) / len(test)))
 
     start = time.perf_counter()
-    fair = FairClassificationPostProcessor(n_classes=2, eps=eps, p=np.bincount(s[train]) / len(train), horizon=len(train), beta=200.0)
+    fair = FairClassificationPostProcessor(n_classes=2, eps=eps, p=np.bincount(s[train]) / len(train), horizon=len(train), beta=200.0,
+                                           profile="paper")
     fair.learn_many(proba_train, tau_train)
     fit_time = time.perf_counter() - start
     start = time.perf_counter()

@@ -62,7 +62,7 @@ def main(n: int = 20_000, batch_size: int = 1000) -> str:
     ]
     for L in (25, 50, 100):
         def make():
-            return FairRegressionPostProcessor(L=L, eps=eps, p=p, horizon=n)
+            return FairRegressionPostProcessor(L=L, eps=eps, p=p, horizon=n, profile="paper")
 
         probe = make()
         big_m, mu = probe.schedule.smoothness, probe.schedule.mu

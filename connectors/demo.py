@@ -133,12 +133,12 @@ class Target:
     """The fairness target of the configuration: a KS bound, or the per-value gap ``eps``."""
 
     ks: float | None
-    eps: np.ndarray
+    eps: np.ndarray | None
 
     @classmethod
     def of(cls, config) -> Target:
-        ks = config.postprocessor.kwargs().get("ks")
-        return cls(None if ks is None else float(ks), np.atleast_1d(config.postprocessor.build().eps))
+        fair = config.postprocessor.build()
+        return cls(None if fair.ks is None else float(np.max(fair.ks)), fair.eps)
 
     def describe(self) -> str:
         if self.ks is not None:

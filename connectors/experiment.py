@@ -162,6 +162,7 @@ def make_postprocessor(
     pool_size = prep.eta_pool.size
     return FairRegressionPostProcessor(
         B=1.0,
+        profile="paper",
         L=default_grid_size(pool_size),
         eps=2.0**-exponent,
         beta=default_beta(pool_size),

@@ -20,7 +20,7 @@ Examples
 --------
 >>> import os, tempfile
 >>> from streamfair import FairRegressionPostProcessor
->>> fair = FairRegressionPostProcessor(L=5, n_groups=2, horizon=50, eps=0.01)
+>>> fair = FairRegressionPostProcessor(L=5, n_groups=2, horizon=50, eps=0.01, profile="paper")
 >>> path = os.path.join(tempfile.mkdtemp(), "history.jsonl")
 >>> with HistoryWriter(path, groups=["a", "b"], eps=fair.eps) as history:
 ...     for i in range(100):

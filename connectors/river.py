@@ -76,6 +76,8 @@ class _FairWrapper(base.Wrapper):
             beta=self.beta,
             p=self.p,
             n_groups=len(self.groups),
+            profile=self.profile,
+            memory=self.memory,
             horizon=self.horizon,
             optimizer=self.optimizer,
             inner=self.inner,
@@ -243,11 +245,14 @@ class FairRegressor(_FairWrapper, base.Regressor):
     groups
         The S values, in a fixed order (the column order of ``tau``, ``p``, a per-group ``eps``
         and the diagnostics).  Learning a sample whose S is not one of them raises ``ValueError``.
-    B, L, eps, beta, p, horizon, optimizer, inner, mu
-        Passed to :class:`streamfair.FairRegressionPostProcessor`: grid half-width and size,
-        allowed per-atom unfairness (a float or one per group), entropic parameter, group
-        marginals (``None``: estimated from ``tau``), first-epoch length, optimizer, inner
-        solver, strong-convexity parameter.
+    B, L, ks, eps, beta, p, profile, memory, horizon, optimizer, inner, mu
+        Passed to :class:`streamfair.FairRegressionPostProcessor`: grid half-width and size, the
+        fairness target (``ks``: the largest KS distance between a group's predictions and all
+        predictions, 0.05 by default; or the paper's per-atom ``eps``), entropic parameter, group
+        marginals (``None``: estimated from ``tau``), the profile of defaults (``"anytime"``:
+        corrected from the first samples, follows drift over about ``memory`` samples;
+        ``"paper"``: the paper's settings), and the paper optimizers' first-epoch length,
+        optimizer, inner solver and strong-convexity parameter.
     mode
         What ``predict_one`` returns.  ``"sample"``: a draw from ``pi(. | x)``, the randomized
         predictor the fairness guarantee is about.  The draw is a keyed hash of ``(seed, x
@@ -260,9 +265,9 @@ class FairRegressor(_FairWrapper, base.Regressor):
     window
         Recent samples behind the live :meth:`diagnostics` (passed to the post-processor).
     serve
-        ``"epoch"``: predictions use the post-processor's output at the end of its last completed
-        epoch (before the first one, ``horizon`` samples, the base prediction rounded to the grid);
-        ``"live"``: its running output, updated at every sample.
+        The paper's optimizers only: ``"epoch"`` (``None``): predictions use the post-processor's
+        output at the end of its last completed epoch (before the first one, ``horizon`` samples,
+        the base prediction rounded to the grid); ``"live"``: its running output.
     classifier
         Deprecated name of ``group_classifier`` (a ``DeprecationWarning``; ``FairClassifier``'s
         ``classifier`` is the model of ``y``).
@@ -288,7 +293,7 @@ class FairRegressor(_FairWrapper, base.Regressor):
     ...     return preprocessing.StandardScaler() | model
     >>> base_model = scaled(linear_model.LinearRegression())
     >>> fair = FairRegressor(scaled(linear_model.LinearRegression()), scaled(linear_model.LogisticRegression()),
-    ...                      sensitive="group", groups=(0, 1), L=10, horizon=5000, seed=0)
+    ...                      sensitive="group", groups=(0, 1), L=10, seed=0)
     >>> for x, y in friedman_with_group(5000, seed=1):
     ...     fair.learn_one(x, y)
     ...     base_model.learn_one({k: v for k, v in x.items() if k != "group"}, y)
@@ -309,8 +314,8 @@ class FairRegressor(_FairWrapper, base.Regressor):
     >>> fair.predict_one(x) == fair.predict_one({**x, "group": 0}) == fair.predict_one({**x, "group": 1})
     True
     >>> d = fair.diagnostics()
-    >>> d.n_samples, d.epoch, d.group_ks.shape
-    (5000, 1, (2,))
+    >>> d.n_samples, d.group_ks.shape
+    (5000, (2,))
     """
 
     _model_kind = base.Regressor
@@ -323,17 +328,20 @@ class FairRegressor(_FairWrapper, base.Regressor):
         groups: tuple = (0, 1),
         B: float = 1.0,
         L: int | None = None,
-        eps: float | tuple[float, ...] = 0.001,
+        ks: float | tuple[float, ...] | None = None,
+        eps: float | tuple[float, ...] | None = None,
         beta: float | None = None,
         p: tuple[float, ...] | None = None,
+        profile: str = "anytime",
+        memory: int | None = None,
         horizon: int | None = None,
-        optimizer: str = "sgd3",
-        inner: str = "acsa2",
+        optimizer: str | None = None,
+        inner: str | None = None,
         mu: float | None = None,
         mode: str = "sample",
         seed: int | None = None,
         window: int = 1000,
-        serve: str = "epoch",
+        serve: str | None = None,
         classifier: base.Classifier | None = None,
     ):
         if classifier is not None:
@@ -349,9 +357,12 @@ class FairRegressor(_FairWrapper, base.Regressor):
         self.groups = groups
         self.B = B
         self.L = L
+        self.ks = ks
         self.eps = eps
         self.beta = beta
         self.p = p
+        self.profile = profile
+        self.memory = memory
         self.horizon = horizon
         self.optimizer = optimizer
         self.inner = inner
@@ -360,7 +371,7 @@ class FairRegressor(_FairWrapper, base.Regressor):
         self.seed = seed
         self.window = window
         self.serve = serve
-        self._start(FairRegressionPostProcessor, "group_classifier", B=B, L=L)
+        self._start(FairRegressionPostProcessor, "group_classifier", B=B, L=L, ks=ks)
 
     @property
     def _wrapped_model(self) -> base.Regressor:
@@ -417,6 +428,7 @@ class FairRegressor(_FairWrapper, base.Regressor):
             "eps": (0.01, 0.02, 0.03),
             "beta": 30.0,
             "p": (0.2, 0.3, 0.5),
+            "profile": "paper",
             "horizon": 100,
             "optimizer": "acsa",
             "mode": "mean",
@@ -465,10 +477,12 @@ class FairClassifier(_FairWrapper, base.Classifier):
     cost_matrix
         ``cost_matrix[i][j]``: the cost of predicting ``classes[j]`` when the truth is
         ``classes[i]`` (a tuple of tuples); ``None``: the 0-1 loss.
-    eps, beta, p, horizon, optimizer, inner, mu
-        Passed to :class:`streamfair.FairClassificationPostProcessor` (same defaults): allowed
-        per-class gap (a float or one per group), entropic parameter, group marginals,
-        first-epoch length, optimizer, inner solver, strong-convexity parameter.
+    eps, beta, p, profile, memory, horizon, optimizer, inner, mu
+        Passed to :class:`streamfair.FairClassificationPostProcessor` (same defaults): the fairness
+        target, the largest per-class rate gap between a group and everyone (a float or one per
+        group, 0.02 by default), entropic parameter, group marginals, the profile of defaults and
+        memory (as for :class:`FairRegressor`), and the paper optimizers' first-epoch length,
+        optimizer, inner solver, strong-convexity parameter.
     mode
         What ``predict_one`` returns.  ``"sample"``: a draw from ``pi(. | x)``, the randomized
         predictor the fairness guarantee is about, keyed by ``(seed, x without S)`` so that
@@ -494,7 +508,7 @@ class FairClassifier(_FairWrapper, base.Classifier):
     ...     return preprocessing.StandardScaler() | model
     >>> base_model = scaled(linear_model.LogisticRegression())
     >>> fair = FairClassifier(scaled(linear_model.LogisticRegression()), scaled(linear_model.LogisticRegression()),
-    ...                       sensitive="group", groups=(0, 1), classes=(0, 1), horizon=2000, seed=0)
+    ...                       sensitive="group", groups=(0, 1), classes=(0, 1), seed=0)
     >>> for x, y in logistic_with_group(4000, seed=1):
     ...     fair.learn_one(x, y)
     ...     base_model.learn_one({k: v for k, v in x.items() if k != "group"}, y)
@@ -524,17 +538,19 @@ class FairClassifier(_FairWrapper, base.Classifier):
         groups: tuple = (0, 1),
         classes: tuple = (False, True),
         cost_matrix: tuple[tuple[float, ...], ...] | None = None,
-        eps: float | tuple[float, ...] = 0.005,
+        eps: float | tuple[float, ...] | None = None,
         beta: float | None = None,
         p: tuple[float, ...] | None = None,
+        profile: str = "anytime",
+        memory: int | None = None,
         horizon: int | None = None,
-        optimizer: str = "sgd3",
-        inner: str = "acsa2",
+        optimizer: str | None = None,
+        inner: str | None = None,
         mu: float | None = None,
         mode: str = "sample",
         seed: int | None = None,
         window: int = 1000,
-        serve: str = "epoch",
+        serve: str | None = None,
     ):
         self.classifier = classifier
         self.group_classifier = group_classifier
@@ -545,6 +561,8 @@ class FairClassifier(_FairWrapper, base.Classifier):
         self.eps = eps
         self.beta = beta
         self.p = p
+        self.profile = profile
+        self.memory = memory
         self.horizon = horizon
         self.optimizer = optimizer
         self.inner = inner
@@ -628,6 +646,7 @@ class FairClassifier(_FairWrapper, base.Classifier):
             "eps": (0.01, 0.02, 0.03),
             "beta": 30.0,
             "p": (0.2, 0.3, 0.5),
+            "profile": "paper",
             "horizon": 100,
             "optimizer": "acsa",
             "mode": "mode",

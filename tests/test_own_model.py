@@ -10,7 +10,6 @@ second run serves raw features with the page's pickled River models.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import re
@@ -25,7 +24,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
 from connectors.broker import free_port
 from connectors.report import read_history
-from streamfair import FairRegressionPostProcessor, evaluate_deterministic
+from streamfair import evaluate_deterministic
 from test_docs import Block, python_blocks, run_blocks
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,17 +38,10 @@ def page_text() -> str:
 
 
 def config_text(bootstrap: str) -> str:
-    """The page's configuration with the test broker's address (and without keys this version lacks)."""
+    """The page's configuration with the test broker's address."""
     main = next(block for block in TOML.findall(page_text()) if "[kafka]" in block)
     assert 'bootstrap_servers = ["localhost:9092"]' in main
-    main = main.replace('bootstrap_servers = ["localhost:9092"]', f"bootstrap_servers = [{json.dumps(bootstrap)}]")
-    if "ks" not in inspect.signature(FairRegressionPostProcessor).parameters:
-        # The KS target is documented ahead of the post-processor that reads it: until then, the
-        # hand-picked settings it stands for (a KS target k needs eps <= k / (2L + 1) per atom).
-        main, replaced = re.subn(r"^ks = ([0-9.]+).*$", lambda m: f"L = 10\neps = {float(m.group(1)) / 21}\n"
-                                 "horizon = 1000", main, flags=re.M)
-        assert replaced == 1
-    return main
+    return main.replace('bootstrap_servers = ["localhost:9092"]', f"bootstrap_servers = [{json.dumps(bootstrap)}]")
 
 
 def serve_command(*extra: str) -> list[str]:

@@ -77,7 +77,8 @@ def test_defaults_are_the_core_defaults():
     ours = inspect.signature(FairRegressor).parameters
     core = inspect.signature(FairRegressionPostProcessor).parameters
     shared = set(ours) & set(core) - {"seed"}
-    assert shared == {"B", "L", "eps", "beta", "p", "horizon", "optimizer", "inner", "mu", "window", "serve"}
+    assert shared == {"B", "L", "ks", "eps", "beta", "p", "profile", "memory", "horizon", "optimizer", "inner", "mu",
+                      "window", "serve"}
     assert {name: ours[name].default for name in shared} == {name: core[name].default for name in shared}
 
 
@@ -259,7 +260,7 @@ def test_base_models_must_be_river_models():
 
 # ---------------------------------------------------------------- debugging and diagnostics
 def test_debug_one_shows_eta_tau_pi_and_the_prediction_and_learns_nothing():
-    model, data = trained(L=5, horizon=200)
+    model, data = trained(L=5, horizon=200, profile="paper")
     x, _ = data[0]
     frozen = snapshot(model)
     text = model.debug_one(x, n_decimals=6, top=3)
@@ -283,7 +284,7 @@ def test_debug_one_shows_eta_tau_pi_and_the_prediction_and_learns_nothing():
 
 def test_diagnostics_by_group_are_keyed_by_group_not_column_order():
     model = FairRegressor(linear_model.LinearRegression(), naive_bayes.GaussianNB(), groups=("c", "a", "b"),
-                          L=4, horizon=100, seed=1)
+                          L=4, horizon=100, seed=1, profile="paper")
     rng = np.random.default_rng(0)
     for _ in range(300):
         group = ("c", "a", "b")[rng.integers(3)]
@@ -399,7 +400,7 @@ def test_fair_model_is_much_fairer_than_the_base_model_at_a_bounded_risk_cost():
     assert drawn.max_ks < 0.5 * before.max_ks  # the served draws too, not only their law
     assert after.risk < before.risk + 0.05 < y.var()
     diagnostics = fair.diagnostics()
-    assert diagnostics.n_samples == 7500 and diagnostics.epoch == 2
+    assert diagnostics.n_samples == 7500 and diagnostics.epoch == 3  # windows of 2,000 samples
     assert np.all(diagnostics.group_ks < 0.5 * before.max_ks)  # the S-free estimate agrees
 
 
