@@ -525,7 +525,8 @@ class DaemonMetrics(DaemonObserver):
         self._lag_partitions: set[int] = set()
         self.history = None
         if config.metrics.history:
-            self.history = HistoryWriter(config.metrics.history, groups, fair.slack)
+            self.history = HistoryWriter(config.metrics.history, groups, fair.slack,
+                                         "gap" if fair.ks is None else "ks")
         self.server: MetricsServer | None = None
 
     # -------------------------------------------------------------- probes

@@ -1,4 +1,4 @@
-"""``streamfair report``: a PNG of each group's fairness gap and of the risk over time, eps drawn in.
+"""``streamfair report``: a PNG of each group's fairness and of the risk over time, the target drawn in.
 
 The picture comes from a **history**: a JSON-lines file that the daemon writes (``metrics.history``)
 or a library loop writes with :class:`HistoryWriter`, or one recorded on the spot by scraping a
@@ -6,12 +6,15 @@ running daemon's ``/metrics`` endpoint (``--scrape URL``).  No Grafana needed.
 
 History format (version 1), UTF-8, one JSON object per line::
 
-    {"streamfair_history": 1, "groups": ["0", "1"], "eps": [0.01, 0.01]}          # header, first line
+    {"streamfair_history": 1, "groups": ["0", "1"], "measure": "ks", "target": [0.05, 0.05]}   # header
     {"time": 1732170000.5, "partition": "0", "n_samples": 1200,
      "live_gap": [0.031, 0.029], "live_ks": [0.05, 0.048], "live_mean": [0.11, 0.13],
      "audited_gap": [0.035, 0.03], "audited_ks": [0.06, 0.05], "risk": 0.082, "audited_samples": 400}
 
-``time`` is Unix seconds; the per-group lists follow the header's ``groups``; the ``audited_*`` and
+``measure`` says what the target bounds: ``"ks"`` (the KS distance, ``postprocessor.ks``) or
+``"gap"`` (the per-value gap, the paper's ``eps``; a header with ``"eps": [...]`` instead of
+``measure`` and ``target`` is read as such).  ``time`` is Unix seconds; the per-group lists
+follow the header's ``groups``; the ``audited_*`` and
 ``risk`` fields are ``null`` until labelled feedback (y and S) has been seen for every group.  A
 writer appends to an existing file with the same header; a reader ignores a truncated last line
 (a process killed while writing).
@@ -22,7 +25,7 @@ Examples
 >>> from streamfair import FairRegressionPostProcessor
 >>> fair = FairRegressionPostProcessor(L=5, n_groups=2, horizon=50, eps=0.01, profile="paper")
 >>> path = os.path.join(tempfile.mkdtemp(), "history.jsonl")
->>> with HistoryWriter(path, groups=["a", "b"], eps=fair.eps) as history:
+>>> with HistoryWriter(path, groups=["a", "b"], target=fair.eps, measure="gap") as history:
 ...     for i in range(100):
 ...         fair.learn_one(0.5 if i % 2 else -0.5, [0.8, 0.2] if i % 2 else [0.2, 0.8])
 ...         if i % 50 == 49:
@@ -83,23 +86,30 @@ class HistoryRecord:
         )
 
 
+#: What a history's target bounds: the KS distance, or the per-value gap (the paper's eps).
+MEASURES = ("ks", "gap")
+
+
 @dataclass
 class History:
-    """A loaded history: the header's groups and eps, and the records in file order."""
+    """A loaded history: the header's groups, target and its measure, and the records in file order."""
 
     groups: list[str]
-    eps: list[float]
+    target: list[float]
+    measure: str = "gap"
     records: list[HistoryRecord] = field(default_factory=list)
 
 
-def _header(groups: Sequence[Any], eps: Sequence[float] | float) -> dict:
+def _header(groups: Sequence[Any], target: Sequence[float] | float, measure: str) -> dict:
     groups = [str(g) for g in groups]
     if len(groups) < 2 or len(set(groups)) != len(groups):
         raise ValueError(f"groups must be at least 2 distinct labels, got {groups!r}")
-    eps = [float(eps)] * len(groups) if isinstance(eps, (int, float)) else [float(e) for e in eps]
-    if len(eps) != len(groups) or not all(math.isfinite(e) and e >= 0 for e in eps):
-        raise ValueError(f"eps must be one finite number >= 0 or one per group ({len(groups)}), got {eps!r}")
-    return {"streamfair_history": HISTORY_VERSION, "groups": groups, "eps": eps}
+    if measure not in MEASURES:
+        raise ValueError(f"measure must be one of {MEASURES}, got {measure!r}")
+    target = [float(target)] * len(groups) if isinstance(target, (int, float)) else [float(e) for e in target]
+    if len(target) != len(groups) or not all(math.isfinite(e) and e >= 0 for e in target):
+        raise ValueError(f"target must be one finite number >= 0 or one per group ({len(groups)}), got {target!r}")
+    return {"streamfair_history": HISTORY_VERSION, "groups": groups, "measure": measure, "target": target}
 
 
 class HistoryWriter:
@@ -108,22 +118,27 @@ class HistoryWriter:
     Parameters
     ----------
     path
-        The file; an existing one must have the same groups and eps.
+        The file; an existing one must have the same groups and target.
     groups
         Group labels, in the column order of tau.
-    eps
-        The post-processor's eps: one number, or one per group.
+    target
+        The post-processor's fairness target: one number, or one per group.
+    measure
+        What it bounds: ``"ks"`` (``postprocessor.ks``) or ``"gap"`` (the per-value ``eps``).
     """
 
-    def __init__(self, path: str | os.PathLike, groups: Sequence[Any], eps: Sequence[float] | float):
+    def __init__(self, path: str | os.PathLike, groups: Sequence[Any], target: Sequence[float] | float,
+                 measure: str = "gap"):
         self.path = Path(path)
-        header = _header(groups, eps)
+        header = _header(groups, target, measure)
         self._groups = header["groups"]
         if self.path.exists() and self.path.stat().st_size > 0:
             existing = read_history(self.path)
-            if (existing.groups, existing.eps) != (header["groups"], header["eps"]):
-                raise ValueError(f"path {str(self.path)!r} holds a history for groups {existing.groups} and eps "
-                                 f"{existing.eps}, not {header['groups']} and {header['eps']}")
+            wanted = (header["groups"], measure, header["target"])
+            if (existing.groups, existing.measure, existing.target) != wanted:
+                raise ValueError(f"path {str(self.path)!r} holds a history for groups {existing.groups} and "
+                                 f"{existing.measure} target {existing.target}, not {wanted[0]} and {measure} target "
+                                 f"{wanted[2]}")
             self._handle = open(self.path, "a", encoding="utf-8")
         else:
             self._handle = open(self.path, "w", encoding="utf-8")
@@ -163,7 +178,10 @@ def read_history(path: str | os.PathLike) -> History:
         header = None
     if not isinstance(header, dict) or header.get("streamfair_history") != HISTORY_VERSION:
         raise ValueError(f"path {str(path)!r} is not a streamfair history (version {HISTORY_VERSION})")
-    history = History(groups=list(header["groups"]), eps=list(header["eps"]))
+    if "target" in header:
+        history = History(groups=list(header["groups"]), target=list(header["target"]), measure=header["measure"])
+    else:  # written before the KS targets: the per-value eps
+        history = History(groups=list(header["groups"]), target=list(header["eps"]), measure="gap")
     for number, line in enumerate(lines[1:], start=2):
         try:
             history.records.append(HistoryRecord(**json.loads(line)))
@@ -186,13 +204,18 @@ def _parse_exposition(text: str) -> dict[str, dict[tuple, float]]:
     return samples
 
 
-def records_from_exposition(text: str, now: float | None = None) -> tuple[list[str], list[float], list[HistoryRecord]]:
-    """Groups, eps and one record per partition from one scrape of a streamfair ``/metrics`` page."""
+def records_from_exposition(text: str, now: float | None = None
+                            ) -> tuple[list[str], list[float], str, list[HistoryRecord]]:
+    """Groups, target, its measure and one record per partition from one scrape of a streamfair ``/metrics`` page."""
     samples = _parse_exposition(text)
-    eps_by_group = {dict(labels)["group"]: value for labels, value in samples.get("streamfair_fairness_eps", {}).items()}
-    groups = sorted(eps_by_group)
+    measure, name = ("ks", "streamfair_fairness_ks_target")
+    if name not in samples:
+        measure, name = ("gap", "streamfair_fairness_eps")
+    target_by_group = {dict(labels)["group"]: value for labels, value in samples.get(name, {}).items()}
+    groups = sorted(target_by_group)
     if not groups:
-        raise ValueError("the metrics page has no streamfair_fairness_eps samples: is it a streamfair endpoint?")
+        raise ValueError("the metrics page has no streamfair_fairness_ks_target or streamfair_fairness_eps samples: "
+                         "is it a streamfair endpoint?")
     now = _time.time() if now is None else now
 
     def by_group(name: str, partition: str) -> list[float] | None:
@@ -215,7 +238,7 @@ def records_from_exposition(text: str, now: float | None = None) -> tuple[list[s
             live_mean=live[2], audited_gap=audited_gap,
             audited_ks=by_group("streamfair_audited_fairness_ks", partition) if audited_gap else None,
             risk=risk if audited_gap else None, audited_samples=int(sum(counts))))
-    return groups, [eps_by_group[g] for g in groups], records
+    return groups, [target_by_group[g] for g in groups], measure, records
 
 
 def scrape_history(url: str, duration: float, every: float, timeout: float = 5.0) -> History:
@@ -228,9 +251,9 @@ def scrape_history(url: str, duration: float, every: float, timeout: float = 5.0
     deadline = _time.monotonic() + duration
     while True:
         with urllib.request.urlopen(url, timeout=timeout) as response:
-            groups, eps, records = records_from_exposition(response.read().decode("utf-8"))
+            groups, target, measure, records = records_from_exposition(response.read().decode("utf-8"))
         if history is None:
-            history = History(groups, eps)
+            history = History(groups, target, measure)
         elif groups != history.groups:
             raise ValueError(f"url {url!r}: the groups changed from {history.groups} to {groups} while scraping")
         history.records.extend(records)
@@ -244,8 +267,9 @@ def render(history: History, output: str | os.PathLike, x: str = "time", partiti
            title: str | None = None):
     """Write the PNG and return the matplotlib figure.
 
-    Top: each group's worst-atom fairness gap, live (solid, no S needed) and audited (dashed, from
-    labelled feedback), with eps as a dotted line.  Bottom: the audited risk (mean squared error).
+    Top: each group's fairness in the history's measure (the KS distance, or the worst per-value
+    gap), live (solid, no S needed) and audited (dashed, from labelled feedback), with the target as
+    a dotted line.  Bottom: the audited risk (mean squared error).
     ``x`` is ``"time"`` (seconds since the first record) or ``"samples"`` (samples learned).
     """
     import matplotlib
@@ -262,6 +286,7 @@ def render(history: History, output: str | os.PathLike, x: str = "time", partiti
         by_partition[record.partition].append(record)
     colors = matplotlib.colormaps["tab10"]
     markers = "os^vDP*X" if len(by_partition) > 1 else ""  # partitions apart by marker, groups by color
+    live_name, audited_name = ("live_ks", "audited_ks") if history.measure == "ks" else ("live_gap", "audited_gap")
     fig = Figure(figsize=(11, 6.5))
     gap_ax, risk_ax = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     for index, (partition, rows) in enumerate(sorted(by_partition.items())):
@@ -271,22 +296,23 @@ def render(history: History, output: str | os.PathLike, x: str = "time", partiti
         suffix = f", partition {partition}" if len(by_partition) > 1 else ""
         for g, group in enumerate(history.groups):
             color = colors(g % 10)
-            gap_ax.plot(xs, [r.live_gap[g] for r in rows], color=color, lw=1.6, label=f"group {group} live{suffix}",
-                        **style)
-            audited = [(xv, r.audited_gap[g]) for xv, r in zip(xs, rows) if r.audited_gap is not None]
+            gap_ax.plot(xs, [getattr(r, live_name)[g] for r in rows], color=color, lw=1.6,
+                        label=f"group {group} live{suffix}", **style)
+            audited = [(xv, getattr(r, audited_name)[g]) for xv, r in zip(xs, rows) if getattr(r, audited_name)]
             if audited:
                 gap_ax.plot(*zip(*audited), color=color, lw=1.2, ls="--", label=f"group {group} audited{suffix}",
                             **style)
         risks = [(xv, r.risk) for xv, r in zip(xs, rows) if r.risk is not None]
         if risks:
             risk_ax.plot(*zip(*risks), color="black", lw=1.4, label=f"partition {partition}", **style)
-    for g, eps in enumerate(history.eps):
-        same = all(e == eps for e in history.eps)
+    name = "KS target" if history.measure == "ks" else "eps"
+    for g, value in enumerate(history.target):
+        same = all(e == value for e in history.target)
         if same and g > 0:
             break
-        gap_ax.axhline(eps, color="black" if same else colors(g % 10), ls=":", lw=1.4,
-                       label="eps" if same else f"eps group {history.groups[g]}")
-    gap_ax.set_ylabel("fairness gap max_l |P(l|s) - P(l)|")
+        gap_ax.axhline(value, color="black" if same else colors(g % 10), ls=":", lw=1.4,
+                       label=name if same else f"{name} group {history.groups[g]}")
+    gap_ax.set_ylabel("KS distance to all predictions" if history.measure == "ks" else "fairness gap max_l |P(l|s) - P(l)|")
     gap_ax.set_ylim(bottom=0)
     gap_ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     gap_ax.grid(alpha=0.3)
@@ -298,7 +324,8 @@ def render(history: History, output: str | os.PathLike, x: str = "time", partiti
                      transform=risk_ax.transAxes, color="gray")
     risk_ax.grid(alpha=0.3)
     risk_ax.set_xlabel("seconds since the first record" if x == "time" else "samples learned")
-    fig.suptitle(title or "streamfair: fairness gap per group (live vs audited) and risk")
+    measured = "KS distance" if history.measure == "ks" else "fairness gap"
+    fig.suptitle(title or f"streamfair: {measured} per group (live vs audited, target dotted) and risk")
     fig.tight_layout()
     fig.savefig(output, dpi=110)
     return fig
@@ -324,7 +351,7 @@ def run(args: argparse.Namespace) -> int:
         if args.scrape:
             history = scrape_history(args.scrape, args.duration, args.every)
             if args.save_history:
-                with HistoryWriter(args.save_history, history.groups, history.eps) as writer:
+                with HistoryWriter(args.save_history, history.groups, history.target, history.measure) as writer:
                     for record in history.records:
                         writer.write(record)
         else:

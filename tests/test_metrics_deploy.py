@@ -109,17 +109,19 @@ def test_promtool_unit_tests_fire_and_hold_every_alert(tools):
 
 
 def test_promtool_unit_tests_can_fail(tools, tmp_path):
-    rules = (PROMETHEUS_DIR / "alerts.yml").read_text().replace("streamfair_fairness_eps + 0.02", "streamfair_fairness_eps + 0.05")
-    (tmp_path / "alerts.yml").write_text(rules)
-    shutil.copy(PROMETHEUS_DIR / "alerts.test.yml", tmp_path)
-    result = promtool(tools, "test", "rules", "alerts.test.yml", cwd=tmp_path)
-    assert result.returncode != 0 and "StreamfairFairnessGapAboveEps" in result.stdout + result.stderr
+    for target in ("streamfair_fairness_eps", "streamfair_fairness_ks_target"):  # each half of the union is tested
+        rules = (PROMETHEUS_DIR / "alerts.yml").read_text().replace(f"{target} + 0.02", f"{target} + 0.05")
+        (tmp_path / "alerts.yml").write_text(rules)
+        shutil.copy(PROMETHEUS_DIR / "alerts.test.yml", tmp_path)
+        result = promtool(tools, "test", "rules", "alerts.test.yml", cwd=tmp_path)
+        assert result.returncode != 0 and "StreamfairFairnessAboveTarget" in result.stdout + result.stderr
 
 
 def test_alerts_cover_the_issue():
     rules = {rule["alert"]: rule for group in load_yaml(PROMETHEUS_DIR / "alerts.yml")["groups"]
              for rule in group["rules"]}
-    assert "streamfair_fairness_eps" in rules["StreamfairFairnessGapAboveEps"]["expr"]
+    for name in ("StreamfairFairnessAboveTarget", "StreamfairAuditedFairnessAboveTarget"):
+        assert "streamfair_fairness_ks_target" in rules[name]["expr"] and "streamfair_fairness_eps" in rules[name]["expr"]
     assert "streamfair_consumer_lag_records" in rules["StreamfairConsumerLagGrowing"]["expr"]
     assert "streamfair_dead_letters_total" in rules["StreamfairDeadLetterRateHigh"]["expr"]
     assert "streamfair_checkpoint_age_seconds" in rules["StreamfairCheckpointStale"]["expr"]

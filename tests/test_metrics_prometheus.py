@@ -2,8 +2,8 @@
 
 The daemon runs in a subprocess (metrics on a free port), Prometheus (on PATH: ``make test`` sets it
 up) on another free 127.0.0.1 port with a 1 s scrape/evaluation interval and the deploy alert
-rules with every ``for:`` shortened to 1 s.  The stream is unfair and the daemon runs with eps = 0 and a
-horizon far beyond the test (the served predictor is still the unconstrained one, as early in a run),
+rules with every ``for:`` shortened to 1 s.  The stream is unfair and the daemon runs with a KS target
+of 0, the paper profile and a horizon far beyond the test (the served predictor is still the unconstrained one, as early in a run),
 5% of the input is invalid JSON, and a feedback topic brings labels and groups.  The post-processor is
 the group-robust one (``postprocessor.robust``), so the DRO panel has data too.  Then: every
 dashboard query returns finite data, every alert expression returns data once its thresholds are
@@ -172,9 +172,10 @@ partitions = 2
 checkpoint_every_messages = 200
 checkpoint_every_seconds = 1.0
 [postprocessor]
+profile = "paper"
 L = 10
 horizon = 100000
-eps = 0.0
+ks = 0.0
 seed = 3
 robust = true
 refresh = 50
@@ -236,12 +237,12 @@ def test_prometheus_scrapes_the_daemon_dashboards_and_alerts_have_data(kafka_bro
     queries = {f"panel {title}: {expr}": grafana(expr) for title, expr in dashboard_queries()}
     awaiting = {key for key in queries if key.split(":")[0].removeprefix("panel ") in AWAITING}
     queries.update({f"alert {name}: {expr}": with_bool(expr) for name, expr in alert_expressions()})
-    expected_alerts = {"StreamfairFairnessGapAboveEps", "StreamfairDeadLetterRateHigh"}
+    expected_alerts = {"StreamfairFairnessAboveTarget", "StreamfairDeadLetterRateHigh"}
     prometheus = Prometheus(tools["prometheus"], tmp_path, f"127.0.0.1:{metrics_port}")
     daemon = producer = None
 
-    def unfair_everywhere() -> bool:  # the live gap is far above eps = 0 (+ the 0.02 margin) everywhere
-        gaps = prometheus.query("streamfair_live_fairness_gap")
+    def unfair_everywhere() -> bool:  # the live KS is far above its target 0 (+ the 0.02 margin) everywhere
+        gaps = prometheus.query("streamfair_live_fairness_ks")
         return len(gaps) == 4 and all(v > 0.02 for _, v in gaps)
 
     try:
@@ -257,7 +258,7 @@ def test_prometheus_scrapes_the_daemon_dashboards_and_alerts_have_data(kafka_bro
             assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
             assert time.monotonic() < deadline, (
                 f"no data for: {sorted(pending)}; firing: {prometheus.firing()}; "
-                f"gaps: {prometheus.query('streamfair_live_fairness_gap')}")
+                f"KS: {prometheus.query('streamfair_live_fairness_ks')}")
             if sent < 6000:  # keep the stream flowing, so rates and latencies have fresh samples
                 inputs, feedback = wave(rng, sent, 300)
                 for partition, value in inputs:

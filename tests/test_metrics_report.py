@@ -48,7 +48,7 @@ def test_history_round_trip_and_rules(tmp_path):
     path = tmp_path / "h.jsonl"
     fair, metrics = library_loop(path)
     history = read_history(path)
-    assert history.groups == GROUPS and history.eps == [EPS, EPS]
+    assert history.groups == GROUPS and history.target == [EPS, EPS] and history.measure == "gap"
     assert [r.n_samples for r in history.records] == list(range(100, 1201, 100))
     last = history.records[-1]
     diagnostics, report = metrics.observe(fair, 0)
@@ -73,8 +73,10 @@ def test_history_round_trip_and_rules(tmp_path):
     (tmp_path / "other.json").write_text('{"something": 1}\n')
     with pytest.raises(ValueError, match="not a streamfair history"):
         read_history(tmp_path / "other.json")
-    with pytest.raises(ValueError, match="eps"):
+    with pytest.raises(ValueError, match="target"):
         HistoryWriter(tmp_path / "new.jsonl", GROUPS, [0.1])
+    with pytest.raises(ValueError, match="measure"):
+        HistoryWriter(tmp_path / "new.jsonl", GROUPS, 0.1, measure="kl")
 
 
 def test_render_draws_gaps_eps_and_risk(tmp_path):
@@ -92,11 +94,16 @@ def test_render_draws_gaps_eps_and_risk(tmp_path):
     np.testing.assert_allclose(lines["group b live"].get_ydata(), [r.live_gap[1] for r in history.records])
     np.testing.assert_allclose(risk_axes.get_lines()[0].get_ydata(), [r.risk for r in history.records])
     # per-group eps: one line each; no audited data: the risk panel says why
-    history = History(GROUPS, [0.01, 0.05], [HistoryRecord(t, "1", 10 * t, [0.1, 0.2], [0.1, 0.2], [0.0, 0.1])
-                                             for t in range(3)])
+    records = [HistoryRecord(t, "1", 10 * t, [0.1, 0.2], [0.3, 0.4], [0.0, 0.1]) for t in range(3)]
+    history = History(GROUPS, [0.01, 0.05], records=records)
     figure = render(history, tmp_path / "plain.png")
     labels = [line.get_label() for line in figure.axes[0].get_lines()]
     assert labels == ["group a live", "group b live", "eps group a", "eps group b"]
+    # a KS target: the KS distances are drawn against it
+    ks_figure = render(History(GROUPS, [0.05, 0.05], "ks", records), tmp_path / "ks.png")
+    ks_lines = {line.get_label(): line for line in ks_figure.axes[0].get_lines()}
+    assert set(ks_lines) == {"group a live", "group b live", "KS target"}
+    np.testing.assert_allclose(ks_lines["group b live"].get_ydata(), [0.4, 0.4, 0.4])
     assert not figure.axes[1].get_lines() and "needs a feedback stream" in figure.axes[1].texts[0].get_text()
     with pytest.raises(ValueError, match="x must be"):
         render(history, tmp_path / "x.png", x="epochs")
@@ -111,7 +118,7 @@ def test_scraping_a_metrics_endpoint(tmp_path):
     try:
         url = f"http://127.0.0.1:{server.port}/metrics"
         history = scrape_history(url, duration=0.25, every=0.1)
-        assert history.groups == GROUPS and history.eps == [EPS, EPS] and len(history.records) >= 2
+        assert history.groups == GROUPS and history.target == [EPS, EPS] and history.measure == "gap" and len(history.records) >= 2
         record = history.records[-1]
         diagnostics, report = metrics.observe(fair, 0)
         assert record.partition == "0" and record.n_samples == 400
@@ -124,7 +131,7 @@ def test_scraping_a_metrics_endpoint(tmp_path):
         assert code == 0 and png.stat().st_size > 10000 and len(read_history(saved).records) >= 2
     finally:
         server.close()
-    with pytest.raises(ValueError, match="not a streamfair|no streamfair_fairness_eps"):
+    with pytest.raises(ValueError, match="not a streamfair|no streamfair_fairness_ks_target or streamfair_fairness_eps"):
         records_from_exposition("# HELP up x\n# TYPE up gauge\nup 1\n")
     with pytest.raises(ValueError, match="every"):
         scrape_history("http://127.0.0.1:1/metrics", duration=1, every=0)
