@@ -137,6 +137,11 @@ class DualOptimizer:
             self._refresh_offset()
         self.w[...] = self.w_ag
 
+    @staticmethod
+    def center(rows: np.ndarray) -> np.ndarray:
+        """The constraint rows ``C pi`` of the step's policy, as the paper's estimator uses them: unchanged."""
+        return rows
+
     def begin_step(self, beta: float) -> np.ndarray:
         """Compute this step's coefficients; return ``beta * (Lambda - V)`` at the query point.
 

@@ -469,7 +469,7 @@ class DualPostProcessor:
         scores -= scores.max()
         np.exp(scores, out=scores)
         scores /= scores.sum()
-        self._optimizer.end_step(np.multiply.outer(constraints.rows_of(scores), features))
+        self._optimizer.end_step(np.multiply.outer(self._optimizer.center(constraints.rows_of(scores)), features))
         self.n_samples += 1
 
     def _step_batch(self, features: np.ndarray, scaled_costs: np.ndarray) -> None:
@@ -480,7 +480,7 @@ class DualPostProcessor:
         scores -= scores.max(axis=1, keepdims=True)
         np.exp(scores, out=scores)
         scores /= scores.sum(axis=1, keepdims=True)
-        gap = constraints.rows_of(scores).T @ features
+        gap = self._optimizer.center(constraints.rows_of(scores)).T @ features
         gap /= n
         self._optimizer.end_step(gap)
         self.n_samples += n

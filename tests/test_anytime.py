@@ -81,6 +81,27 @@ def test_learning_step_uses_the_gradient_of_the_cdf_dual():
     assert step == pytest.approx(1.0 / (2 * f.beta * f.sigma2))  # the paper's SGD step 1 / M
 
 
+def test_the_gradient_subtracts_the_running_baseline_of_the_constraint_rows():
+    """The control variate: the step uses ``(C pi - b) t``, and ``b`` averages ``C pi`` (known answers)."""
+    f = FairRegressionPostProcessor(L=3, ks=0.02, p=[0.5, 0.5], beta=5.0, memory=4)
+    opt = f._optimizer
+    rows = []
+    for eta, tau in ((0.4, [0.3, 0.7]), (-0.2, [0.6, 0.4]), (0.9, [0.1, 0.9])):
+        w, baseline = opt.w.copy(), opt.baseline.copy()
+        t = dual.group_features(np.array([tau]), f.p)[0]
+        c = f.constraints
+        proba = dual.policy(np.stack([c.atoms_of(w[0]), c.atoms_of(w[1])]), t[None], dual.squared_costs(
+            np.array([eta]), f.atoms), f.beta)[0]
+        row = c.rows_of(proba)
+        rows.append(row)
+        f.learn_one(eta, tau)
+        gap = np.outer(row - baseline, t)
+        expected = np.maximum(w - opt.step * np.stack([gap + f.ks, -gap + f.ks]), 0.0)
+        np.testing.assert_allclose(opt.w, expected, rtol=1e-12, atol=1e-15)
+    # b: the running mean while fewer than `memory` steps were taken
+    np.testing.assert_allclose(opt.baseline, np.mean(rows, axis=0), rtol=1e-12)
+
+
 def test_ks_target_is_met_by_the_entropic_optimum_and_matches_the_lp():
     """Full-gradient steps reach the CDF-constrained entropic optimum: KS <= target and Lemma 3.3 vs the LP."""
     eta, tau, p = population(400, seed=3)
