@@ -147,6 +147,7 @@ class Daemon:
         self._errback = None
         self._co_partitioned = False
         self._dead_co_partitioned = False
+        self._closing = False
 
     # ------------------------------------------------------------------ public
     def stop(self) -> None:
@@ -210,6 +211,7 @@ class Daemon:
                 f"{config.kafka.client_id}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         while not self._stop.is_set():
             try:
+                self._closing = False
                 self.layout = ensure_topics(config)
                 self._new_producer()
                 self._restorer = make_consumer(config, group=False)
@@ -252,6 +254,7 @@ class Daemon:
         self._errback = lambda error: self._on_send_error(error, generation)
 
     def _close(self) -> None:
+        self._closing = True
         for name in ("_consumer", "_restorer", "_producer"):
             client = getattr(self, name)
             setattr(self, name, None)
@@ -316,7 +319,7 @@ class Daemon:
     def _on_revoked(self, revoked, lost: bool) -> None:
         with self._lock:
             partitions = sorted(tp.partition for tp in revoked if tp.topic == self.config.topics.input)
-            if not lost:
+            if not lost and not self._closing:  # closing: the final checkpoint has been written (or failed)
                 self._checkpoint(commit_async=True)
             for partition in partitions:
                 self.tasks.pop(partition, None)
@@ -377,8 +380,12 @@ class Daemon:
         with self._lock:
             try:
                 self._process(batch)
-            except KafkaError as error:  # a send that could not even be queued
+            except Exception as error:  # noqa: BLE001 -- tasks isolate messages; this is the daemon's own
+                # failure (e.g. a dead letter that could not be sent): the half-processed poll is dropped
+                # by going back to the last checkpoint, and no checkpoint is written before that.
                 self._failure = error
+                self.stats.errors["process_failed"] += 1
+                log_event(self.log, logging.ERROR, "process_failed", error=repr(error))
             now = time.monotonic()
             self.stats.last_loop = now
             if self._checkpoint_due(now):
@@ -411,31 +418,44 @@ class Daemon:
                          sum(self.stats.dead_letters.values()) - dead_before, time.monotonic() - started)
 
     def _send(self, topic: str, **record: Any) -> None:
-        if self._exactly_once and not self._in_transaction:
-            self._producer.begin_transaction()
-            self._in_transaction = True
-        self._producer.send(topic, **record).add_errback(self._errback)
+        """Queue one record.
+
+        A record too large for the producer raises :class:`MessageSizeTooLargeError` (it is that
+        record's problem).  Any other Kafka error fails the interval since the last checkpoint, which
+        is replayed after the rewind, so the rest of the poll is not sent.
+        """
+        if self._failure is not None:
+            return
+        try:
+            if self._exactly_once and not self._in_transaction:
+                self._producer.begin_transaction()
+                self._in_transaction = True
+            self._producer.send(topic, **record).add_errback(self._errback)
+        except MessageSizeTooLargeError:
+            raise
+        except KafkaError as error:
+            self._failure = error
 
     def _emit(self, key: bytes, value: bytes, timestamp: int, partition: int) -> None:
         self._send(self._output_topic, value=value, key=key, partition=partition if self._co_partitioned else None,
                    timestamp_ms=timestamp if timestamp >= 0 else None)
         self.stats.produced += 1
 
-    def _dead(self, record: Any, reason: str, detail: str) -> None:
+    def _dead(self, record: Any, reason: str, detail: str, error_type: str | None = None) -> None:
         headers = dead_letter_headers(reason, detail, record.topic, record.partition, record.offset,
-                                      list(record.headers or []))
+                                      list(record.headers or []), error_type)
         partition = record.partition if self._dead_co_partitioned else None
+        key = record.key if record.key is not None else b""  # a record needs a key or a value
         try:
-            self._send(self.config.topics.dead_letter, value=record.value, key=record.key, headers=headers,
-                       partition=partition)
+            self._send(self.config.topics.dead_letter, value=record.value,
+                       key=record.key if record.value is not None else key, headers=headers, partition=partition)
         except MessageSizeTooLargeError:  # keep the reason and the source position, drop the bytes
             headers.append(("streamfair.value_dropped", b"too large for the producer"))
-            self._send(self.config.topics.dead_letter, value=None, key=record.key, headers=headers,
-                       partition=partition)
+            self._send(self.config.topics.dead_letter, value=None, key=key, headers=headers, partition=partition)
         self.stats.dead_letters[reason] += 1
         self._notify("on_dead_letter", reason, record.topic, record.partition)
         log_event(self.log, logging.DEBUG, "dead_letter", reason=reason, topic=record.topic,
-                  partition=record.partition, offset=record.offset)
+                  partition=record.partition, offset=record.offset, **({"error_type": error_type} if error_type else {}))
 
     def _on_send_error(self, error: BaseException, generation: int) -> None:  # producer I/O thread
         if self._failure is None and generation == self._producer_generation:
@@ -531,6 +551,8 @@ class Daemon:
 
     def _commit(self, offsets: dict, commit_async: bool) -> None:
         """Group offsets are informational (the changelog decides where a task resumes): failures only log."""
+        if self._consumer is None:
+            return
         try:
             if commit_async:
                 self._consumer.commit_async(offsets)

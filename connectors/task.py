@@ -43,13 +43,19 @@ from streamfair.dro import GroupRobustFairRegressionPostProcessor
 from streamfair.keyed_random import keyed_uniforms, sample_index, sample_indices
 
 from .checkpoint import Checkpoint, restore_postprocessor
-from .codec import FeedbackParser, InputParser, Invalid, encode_output, message_key
+from .codec import PROCESSING_ERROR, FeedbackParser, InputParser, Invalid, encode_output, message_key
 from .models import BaseModels
 
 #: ``emit(key, value, timestamp_ms, partition)`` sends one prediction.
 Emit = Callable[[bytes, bytes, int, int], None]
-#: ``dead(record, reason, detail)`` sends one record to the dead-letter topic.
-Dead = Callable[[Any, str, str], None]
+#: ``dead(record, reason, detail[, error_type])`` sends one record to the dead-letter topic;
+#: ``error_type`` names the exception when something other than validation failed.
+Dead = Callable[..., None]
+
+
+def _dead_on_error(dead: Dead, record: Any, error: Exception) -> None:
+    """Dead-letter ``record`` for an unexpected exception raised while handling it."""
+    dead(record, PROCESSING_ERROR, f"{type(error).__name__}: {error}", type(error).__name__)
 
 
 class PartitionTask:
@@ -134,6 +140,7 @@ class PartitionTask:
         self.learn_seconds = 0.0
         self.labels_applied = 0  # feedback labels the robust post-processor matched to a learned sample
         self.labels_unmatched = 0  # ... and those whose id it did not know (never seen, expired, repeated)
+        self.feedback_failed = 0  # feedback samples the base models raised on (skipped, at checkpoints)
 
     # ------------------------------------------------------------------ checkpoints
     @classmethod
@@ -157,15 +164,15 @@ class PartitionTask:
     def checkpoint(self) -> Checkpoint:
         """Learn the buffered feedback, then snapshot everything (an independent copy)."""
         for ident, y in self._labels:
-            if self.fair.learn_label(ident, y):
+            if self._applies(self.fair.learn_label, ident, y):
                 self.labels_applied += 1
             else:
                 self.labels_unmatched += 1
         self._labels.clear()
-        if self._feedback:
-            for features, y, s in self._feedback:
-                self.models.learn(features, y, s)
-            self._feedback.clear()
+        for features, y, s in self._feedback:
+            if not self._applies(self.models.learn, features, y, s):
+                self.feedback_failed += 1
+        self._feedback.clear()
         if self._feedback_next is not None:
             self.feedback_offset = self._feedback_next
         return Checkpoint(
@@ -180,9 +187,22 @@ class PartitionTask:
             models=self.models.to_bytes() if self.learn_models else None,
         )
 
+    @staticmethod
+    def _applies(learn: Callable[..., Any], *sample: Any) -> bool:
+        """``learn(*sample)`` is truthy or ``None``; a label or model that raises is skipped (False)."""
+        try:
+            return learn(*sample) is not False
+        except Exception:  # noqa: BLE001 -- one bad feedback sample must not block the checkpoint
+            return False
+
     # ------------------------------------------------------------------ input
     def process(self, records: Sequence[Any], emit: Emit, dead: Dead) -> None:
-        """Predict (then learn) every valid record in order; invalid ones go to ``dead``."""
+        """Predict (then learn) every valid record in order; invalid ones go to ``dead``.
+
+        Whatever goes wrong with one message sends that message to ``dead``: :class:`Invalid` with its
+        reason, any other exception as ``"processing_error"`` with the exception's type.  The state
+        then holds exactly the other messages, as if the failing one had never been sent.
+        """
         parse = self.parser.parse
         models = self.models
         valid = []
@@ -194,23 +214,66 @@ class PartitionTask:
             except Invalid as error:
                 dead(record, error.reason, error.detail)
                 continue
+            except Exception as error:  # noqa: BLE001 -- one message's failure, whatever it is, is that message's
+                _dead_on_error(dead, record, error)
+                continue
             valid.append((record, ident, eta, tau, want or self.distribution))
-        if self.batch_size == 1 and not self.robust:
-            self._predict_learn(valid, emit)
-        else:
-            self._predict_batches(valid, emit)
+        if valid:
+            for record, key, value in self._predict_isolated(valid, dead):
+                try:
+                    emit(key, value, record.timestamp, self.partition)
+                except Exception as error:  # noqa: BLE001 -- e.g. an output the producer refuses
+                    _dead_on_error(dead, record, error)
         if records:
             self.offset = records[-1].offset + 1
             self.processed += len(records)
 
-    def _predict_batches(self, valid: list, emit: Emit) -> None:
+    def _predict_isolated(self, valid: list, dead: Dead) -> list[tuple[Any, bytes, bytes]]:
+        """``(record, key, value)`` of every output; a message whose prediction raises goes to ``dead``.
+
+        The poll is computed at once; if that raises, the state goes back to before the poll and the
+        messages are computed one at a time, each failing one dead-lettered and undone.  Outputs never
+        depend on poll boundaries, so the survivors get the same bytes either way.
+        """
+        predict = self._predict_learn if self.batch_size == 1 and not self.robust else self._predict_batches
+        before = self._snapshot()
+        outputs: list[tuple[Any, bytes, bytes]] = []
+        try:
+            predict(valid, outputs.append)
+            return outputs
+        except Exception:  # noqa: BLE001 -- find the message(s) responsible below
+            self._restore(before)
+        outputs = []
+        for item in valid:
+            before = self._snapshot()
+            one: list[tuple[Any, bytes, bytes]] = []
+            try:
+                predict([item], one.append)
+            except Exception as error:  # noqa: BLE001
+                self._restore(before)
+                _dead_on_error(dead, item[0], error)
+                continue
+            outputs.extend(one)
+        return outputs
+
+    def _snapshot(self) -> tuple:
+        """What a prediction step changes: the post-processor's state and the pending mini-batch."""
+        return (self.fair.state_dict(), list(self._pending_eta), list(self._pending_tau), list(self._pending_keys),
+                self.learned, self.learn_seconds)
+
+    def _restore(self, snapshot: tuple) -> None:
+        state, pending_eta, pending_tau, pending_keys, self.learned, self.learn_seconds = snapshot
+        self.fair = type(self.fair).from_state_dict(state)
+        self._pending_eta, self._pending_tau, self._pending_keys = pending_eta, pending_tau, pending_keys
+
+    def _predict_batches(self, valid: list, out: Callable[[tuple], None]) -> None:
         """Predict in blocks of the pending mini-batch; learn each batch once it is full."""
         b = self.batch_size
         i, n = 0, len(valid)
         while i < n:
             start = len(self._pending_eta)
             chunk = valid[i : i + b - start]
-            self._emit_chunk(start, chunk, emit)
+            self._emit_chunk(start, chunk, out)
             for _, ident, eta, tau, _ in chunk:
                 self._pending_eta.append(eta)
                 self._pending_tau.append(tau)
@@ -220,14 +283,12 @@ class PartitionTask:
                 self._learn()
             i += len(chunk)
 
-    def _predict_learn(self, valid: list, emit: Emit) -> None:
+    def _predict_learn(self, valid: list, out: Callable[[tuple], None]) -> None:
         """``batch_size = 1``: every message predicted, then learned, in one post-processor call per poll.
 
         The same floats as predicting each message (``proba_many`` of one row) and then learning it
         (``learn_one``): the post-processor's ``proba_learn_many`` is bit for bit that sequence.
         """
-        if not valid:
-            return
         fair, labels, mode, partition = self.fair, self._labels_out, self.mode, self.partition
         version = fair.n_samples  # samples learned when the first message is predicted
         started = time.perf_counter()
@@ -250,9 +311,9 @@ class PartitionTask:
                 value = encode_output(ident, prediction, eta, version + j, partition, record.offset, labels, proba)
             else:
                 value = encode_output(ident, prediction, eta, version + j, partition, record.offset)
-            emit(message_key(ident), value, record.timestamp, partition)
+            out((record, message_key(ident), value))
 
-    def _emit_chunk(self, start: int, chunk: list, emit: Emit) -> None:
+    def _emit_chunk(self, start: int, chunk: list, out: Callable[[tuple], None]) -> None:
         fair, b = self.fair, self.batch_size
         etas = [c[2] for c in chunk]
         taus = [c[3] for c in chunk]
@@ -277,7 +338,7 @@ class PartitionTask:
                                       self._labels_out, proba[start + j])
             else:
                 value = encode_output(ident, predictions[j], eta, version, partition, record.offset)
-            emit(message_key(ident), value, record.timestamp, partition)
+            out((record, message_key(ident), value))
 
     def _learn(self) -> None:
         started = time.perf_counter()
@@ -301,6 +362,9 @@ class PartitionTask:
                 ident, features, y, s = self.feedback_parser.parse(record.value)
             except Invalid as error:
                 dead(record, error.reason, error.detail)
+                continue
+            except Exception as error:  # noqa: BLE001 -- one message's failure is that message's
+                _dead_on_error(dead, record, error)
                 continue
             accepted.append((record, ident, features, y, s))
             if self.learn_models:
