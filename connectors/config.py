@@ -37,6 +37,8 @@ from streamfair.dro import GroupRobustFairRegressionPostProcessor
 
 ENV_PREFIX = "STREAMFAIR_"
 GUARANTEES = ("at_least_once", "exactly_once")
+OFFSET_RESETS = ("earliest", "latest")
+OUT_OF_RANGE_POLICIES = ("earliest", "latest", "fail")
 MODES = FairRegressionPostProcessor.prediction_modes
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -65,6 +67,7 @@ class KafkaConfig:
     max_block_ms: int = 5000
     delivery_timeout_ms: int = 60000
     compression_type: str = "none"
+    auto_offset_reset: str = "earliest"  # where a partition without checkpoint or committed offset starts
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ class ProcessingConfig:
     checkpoint_every_messages: int = 1000
     checkpoint_every_seconds: float = 5.0
     transactional_id: str = ""
+    out_of_range: str = "earliest"  # a restored position outside the partition's log: earliest, latest, fail
 
 
 #: ``postprocessor.kind`` values and the post-processor each builds (``robust`` switches regression to DRO).
@@ -489,7 +493,12 @@ def validate(config: Config) -> None:
     _require(topics.partitions >= 1, "topics.partitions", "must be >= 1", topics.partitions)
     _require(topics.replication_factor >= 1, "topics.replication_factor", "must be >= 1", topics.replication_factor)
 
+    _require(kafka.auto_offset_reset in OFFSET_RESETS, "kafka.auto_offset_reset", f"must be one of {OFFSET_RESETS}",
+             kafka.auto_offset_reset)
+
     processing = config.processing
+    _require(processing.out_of_range in OUT_OF_RANGE_POLICIES, "processing.out_of_range",
+             f"must be one of {OUT_OF_RANGE_POLICIES}", processing.out_of_range)
     _require(processing.guarantee in GUARANTEES, "processing.guarantee", f"must be one of {GUARANTEES}",
              processing.guarantee)
     _require(processing.mode in MODES, "processing.mode", f"must be one of {MODES}", processing.mode)

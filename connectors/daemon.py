@@ -40,7 +40,7 @@ from kafka.structs import OffsetAndMetadata
 from .checkpoint import Checkpoint, checkpoint_key
 from .codec import FeedbackParser, InputParser, dead_letter_headers
 from .config import Config, ConfigError, load_config, log_level
-from .kafka_io import TopicLayout, ensure_topics, make_consumer, make_producer, read_latest
+from .kafka_io import TopicLayout, ensure_topics, make_consumer, make_producer, read_latest, topic_id
 from .logs import log_event, setup_logging
 from .models import BaseModels
 from .observer import DaemonObserver, DaemonStats
@@ -51,6 +51,8 @@ SHUTDOWN_BUDGET_S = 7.0
 #: After a stop signal the process exits (code 1) at the latest after this many seconds.
 SHUTDOWN_DEADLINE_S = 9.5
 RESTORE_TIMEOUT_S = 30.0
+#: Exit code when a position outside the input log stops the daemon (``processing.out_of_range = "fail"``).
+EXIT_OUT_OF_RANGE = 3
 
 
 class Backoff:
@@ -148,6 +150,10 @@ class Daemon:
         self._co_partitioned = False
         self._dead_co_partitioned = False
         self._closing = False
+        self._input_topic_id: str | None = None  # the input topic's id as last seen in metadata
+        self._seen_topic_id: str | None = None  # ... in the group consumer's metadata
+        self._log_start: dict[int, int] = {}  # first offset of each owned input partition, read at restore
+        self._fatal: str | None = None  # why the daemon stops on its own (a position it may not repair)
 
     # ------------------------------------------------------------------ public
     def stop(self) -> None:
@@ -191,13 +197,17 @@ class Daemon:
                 if max_messages is not None and self.stats.consumed >= max_messages:
                     break
             deadline = time.monotonic() + SHUTDOWN_BUDGET_S
-            with self._lock:
-                ok = self._checkpoint(timeout=max(0.5, (deadline - time.monotonic()) / 2))
+            if self._fatal is None:
+                with self._lock:
+                    ok = self._checkpoint(timeout=max(0.5, (deadline - time.monotonic()) / 2))
             self._notify("on_stop")
         finally:
             self._close()
         log_event(self.log, logging.INFO, "stopped", ok=ok, consumed=self.stats.consumed, produced=self.stats.produced,
-                  dead_letters=dict(self.stats.dead_letters), checkpoints=self.stats.checkpoints)
+                  dead_letters=dict(self.stats.dead_letters), checkpoints=self.stats.checkpoints,
+                  **({"fatal": self._fatal} if self._fatal else {}))
+        if self._fatal is not None:
+            return EXIT_OUT_OF_RANGE
         return 0 if ok else 1
 
     # ------------------------------------------------------------------ set-up
@@ -343,15 +353,20 @@ class Daemon:
         try:
             latest = read_latest(self._restorer, topics.changelog,
                                  {p: checkpoint_key(topics.input, p) for p in partitions}, RESTORE_TIMEOUT_S)
+            self._restorer.topics()  # fresh metadata: the input topic's current id
+            starts = self._restorer.beginning_offsets([TopicPartition(topics.input, p) for p in partitions])
         except (KafkaError, TimeoutError) as error:
             self._wait_after("restore_failed", error)
             return
+        self._input_topic_id = topic_id(self._restorer, topics.input) or self._input_topic_id
         seconds = time.monotonic() - started
         for partition in partitions:
             data = latest.get(partition)
             task = self._new_task(partition, data)
+            task.topic_id = task.topic_id or self._input_topic_id
             self.tasks[partition] = task
             self._baselines[partition] = data
+            self._log_start[partition] = starts.get(TopicPartition(topics.input, partition), 0)
             if task.offset is not None:
                 self._consumer.seek(TopicPartition(topics.input, partition), task.offset)
             if task.feedback_offset is not None:
@@ -394,10 +409,11 @@ class Daemon:
 
     def _process(self, batch: dict) -> None:
         topics = self.config.topics
+        moved = self._check_positions()
         for tp, records in batch.items():
             task = self.tasks.get(tp.partition)
-            if task is None or tp.partition in self._to_restore:
-                continue  # not ours any more, or not restored yet (the seek will re-fetch)
+            if task is None or tp.partition in self._to_restore or (tp.topic == topics.input and tp.partition in moved):
+                continue  # not ours any more, not restored yet, or repositioned (the seek will re-fetch)
             key = (tp.topic, tp.partition)
             if key not in self._first_offsets and self._baselines.get(tp.partition) is None:
                 self._first_offsets[key] = records[0].offset
@@ -416,6 +432,63 @@ class Daemon:
             self._dirty.add(tp.partition)
             self._notify("on_records", tp.partition, len(records),
                          sum(self.stats.dead_letters.values()) - dead_before, time.monotonic() - started)
+
+    # ------------------------------------------------------------------ positions outside the log
+    def _check_positions(self) -> set[int]:
+        """Owned input partitions whose position is outside their log, after applying the policy to them.
+
+        A position is outside when the input topic has been created again since it was read (a new
+        topic id), lies beyond the fetch high-watermark (Tansu then answers every fetch with nothing,
+        silently) or before the log start.
+        """
+        input_topic = self.config.topics.input
+        current = topic_id(self._consumer, input_topic)
+        if current is not None and current != self._seen_topic_id:
+            self._seen_topic_id = self._input_topic_id = current
+        moved = set()
+        for partition, task in self.tasks.items():
+            if partition in self._to_restore or task.offset is None:
+                continue
+            try:
+                highwater = self._consumer.highwater(TopicPartition(input_topic, partition))
+            except KafkaError:
+                continue
+            if self._input_topic_id and task.topic_id and task.topic_id != self._input_topic_id:
+                cause = "the input topic was created again"
+            elif highwater is not None and task.offset > highwater:
+                cause = "beyond the high-watermark"
+            elif task.offset < self._log_start.get(partition, 0):
+                cause = "before the log start"
+            else:
+                continue
+            if self._reposition(partition, task, cause, highwater):
+                moved.add(partition)
+        return moved
+
+    def _reposition(self, partition: int, task: PartitionTask, cause: str, highwater: int | None) -> bool:
+        """Apply ``processing.out_of_range`` to ``task``; False while the log's end is still unknown."""
+        policy = self.config.processing.out_of_range
+        if policy == "latest" and highwater is None:
+            return False  # the next fetch tells where the log ends
+        tp = TopicPartition(self.config.topics.input, partition)
+        try:
+            start = self._restorer.beginning_offsets([tp])[tp]
+        except KafkaError:
+            start = self._log_start.get(partition, 0)
+        self._log_start[partition] = start
+        log_event(self.log, logging.ERROR, "position_out_of_range", partition=partition, position=task.offset,
+                  log_start=start, high_watermark=highwater, cause=cause, policy=policy,
+                  topic_id=task.topic_id, current_topic_id=self._input_topic_id)
+        self.stats.errors["out_of_range"] += 1
+        if policy == "fail":
+            self._fatal = f"partition {partition}: position {task.offset} {cause}"
+            self._stop.set()
+            return True
+        task.offset = start if policy == "earliest" else highwater
+        task.topic_id = self._input_topic_id
+        self._consumer.seek(tp, task.offset)
+        self._dirty.add(partition)  # the next checkpoint records the new position
+        return True
 
     def _send(self, topic: str, **record: Any) -> None:
         """Queue one record.

@@ -48,7 +48,7 @@ def make_consumer(config: Config, *, group: bool = True, **overrides: Any) -> Ka
     settings = {
         **_common(config),
         "enable_auto_commit": False,
-        "auto_offset_reset": "earliest",
+        "auto_offset_reset": kafka.auto_offset_reset,
         "isolation_level": "read_committed" if config.processing.guarantee == "exactly_once" else "read_uncommitted",
         "allow_auto_create_topics": False,
         "check_crcs": True,
@@ -190,6 +190,16 @@ def read_latest(
             raise TimeoutError(f"reading {topic!r} partitions {sorted(keys)} took more than {timeout_s} s")
     consumer.assign([])
     return found
+
+
+def topic_id(client: Any, topic: str) -> str | None:
+    """The id kafka-python's metadata holds for ``topic`` (``None`` before metadata, or without ids).
+
+    A topic deleted and created again (a broker that lost its data) gets a new id.
+    """
+    cluster = getattr(client, "_cluster", None)  # kafka-python 3.0 keeps it there; no public accessor
+    found = cluster.topic_id(topic) if cluster is not None else None
+    return None if found is None else str(found)
 
 
 def _caught_up(consumer: KafkaConsumer, tp: TopicPartition) -> bool:

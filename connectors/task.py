@@ -82,6 +82,8 @@ class PartitionTask:
         Whether feedback trains ``models`` (then they are part of checkpoints), and its parser.
     offset, feedback_offset
         Next input / feedback offset (``None``: not known yet).
+    topic_id
+        Id of the input topic ``offset`` belongs to (``None``: unknown).
     pending_eta, pending_tau, pending_keys
         Samples predicted but not yet learned, and their message ids.
     """
@@ -101,6 +103,7 @@ class PartitionTask:
         feedback_parser: FeedbackParser | None = None,
         offset: int | None = None,
         feedback_offset: int | None = None,
+        topic_id: str | None = None,
         pending_eta: Sequence[Any] = (),
         pending_tau: Sequence[Sequence[float]] = (),
         pending_keys: Sequence[Any] = (),
@@ -119,6 +122,7 @@ class PartitionTask:
         self.feedback_parser = feedback_parser
         self.offset = offset
         self.feedback_offset = feedback_offset
+        self.topic_id = topic_id
         self.classification = isinstance(fair, FairClassificationPostProcessor)
         self._pending_eta = [[float(q) for q in x] if self.classification else float(x) for x in pending_eta]
         self._pending_tau = [[float(x) for x in row] for row in pending_tau]
@@ -155,6 +159,7 @@ class PartitionTask:
             models=models,
             offset=point.offset,
             feedback_offset=point.feedback_offset,
+            topic_id=point.topic_id,
             pending_eta=point.pending_eta,
             pending_tau=point.pending_tau,
             pending_keys=point.pending_keys,
@@ -185,6 +190,7 @@ class PartitionTask:
             pending_tau=[list(row) for row in self._pending_tau],
             pending_keys=list(self._pending_keys),
             models=self.models.to_bytes() if self.learn_models else None,
+            topic_id=self.topic_id,
         )
 
     @staticmethod

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import json
 
-from connectors.daemon import Daemon
-from test_daemon_kafka import _ensure, checkpoints, messages, produce, read_topic, settings
+import pytest
+from kafka.admin import KafkaAdminClient
+
+from connectors.daemon import EXIT_OUT_OF_RANGE, Daemon
+from connectors.logs import setup_logging
+from test_daemon_kafka import (_ensure, checkpoints, messages, produce, produce_messages, read_topic, settings,
+                               wait_for)
 
 
 def _items(stream, bad_every: int = 0):
@@ -74,3 +80,50 @@ def test_a_failure_of_the_daemon_itself_mid_poll_goes_back_to_the_last_checkpoin
     for partition, history in checkpoints(kafka_broker, config.topics.changelog).items():
         for offset, n_samples in history:  # the state has learned exactly the valid messages before offset
             assert n_samples == _valid_before(items, partition, offset), (partition, offset, n_samples)
+
+
+def _recreate_input(broker, config, n_new: int, seed: int) -> list:
+    """Delete and create the input topic again (as a broker that lost its data would), then fill it."""
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.delete_topics([config.topics.input])
+        wait_for(lambda: config.topics.input not in admin.list_topics(), 10, "the input topic to go")
+        admin.create_topics({config.topics.input: {"num_partitions": 3, "replication_factor": 1}})
+    finally:
+        admin.close()
+    stream = messages(n_new, seed=seed, prefix=f"new{seed}-")
+    produce_messages(broker, config.topics.input, stream)
+    return stream
+
+
+@pytest.mark.parametrize("policy, n_new", [("earliest", 60), ("earliest", 900), ("latest", 60), ("fail", 60)])
+def test_a_checkpoint_of_a_lost_input_log_is_detected_and_handled_by_the_policy(kafka_broker, policy, n_new):
+    values = settings(kafka_broker, f"lostlog-{policy}-{n_new}", **{"processing.out_of_range": policy})
+    config = _ensure(kafka_broker, values)
+    produce_messages(kafka_broker, config.topics.input, messages(300, seed=31))
+    assert Daemon(config).run(once=True) == 0  # checkpoints at offset 100 of every partition
+    stream = _recreate_input(kafka_broker, config, n_new, seed=32)
+    stream_ids = {ident for _, ident, _ in stream if isinstance(ident, str)}  # (integer ids repeat across runs)
+
+    lines = io.StringIO()
+    daemon = Daemon(config, logger=setup_logging("INFO", stream=lines, name=f"lostlog-{policy}-{n_new}"))
+    code = daemon.run(once=True)
+    events = [json.loads(line) for line in lines.getvalue().splitlines()]
+    errors = [e for e in events if e["event"] == "position_out_of_range"]
+    assert errors and all(e["level"] == "error" and e["position"] == 100 for e in errors)
+    answered = {json.loads(r.value)["id"] for r in read_topic(kafka_broker, config.topics.output)} & stream_ids
+    assert len(errors) == 3 and {e["partition"] for e in errors} == {0, 1, 2}
+    if policy == "fail":
+        assert code == EXIT_OUT_OF_RANGE and not answered
+        return
+    assert code == 0
+    if n_new < 300:  # the old position is beyond the new log's end
+        assert all(e["high_watermark"] == n_new // 3 for e in errors)
+    if policy == "earliest":
+        assert answered == stream_ids  # the whole new log, from its start
+    else:
+        assert not answered  # from the end: nothing yet
+        produce_messages(kafka_broker, config.topics.input, later := messages(30, seed=33, prefix="later"))
+        assert Daemon(config).run(once=True) == 0
+        answered = {json.loads(r.value)["id"] for r in read_topic(kafka_broker, config.topics.output)}
+        assert answered >= {ident for _, ident, _ in later if isinstance(ident, str)}
