@@ -38,6 +38,9 @@ from streamfair.dro import GroupRobustFairRegressionPostProcessor
 ENV_PREFIX = "STREAMFAIR_"
 GUARANTEES = ("at_least_once", "exactly_once")
 OFFSET_RESETS = ("earliest", "latest")
+COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
+#: The package kafka-python needs for each optional codec (the ``connectors`` extra installs them).
+CODEC_PACKAGES = {"snappy": "python-snappy", "lz4": "lz4", "zstd": "zstandard"}
 OUT_OF_RANGE_POLICIES = ("earliest", "latest", "fail")
 MODES = FairRegressionPostProcessor.prediction_modes
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -453,6 +456,18 @@ def load_config(
 
 
 # ---------------------------------------------------------------------------- validation
+def available_codecs() -> tuple[str, ...]:
+    """The ``kafka.compression_type`` values kafka-python can use here (its codec packages are optional).
+
+    >>> "gzip" in available_codecs()
+    True
+    """
+    from kafka import codec
+
+    found = {"snappy": codec.has_snappy(), "lz4": codec.has_lz4(), "zstd": codec.has_zstd()}
+    return tuple(name for name in COMPRESSION_TYPES if found.get(name, True))
+
+
 def _require(condition: bool, key: str, message: str, value: Any) -> None:
     if not condition:
         raise ConfigError(f"{key}: {message}, got {value!r}")
@@ -476,8 +491,11 @@ def validate(config: Config) -> None:
     _require(kafka.delivery_timeout_ms > kafka.linger_ms + kafka.request_timeout_ms, "kafka.delivery_timeout_ms",
              f"must exceed kafka.linger_ms + kafka.request_timeout_ms ({kafka.linger_ms + kafka.request_timeout_ms})",
              kafka.delivery_timeout_ms)
-    _require(kafka.compression_type in ("none", "gzip", "snappy", "lz4", "zstd"), "kafka.compression_type",
-             "must be one of none, gzip, snappy, lz4, zstd", kafka.compression_type)
+    _require(kafka.compression_type in COMPRESSION_TYPES, "kafka.compression_type",
+             f"must be one of {', '.join(COMPRESSION_TYPES)}", kafka.compression_type)
+    _require(kafka.compression_type in available_codecs(), "kafka.compression_type",
+             f"{kafka.compression_type} needs its package ({CODEC_PACKAGES.get(kafka.compression_type)}, "
+             "installed with streamfair[connectors])", kafka.compression_type)
 
     topics = config.topics
     names = {"input": topics.input, "output": topics.output, "dead_letter": topics.dead_letter,

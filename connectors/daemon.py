@@ -34,12 +34,12 @@ from typing import Any, Sequence
 
 from kafka import TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
-from kafka.errors import KafkaConfigurationError, KafkaError, MessageSizeTooLargeError
+from kafka.errors import KafkaConfigurationError, KafkaError, MessageSizeTooLargeError, UnsupportedCodecError
 from kafka.structs import OffsetAndMetadata
 
 from .checkpoint import Checkpoint, checkpoint_key
 from .codec import FeedbackParser, InputParser, dead_letter_headers
-from .config import Config, ConfigError, load_config, log_level
+from .config import CODEC_PACKAGES, Config, ConfigError, load_config, log_level
 from .kafka_io import TopicLayout, ensure_topics, make_consumer, make_producer, read_latest, topic_id
 from .logs import log_event, setup_logging
 from .models import BaseModels
@@ -53,6 +53,8 @@ SHUTDOWN_DEADLINE_S = 9.5
 RESTORE_TIMEOUT_S = 30.0
 #: Exit code when a position outside the input log stops the daemon (``processing.out_of_range = "fail"``).
 EXIT_OUT_OF_RANGE = 3
+#: Exit code when a topic holds record batches compressed with a codec this installation cannot read.
+EXIT_UNSUPPORTED_CODEC = 4
 
 
 class Backoff:
@@ -153,7 +155,7 @@ class Daemon:
         self._input_topic_id: str | None = None  # the input topic's id as last seen in metadata
         self._seen_topic_id: str | None = None  # ... in the group consumer's metadata
         self._log_start: dict[int, int] = {}  # first offset of each owned input partition, read at restore
-        self._fatal: str | None = None  # why the daemon stops on its own (a position it may not repair)
+        self._fatal: tuple[int, str] | None = None  # (exit code, why) when the daemon stops on its own
 
     # ------------------------------------------------------------------ public
     def stop(self) -> None:
@@ -197,17 +199,16 @@ class Daemon:
                 if max_messages is not None and self.stats.consumed >= max_messages:
                     break
             deadline = time.monotonic() + SHUTDOWN_BUDGET_S
-            if self._fatal is None:
-                with self._lock:
-                    ok = self._checkpoint(timeout=max(0.5, (deadline - time.monotonic()) / 2))
+            with self._lock:
+                ok = self._checkpoint(timeout=max(0.5, (deadline - time.monotonic()) / 2))
             self._notify("on_stop")
         finally:
             self._close()
         log_event(self.log, logging.INFO, "stopped", ok=ok, consumed=self.stats.consumed, produced=self.stats.produced,
                   dead_letters=dict(self.stats.dead_letters), checkpoints=self.stats.checkpoints,
-                  **({"fatal": self._fatal} if self._fatal else {}))
+                  **({"fatal": self._fatal[1]} if self._fatal else {}))
         if self._fatal is not None:
-            return EXIT_OUT_OF_RANGE
+            return self._fatal[0]
         return 0 if ok else 1
 
     # ------------------------------------------------------------------ set-up
@@ -277,6 +278,19 @@ class Daemon:
                     client.close(autocommit=False, timeout_ms=1000)
             except Exception as error:  # closing must not mask the real outcome
                 log_event(self.log, logging.WARNING, "close_failed", client=name.strip("_"), error=repr(error))
+
+    def _give_up(self, code: int, reason: str) -> None:
+        """Stop after this iteration (with a final checkpoint of what was processed) and exit with ``code``."""
+        self._fatal = (code, reason)
+        self._stop.set()
+
+    def _unsupported_codec(self, error: UnsupportedCodecError, topic: str) -> None:
+        """A batch no retry can read: stop with a message saying what to install, not a silent poll loop."""
+        packages = ", ".join(f"{codec}: {package}" for codec, package in CODEC_PACKAGES.items())
+        self.stats.errors["unsupported_codec"] += 1
+        log_event(self.log, logging.ERROR, "unsupported_codec", topic=topic, error=str(error),
+                  fix=f"install the codec's package ({packages}; all come with streamfair[connectors])")
+        self._give_up(EXIT_UNSUPPORTED_CODEC, f"{topic}: {error}")
 
     def _wait_after(self, kind: str, error: BaseException) -> None:
         delay = self._backoff.next()
@@ -355,6 +369,9 @@ class Daemon:
                                  {p: checkpoint_key(topics.input, p) for p in partitions}, RESTORE_TIMEOUT_S)
             self._restorer.topics()  # fresh metadata: the input topic's current id
             starts = self._restorer.beginning_offsets([TopicPartition(topics.input, p) for p in partitions])
+        except UnsupportedCodecError as error:
+            self._unsupported_codec(error, topics.changelog)
+            return
         except (KafkaError, TimeoutError) as error:
             self._wait_after("restore_failed", error)
             return
@@ -389,6 +406,9 @@ class Daemon:
                 self._restore()
         try:
             batch = self._consumer.poll(timeout_ms=self.config.kafka.poll_timeout_ms)
+        except UnsupportedCodecError as error:
+            self._unsupported_codec(error, ", ".join(sorted({tp.topic for tp in self._consumer.assignment()})))
+            return
         except KafkaError as error:
             self._wait_after("poll_failed", error)
             return
@@ -481,8 +501,7 @@ class Daemon:
                   topic_id=task.topic_id, current_topic_id=self._input_topic_id)
         self.stats.errors["out_of_range"] += 1
         if policy == "fail":
-            self._fatal = f"partition {partition}: position {task.offset} {cause}"
-            self._stop.set()
+            self._give_up(EXIT_OUT_OF_RANGE, f"partition {partition}: position {task.offset} {cause}")
             return True
         task.offset = start if policy == "earliest" else highwater
         task.topic_id = self._input_topic_id
