@@ -21,6 +21,7 @@ connectors.config.ConfigError: kafka.session_timeout_ms: expected an integer, go
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
 import json
 import logging
@@ -255,6 +256,7 @@ class Config:
     models: ModelsConfig = field(default_factory=ModelsConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    ignored_variables: tuple[str, ...] = ()  # STREAMFAIR_* environment variables that are not settings
 
     @property
     def n_groups(self) -> int:
@@ -400,16 +402,32 @@ def _from_toml(path: str | os.PathLike) -> dict[str, Any]:
     return values
 
 
-def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+#: How close (difflib ratio) an unknown ``STREAMFAIR_*`` name must be to a setting's to count as its typo.
+TYPO_SIMILARITY = 0.9
+
+
+def _from_env(env: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """The settings in ``env``, and the other ``STREAMFAIR_*`` variables (ignored).
+
+    Variables that are not settings are common (Kubernetes adds ``<SERVICE>_SERVICE_HOST``/``_PORT``
+    for every Service, e.g. ``STREAMFAIR_METRICS_SERVICE_PORT`` for a Service named
+    streamfair-metrics), so they are only reported; a near-miss of a setting's name is a typo and an
+    error.
+    """
     names = {f"{ENV_PREFIX}{s}_{n}".upper(): f"{s}.{n}" for s in SECTIONS for n in _fields(s)}
-    values = {}
+    values, ignored = {}, []
     for variable, value in env.items():
         if not variable.startswith(ENV_PREFIX) or variable == f"{ENV_PREFIX}CONFIG":
             continue
         if variable not in names:
-            raise ConfigError(f"{variable}: unknown configuration variable (keys are STREAMFAIR_<SECTION>_<NAME>)")
+            typo = difflib.get_close_matches(variable, names, n=1, cutoff=TYPO_SIMILARITY)
+            if typo:
+                raise ConfigError(f"{variable}: unknown configuration variable, did you mean {typo[0]}? "
+                                  "(keys are STREAMFAIR_<SECTION>_<NAME>)")
+            ignored.append(variable)
+            continue
         values[names[variable]] = value
-    return values
+    return values, sorted(ignored)
 
 
 def _from_overrides(overrides: Sequence[str]) -> dict[str, Any]:
@@ -444,13 +462,15 @@ def load_config(
     merged: dict[str, Any] = {}
     if path is not None:
         merged.update(_from_toml(path))
-    merged.update(_from_env(env))
+    from_env, ignored = _from_env(env)
+    merged.update(from_env)
     merged.update(_from_overrides(overrides))
     sections: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     for key, value in merged.items():
         section, name = _split_key(key)
         sections[section][name] = _convert(key, _fields(section)[name], value)
-    config = Config(**{name: SECTIONS[name](**values) for name, values in sections.items()})
+    config = Config(**{name: SECTIONS[name](**values) for name, values in sections.items()},
+                    ignored_variables=tuple(ignored))
     validate(config)
     return config
 

@@ -217,6 +217,10 @@ class Daemon:
         config = self.config
         if config.models.enabled:
             self._models = BaseModels.load(config.models.eta, config.models.tau, config.group_labels(), self._classes)
+        if config.ignored_variables:
+            log_event(self.log, logging.WARNING, "unknown_variables", variables=list(config.ignored_variables),
+                      hint="ignored: not STREAMFAIR_<SECTION>_<NAME> settings (Kubernetes adds such variables for "
+                           "Services whose name starts with streamfair; enableServiceLinks: false stops that)")
         if config.processing.guarantee == "exactly_once":
             self._transactional_id = config.processing.transactional_id or (
                 f"{config.kafka.client_id}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")

@@ -89,8 +89,14 @@ def test_invalid_setting_names_its_key(overrides, key):
     assert str(error.value).startswith(f"{key}:"), str(error.value)
 
 
-def test_unknown_environment_variable_and_toml_key_are_errors(tmp_path):
-    with pytest.raises(ConfigError, match="STREAMFAIR_KAFKA_GROUPID"):
+def test_unknown_environment_variables_are_reported_and_typos_and_unknown_toml_keys_are_errors(tmp_path):
+    kubernetes = {"STREAMFAIR_METRICS_SERVICE_HOST": "10.0.0.7", "STREAMFAIR_METRICS_SERVICE_PORT": "9100",
+                  "STREAMFAIR_METRICS_PORT_9100_TCP": "tcp://10.0.0.7:9100", "STREAMFAIR_KAFKA_SERVICE_PORT": "9092",
+                  "STREAMFAIR_KAFKA_GROUP_ID": "scoring"}
+    config = load_config(env=kubernetes)
+    assert config.kafka.group_id == "scoring"
+    assert config.ignored_variables == tuple(sorted(set(kubernetes) - {"STREAMFAIR_KAFKA_GROUP_ID"}))
+    with pytest.raises(ConfigError, match="STREAMFAIR_KAFKA_GROUPID: .*did you mean STREAMFAIR_KAFKA_GROUP_ID"):
         load_config(env={"STREAMFAIR_KAFKA_GROUPID": "x"})
     path = tmp_path / "c.toml"
     path.write_text('[topics]\nimput = "x"\n')
