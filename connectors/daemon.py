@@ -312,6 +312,8 @@ class Daemon:
             "distribution": processing.distribution,
             "learn_models": self.config.models.learn,
             "feedback_parser": self._feedback_parser if self.config.topics.feedback else None,
+            "output_key": processing.output_key,
+            "propagate_headers": processing.propagate_headers,
         }
 
     def _new_task(self, partition: int, data: bytes | None) -> PartitionTask:
@@ -532,9 +534,9 @@ class Daemon:
         except KafkaError as error:
             self._failure = error
 
-    def _emit(self, key: bytes, value: bytes, timestamp: int, partition: int) -> None:
+    def _emit(self, key: bytes, value: bytes, timestamp: int, partition: int, headers: list | None = None) -> None:
         self._send(self._output_topic, value=value, key=key, partition=partition if self._co_partitioned else None,
-                   timestamp_ms=timestamp if timestamp >= 0 else None)
+                   timestamp_ms=timestamp if timestamp >= 0 else None, headers=headers)
         self.stats.produced += 1
 
     def _dead(self, record: Any, reason: str, detail: str, error_type: str | None = None) -> None:

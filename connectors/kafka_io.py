@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
+from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 
 from .config import Config
@@ -33,19 +34,36 @@ RECONNECT_BACKOFF_MAX_MS = 1000
 
 
 def _common(config: Config) -> dict[str, Any]:
+    """Settings of every client (consumers, producer, admin): connection and security."""
     kafka = config.kafka
-    return {
+    settings = {
         "bootstrap_servers": list(kafka.bootstrap_servers),
         "client_id": kafka.client_id,
         "request_timeout_ms": kafka.request_timeout_ms,
         "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS,
+        "bootstrap_timeout_ms": kafka.bootstrap_timeout_ms,
+        "security_protocol": kafka.security_protocol,
     }
+    if kafka.sasl_mechanism:
+        settings.update(sasl_mechanism=kafka.sasl_mechanism, sasl_plain_username=kafka.sasl_username,
+                        sasl_plain_password=kafka.sasl_password)
+    if kafka.security_protocol in ("SSL", "SASL_SSL"):
+        settings["ssl_check_hostname"] = kafka.ssl_check_hostname
+        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password"):
+            if getattr(kafka, name):
+                settings[name] = getattr(kafka, name)
+    return settings
+
+
+#: ``kafka.partition_assignment_strategy`` values and kafka-python's assignors.
+ASSIGNORS = {"range": RangePartitionAssignor, "cooperative-sticky": CooperativeStickyAssignor}
 
 
 def make_consumer(config: Config, *, group: bool = True, **overrides: Any) -> KafkaConsumer:
     """The group consumer (``group=True``) or an unassigned one for reading the changelog."""
     kafka = config.kafka
     settings = {
+        **config.consumer.values,
         **_common(config),
         "enable_auto_commit": False,
         "auto_offset_reset": kafka.auto_offset_reset,
@@ -61,8 +79,10 @@ def make_consumer(config: Config, *, group: bool = True, **overrides: Any) -> Ka
             max_poll_interval_ms=kafka.max_poll_interval_ms,
             max_poll_records=kafka.max_poll_records,
             fetch_max_wait_ms=kafka.fetch_max_wait_ms,
-            partition_assignment_strategy=[RangePartitionAssignor],
+            partition_assignment_strategy=[ASSIGNORS[kafka.partition_assignment_strategy]],
         )
+        if kafka.group_instance_id:
+            settings["group_instance_id"] = kafka.group_instance_id
     else:
         settings.update(group_id=None, fetch_max_wait_ms=20, max_poll_records=1000)
     settings.update(overrides)
@@ -73,6 +93,7 @@ def make_producer(config: Config, transactional_id: str | None = None) -> KafkaP
     """The producer for outputs, dead letters and checkpoints."""
     kafka = config.kafka
     settings = {
+        **config.producer.values,
         **_common(config),
         "acks": "all",
         "enable_idempotence": True,

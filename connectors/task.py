@@ -46,8 +46,8 @@ from .checkpoint import Checkpoint, restore_postprocessor
 from .codec import PROCESSING_ERROR, FeedbackParser, InputParser, Invalid, encode_output, message_key
 from .models import BaseModels
 
-#: ``emit(key, value, timestamp_ms, partition)`` sends one prediction.
-Emit = Callable[[bytes, bytes, int, int], None]
+#: ``emit(key, value, timestamp_ms, partition, headers)`` sends one prediction (``headers``: a list or None).
+Emit = Callable[[bytes, bytes, int, int, Any], None]
 #: ``dead(record, reason, detail[, error_type])`` sends one record to the dead-letter topic;
 #: ``error_type`` names the exception when something other than validation failed.
 Dead = Callable[..., None]
@@ -80,6 +80,11 @@ class PartitionTask:
         Base models for feature messages (``None``: only score messages are accepted).
     learn_models, feedback_parser
         Whether feedback trains ``models`` (then they are part of checkpoints), and its parser.
+    output_key
+        ``"id"``: outputs are keyed by the message id; ``"input"``: by the input record's key (the id
+        when it has none).
+    propagate_headers
+        Names of input headers (compared in lower case) copied to the output, e.g. trace context.
     offset, feedback_offset
         Next input / feedback offset (``None``: not known yet).
     topic_id
@@ -101,6 +106,8 @@ class PartitionTask:
         models: BaseModels | None = None,
         learn_models: bool = False,
         feedback_parser: FeedbackParser | None = None,
+        output_key: str = "id",
+        propagate_headers: Sequence[str] = (),
         offset: int | None = None,
         feedback_offset: int | None = None,
         topic_id: str | None = None,
@@ -120,6 +127,8 @@ class PartitionTask:
         self.models = models
         self.learn_models = bool(learn_models)
         self.feedback_parser = feedback_parser
+        self.key_from_input = output_key == "input"
+        self.propagate_headers = frozenset(name.lower() for name in propagate_headers)
         self.offset = offset
         self.feedback_offset = feedback_offset
         self.topic_id = topic_id
@@ -227,12 +236,20 @@ class PartitionTask:
         if valid:
             for record, key, value in self._predict_isolated(valid, dead):
                 try:
-                    emit(key, value, record.timestamp, self.partition)
+                    if self.key_from_input and record.key is not None:
+                        key = record.key
+                    emit(key, value, record.timestamp, self.partition, self._headers(record))
                 except Exception as error:  # noqa: BLE001 -- e.g. an output the producer refuses
                     _dead_on_error(dead, record, error)
         if records:
             self.offset = records[-1].offset + 1
             self.processed += len(records)
+
+    def _headers(self, record: Any) -> list[tuple[str, bytes]] | None:
+        """The input's headers named in ``propagate_headers``, in their order (``None``: none)."""
+        if not record.headers or not self.propagate_headers:
+            return None
+        return [(name, value) for name, value in record.headers if name.lower() in self.propagate_headers] or None
 
     def _predict_isolated(self, valid: list, dead: Dead) -> list[tuple[Any, bytes, bytes]]:
         """``(record, key, value)`` of every output; a message whose prediction raises goes to ``dead``.

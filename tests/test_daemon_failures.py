@@ -39,11 +39,11 @@ def test_an_output_the_producer_refuses_is_dead_lettered_and_checkpoints_stay_ex
     send = daemon._emit
     calls = []
 
-    def refusing(key, value, timestamp, partition):
+    def refusing(key, value, timestamp, partition, headers):
         calls.append(key)
         if len(calls) % 97 == 0:  # mid-poll, after the poll's state has been computed
             raise RuntimeError("refused by the producer")
-        send(key, value, timestamp, partition)
+        send(key, value, timestamp, partition, headers)
 
     daemon._emit = refusing
     assert daemon.run(once=True) == 0

@@ -114,7 +114,7 @@ def run_task(task: PartitionTask, values: list, poll: int) -> tuple[list, list]:
     records = [Record("in", 0, i, i, None, v, []) for i, v in enumerate(values)]
     outputs, dead = [], []
     for start in range(0, len(records), poll):
-        task.process(records[start:start + poll], lambda k, v, t, p: outputs.append((k, v, t)),
+        task.process(records[start:start + poll], lambda k, v, t, p, h: outputs.append((k, v, t)),
                      lambda record, reason, detail, error_type=None: dead.append((record.offset, reason, error_type)))
     return outputs, dead
 
@@ -182,7 +182,7 @@ def test_an_output_that_cannot_be_sent_is_a_dead_letter_and_the_rest_goes_out():
     values = [_dumps({**VALID, "id": f"m{i}"}) for i in range(5)]
     sent, dead = [], []
 
-    def emit(key, value, timestamp, partition):
+    def emit(key, value, timestamp, partition, headers):
         if key == b"m2":
             raise ValueError("the producer refused it")
         sent.append(key)

@@ -92,22 +92,23 @@ def messages(n: int, seed: int, prefix: str = "m") -> list[tuple[int, object, di
     return out
 
 
-def produce(broker: Broker, topic: str, items) -> None:
-    """``items``: ``(partition, key, value_bytes, headers)``, sent in order."""
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=2)
+def produce(broker: Broker, topic: str, items, **client) -> None:
+    """``items``: ``(partition, key, value_bytes, headers)``, sent in order (``client``: more producer settings)."""
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=2, **client)
     for partition, key, value, headers in items:
         producer.send(topic, key=key, value=value, partition=partition, headers=headers or [])
     producer.flush()
     producer.close()
 
 
-def produce_messages(broker: Broker, topic: str, stream) -> None:
-    produce(broker, topic, [(p, str(i).encode(), json.dumps(body).encode(), None) for p, i, body in stream])
+def produce_messages(broker: Broker, topic: str, stream, **client) -> None:
+    produce(broker, topic, [(p, str(i).encode(), json.dumps(body).encode(), None) for p, i, body in stream], **client)
 
 
-def read_topic(broker: Broker, topic: str, timeout: float = 20.0) -> list:
+def read_topic(broker: Broker, topic: str, timeout: float = 20.0, **client) -> list:
     """Every record of ``topic`` up to the fetch high-watermarks, partition by partition in order."""
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=20)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=20,
+                             **client)
     try:
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         consumer.assign(partitions)
