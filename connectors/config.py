@@ -312,6 +312,7 @@ def _client_fields(section: str) -> dict[str, str]:
 @dataclass(frozen=True)
 class LogConfig:
     level: str = "INFO"
+    progress_seconds: float = 30.0  # a "progress" line at INFO this often (0: never)
 
 
 @dataclass(frozen=True)
@@ -667,6 +668,9 @@ def validate(config: Config) -> None:
              "must be a finite number > 0", metrics.interval_seconds)
     _require(metrics.audit_window >= 1, "metrics.audit_window", "must be >= 1", metrics.audit_window)
     _require(config.log.level.upper() in LOG_LEVELS, "log.level", f"must be one of {LOG_LEVELS}", config.log.level)
+    progress = config.log.progress_seconds
+    _require(math.isfinite(progress) and progress >= 0, "log.progress_seconds", "must be a finite number >= 0 (0: off)",
+             progress)
 
 
 def _validate_security(kafka: KafkaConfig) -> None:

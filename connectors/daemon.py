@@ -156,6 +156,8 @@ class Daemon:
         self._seen_topic_id: str | None = None  # ... in the group consumer's metadata
         self._log_start: dict[int, int] = {}  # first offset of each owned input partition, read at restore
         self._fatal: tuple[int, str] | None = None  # (exit code, why) when the daemon stops on its own
+        self._unassigned_since: float | None = None  # since when no partition is assigned (after subscribing)
+        self._progress = (time.monotonic(), 0, 0)  # time, consumed and produced at the last progress line
 
     # ------------------------------------------------------------------ public
     def stop(self) -> None:
@@ -186,7 +188,9 @@ class Daemon:
 
         Returns 0 on a clean stop, 1 if the final checkpoint failed.
         """
-        if not self._open():
+        if not self._open():  # stopped while waiting for the broker: nothing to checkpoint
+            log_event(self.log, logging.INFO, "stopped", ok=True, consumed=0, produced=0, dead_letters={},
+                      checkpoints=0)
             return 0
         ok = False
         try:
@@ -246,6 +250,8 @@ class Daemon:
         self._dead_co_partitioned = layout.dead_letter_partitions >= layout.input_partitions
         topics = [config.topics.input] + ([config.topics.feedback] if config.topics.feedback else [])
         self._consumer.subscribe(topics, listener=_Listener(self))
+        self._unassigned_since = now = time.monotonic()
+        self._progress = (now, self.stats.consumed, self.stats.produced)
         log_event(self.log, logging.INFO, "started", topics=topics, group_id=config.kafka.group_id,
                   guarantee=config.processing.guarantee, partitions=layout.input_partitions,
                   batch_size=config.processing.batch_size)
@@ -372,14 +378,16 @@ class Daemon:
         started = time.monotonic()
         try:
             latest = read_latest(self._restorer, topics.changelog,
-                                 {p: checkpoint_key(topics.input, p) for p in partitions}, RESTORE_TIMEOUT_S)
+                                 {p: checkpoint_key(topics.input, p) for p in partitions}, RESTORE_TIMEOUT_S,
+                                 self._stop)
             self._restorer.topics()  # fresh metadata: the input topic's current id
             starts = self._restorer.beginning_offsets([TopicPartition(topics.input, p) for p in partitions])
         except UnsupportedCodecError as error:
             self._unsupported_codec(error, topics.changelog)
             return
         except (KafkaError, TimeoutError) as error:
-            self._wait_after("restore_failed", error)
+            if not self._stop.is_set():
+                self._wait_after("restore_failed", error)
             return
         self._input_topic_id = topic_id(self._restorer, topics.input) or self._input_topic_id
         seconds = time.monotonic() - started
@@ -431,7 +439,45 @@ class Daemon:
             self.stats.last_loop = now
             if self._checkpoint_due(now):
                 self._checkpoint()
+            self._watch_assignment(now)
+            if self.config.log.progress_seconds and now - self._progress[0] >= self.config.log.progress_seconds:
+                self._log_progress(now)
             self._notify("on_loop")
+
+    # ------------------------------------------------------------------ what an operator sees
+    def _watch_assignment(self, now: float) -> None:
+        """A WARNING each session timeout during which this member owns no partition."""
+        if self.tasks or self._to_restore:
+            self._unassigned_since = None
+            return
+        if self._unassigned_since is None:
+            self._unassigned_since = now
+        seconds = now - self._unassigned_since
+        session = self.config.kafka.session_timeout_ms / 1000
+        if seconds < session:
+            return
+        self._unassigned_since = now  # the next warning after another session timeout
+        config = self.config
+        layout = self.layout
+        log_event(self.log, logging.WARNING, "no_assignment", seconds=round(seconds, 1), group_id=config.kafka.group_id,
+                  topic=config.topics.input, partitions=layout.input_partitions if layout else None,
+                  check=("members of kafka.group_id beyond the input's partition count get nothing (scale down or "
+                         "add partitions); another member may hold the partitions; a broker that wedges a group "
+                         "whose member left during its first join (Tansu does) recovers after minutes, or with a "
+                         "new kafka.group_id"))
+
+    def _log_progress(self, now: float) -> None:
+        """The INFO ``progress`` line: rates since the last one, lag, dead letters by reason."""
+        since, consumed, produced = self._progress
+        interval = max(now - since, 1e-9)
+        stats = self.stats
+        log_event(self.log, logging.INFO, "progress", partitions=sorted(self.tasks), consumed=stats.consumed,
+                  produced=stats.produced, interval_s=round(interval, 3),
+                  consumed_per_s=round((stats.consumed - consumed) / interval, 1),
+                  produced_per_s=round((stats.produced - produced) / interval, 1),
+                  lag={str(p): lag for p, lag in sorted(self.lag().items())}, dead_letters=dict(stats.dead_letters),
+                  checkpoints=stats.checkpoints, rewinds=stats.rewinds, errors=dict(stats.errors))
+        self._progress = (now, stats.consumed, stats.produced)
 
     def _process(self, batch: dict) -> None:
         topics = self.config.topics

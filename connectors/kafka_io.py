@@ -17,6 +17,7 @@ Settings (see docs/daemon.md for the reasoning):
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -183,12 +184,14 @@ def _create(admin: KafkaAdminClient, partitions: dict[str, int], config: Config)
 
 
 def read_latest(
-    consumer: KafkaConsumer, topic: str, keys: dict[int, bytes], timeout_s: float = 30.0
+    consumer: KafkaConsumer, topic: str, keys: dict[int, bytes], timeout_s: float = 30.0,
+    stop: threading.Event | None = None,
 ) -> dict[int, bytes]:
     """The value of the last record with ``keys[p]`` in each partition ``p`` of ``topic``.
 
     Reads each partition from its start up to its fetch high-watermark (not ``end_offsets``, which
-    Tansu gets wrong).  A ``None`` value (tombstone) deletes the key.  Raises ``TimeoutError``.
+    Tansu gets wrong).  A ``None`` value (tombstone) deletes the key.  Raises ``TimeoutError`` after
+    ``timeout_s``, or at once when ``stop`` is set.
     """
     partitions = [TopicPartition(topic, p) for p in sorted(keys)]
     consumer.assign(partitions)
@@ -209,6 +212,8 @@ def read_latest(
             break
         if time.monotonic() > deadline:
             raise TimeoutError(f"reading {topic!r} partitions {sorted(keys)} took more than {timeout_s} s")
+        if stop is not None and stop.is_set():
+            raise TimeoutError(f"reading {topic!r} stopped")
     consumer.assign([])
     return found
 
