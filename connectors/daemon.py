@@ -16,6 +16,11 @@ On assignment a task is restored from the latest changelog record for its partit
 consumer seeks to the offset stored in it (the changelog, not the group offset, is the source of
 truth).  A failed send, flush or transaction makes every task go back to its last checkpoint
 (deterministic replay) after an exponential back-off; a missing broker is waited for the same way.
+
+Whatever goes wrong with one message dead-letters that message (the task isolates it).  A position
+outside the input log (the topic created again, beyond its high-watermark, before its start) is an
+error handled by ``processing.out_of_range``; a codec the client cannot read stops the daemon with
+its own exit code.  A stop signal exits 0 in every state.
 """
 
 from __future__ import annotations
@@ -186,7 +191,9 @@ class Daemon:
     def run(self, once: bool = False, max_messages: int | None = None) -> int:
         """Process until :meth:`stop` (or, with ``once``, until every owned partition is drained).
 
-        Returns 0 on a clean stop, 1 if the final checkpoint failed.
+        Returns 0 after :meth:`stop` (a failed final checkpoint is then only a warning: at-least-once
+        replays cover it), 1 if the final checkpoint of a bounded run failed, and
+        :data:`EXIT_OUT_OF_RANGE` or :data:`EXIT_UNSUPPORTED_CODEC` when the daemon stopped itself.
         """
         if not self._open():  # stopped while waiting for the broker: nothing to checkpoint
             log_event(self.log, logging.INFO, "stopped", ok=True, consumed=0, produced=0, dead_letters={},
@@ -202,6 +209,7 @@ class Daemon:
                     break
                 if max_messages is not None and self.stats.consumed >= max_messages:
                     break
+            requested = self._stop.is_set()  # by stop() (a signal), rather than --once / --max-messages
             deadline = time.monotonic() + SHUTDOWN_BUDGET_S
             with self._lock:
                 ok = self._checkpoint(timeout=max(0.5, (deadline - time.monotonic()) / 2))
@@ -213,6 +221,11 @@ class Daemon:
                   **({"fatal": self._fatal[1]} if self._fatal else {}))
         if self._fatal is not None:
             return self._fatal[0]
+        if not ok and requested:  # a stop signal: the work since the last checkpoint is replayed, not lost
+            log_event(self.log, logging.WARNING, "final_checkpoint_failed",
+                      detail="the next owner of these partitions replays them from their last checkpoint "
+                             "(byte-identical outputs)")
+            return 0
         return 0 if ok else 1
 
     # ------------------------------------------------------------------ set-up

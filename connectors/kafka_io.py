@@ -2,17 +2,21 @@
 
 Settings (see docs/daemon.md for the reasoning):
 
+* every client: the security settings (``kafka.security_protocol``, SASL, TLS) and a short
+  ``bootstrap_timeout_ms``, so a missing broker is reported and retried by the daemon;
 * consumer: ``enable_auto_commit=False`` (offsets are committed only after the checkpoint that
-  covers them), ``auto_offset_reset="earliest"`` (a new group reads from the start; ``"latest"``
-  is also wrong on Tansu, whose ListOffsets LATEST answer is off), raw bytes (no deserializer, so a
-  malformed value becomes a dead letter instead of a consumer exception), the range assignor (it
-  co-partitions the input and feedback topics), a short ``fetch_max_wait_ms`` (Tansu answers a fetch
-  only when that wait is over, even when records arrived earlier, so it bounds the latency), no topic
-  auto-creation, ``read_committed`` in
-  ``exactly_once`` mode, and short reconnect back-off so the daemon resumes quickly after an outage;
+  covers them), ``auto_offset_reset`` from ``kafka.auto_offset_reset``, default ``"earliest"`` (a new
+  group reads from the start; ``"latest"`` is also wrong on Tansu, whose ListOffsets LATEST answer is
+  off), raw bytes (no deserializer, so a malformed value becomes a dead letter instead of a
+  consumer exception), the range assignor by default (it co-partitions the input and feedback
+  topics), a short ``fetch_max_wait_ms`` (Tansu answers a fetch only when that wait is over, even
+  when records arrived earlier, so it bounds the latency), no topic auto-creation,
+  ``read_committed`` in ``exactly_once`` mode, and short reconnect back-off so the daemon resumes
+  quickly after an outage; the ``consumer`` section's other kafka-python settings under these;
 * producer: ``acks="all"`` with idempotence (no duplicates or reordering from internal retries),
   ``linger_ms`` batching, a short ``max_block_ms`` so a missing broker fails a send quickly
-  instead of blocking shutdown, and a transactional id in ``exactly_once`` mode.
+  instead of blocking shutdown, and a transactional id in ``exactly_once`` mode; the ``producer``
+  section's other kafka-python settings under these.
 """
 
 from __future__ import annotations

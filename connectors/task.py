@@ -238,7 +238,7 @@ class PartitionTask:
                 try:
                     if self.key_from_input and record.key is not None:
                         key = record.key
-                    emit(key, value, record.timestamp, self.partition, self._headers(record))
+                    emit(key, value, record.timestamp, self.partition, record.headers and self._headers(record))
                 except Exception as error:  # noqa: BLE001 -- e.g. an output the producer refuses
                     _dead_on_error(dead, record, error)
         if records:
@@ -247,7 +247,7 @@ class PartitionTask:
 
     def _headers(self, record: Any) -> list[tuple[str, bytes]] | None:
         """The input's headers named in ``propagate_headers``, in their order (``None``: none)."""
-        if not record.headers or not self.propagate_headers:
+        if not self.propagate_headers:
             return None
         return [(name, value) for name, value in record.headers if name.lower() in self.propagate_headers] or None
 

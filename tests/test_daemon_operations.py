@@ -5,9 +5,9 @@ from __future__ import annotations
 import signal
 import time
 
-from connectors.broker import free_port
+from connectors.broker import Broker, free_port
 from test_daemon_kafka import (DaemonProcess, _ensure, _kill_leftover_daemons, messages, produce, produce_messages,
-                               settings, wait_for, write_toml)
+                               read_topic, settings, wait_for, write_toml)
 
 __all__ = ["_kill_leftover_daemons"]  # the autouse fixture that kills daemons a failed test left behind
 
@@ -65,3 +65,20 @@ def test_a_member_without_partitions_says_so_after_the_session_timeout(kafka_bro
     assert idle["level"] == "warning" and idle["seconds"] >= 3.0 and "kafka.group_id" in idle["check"]
     assert not first.named("no_assignment")
     assert second.stop(signal.SIGTERM) == 0 and first.stop(signal.SIGTERM) == 0
+
+
+def test_sigterm_after_the_broker_went_away_exits_0(tmp_path):
+    with Broker() as broker:
+        values = settings(broker, "gone", **{"log.level": "INFO", "processing.checkpoint_every_seconds": 600,
+                                             "processing.checkpoint_every_messages": 100_000})  # all in hand
+        config = _ensure(broker, values)
+        daemon = DaemonProcess(write_toml(tmp_path / "gone.toml", values))
+        daemon.wait_restored({0, 1, 2})
+        produce_messages(broker, config.topics.input, messages(300, seed=61))
+        wait_for(lambda: len(read_topic(broker, config.topics.output)) == 300, 20, "the outputs")
+        broker.stop()
+        time.sleep(1.0)
+        stopping = time.monotonic()
+        assert daemon.stop(signal.SIGTERM, timeout=15) == 0
+        assert time.monotonic() - stopping < 9.5 and not daemon.named("shutdown_timeout")
+        assert daemon.named("stopped")[0]["ok"] is False and daemon.named("final_checkpoint_failed")
