@@ -215,8 +215,9 @@ class PartitionTask:
         """Predict (then learn) every valid record in order; invalid ones go to ``dead``.
 
         Whatever goes wrong with one message sends that message to ``dead``: :class:`Invalid` with its
-        reason, any other exception as ``"processing_error"`` with the exception's type.  The state
-        then holds exactly the other messages, as if the failing one had never been sent.
+        reason, any other exception as ``"processing_error"`` with the exception's type.  A message
+        whose prediction raises is undone, as if it had never been sent; one whose output ``emit``
+        refuses stays learned (its prediction was made).
         """
         parse = self.parser.parse
         models = self.models
