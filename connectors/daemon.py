@@ -497,7 +497,7 @@ class Daemon:
         moved = self._check_positions()
         for tp, records in batch.items():
             task = self.tasks.get(tp.partition)
-            if task is None or tp.partition in self._to_restore or (tp.topic == topics.input and tp.partition in moved):
+            if task is None or tp.partition in self._to_restore or (tp.topic, tp.partition) in moved:
                 continue  # not ours any more, not restored yet, or repositioned (the seek will re-fetch)
             key = (tp.topic, tp.partition)
             if key not in self._first_offsets and self._baselines.get(tp.partition) is None:
@@ -519,58 +519,74 @@ class Daemon:
                          sum(self.stats.dead_letters.values()) - dead_before, time.monotonic() - started)
 
     # ------------------------------------------------------------------ positions outside the log
-    def _check_positions(self) -> set[int]:
-        """Owned input partitions whose position is outside their log, after applying the policy to them.
+    def _check_positions(self) -> set[tuple[str, int]]:
+        """Owned input (and feedback) partitions whose position is outside their log, after the policy.
 
         A position is outside when the input topic has been created again since it was read (a new
         topic id), lies beyond the fetch high-watermark (Tansu then answers every fetch with nothing,
         silently) or before the log start.
         """
-        input_topic = self.config.topics.input
-        current = topic_id(self._consumer, input_topic)
+        topics = self.config.topics
+        current = topic_id(self._consumer, topics.input)
         if current is not None and current != self._seen_topic_id:
             self._seen_topic_id = self._input_topic_id = current
         moved = set()
         for partition, task in self.tasks.items():
-            if partition in self._to_restore or task.offset is None:
+            if partition in self._to_restore:
                 continue
-            try:
-                highwater = self._consumer.highwater(TopicPartition(input_topic, partition))
-            except KafkaError:
-                continue
-            if self._input_topic_id and task.topic_id and task.topic_id != self._input_topic_id:
-                cause = "the input topic was created again"
-            elif highwater is not None and task.offset > highwater:
-                cause = "beyond the high-watermark"
-            elif task.offset < self._log_start.get(partition, 0):
-                cause = "before the log start"
-            else:
-                continue
-            if self._reposition(partition, task, cause, highwater):
-                moved.add(partition)
+            positions = [(topics.input, task.offset)] + ([(topics.feedback, task.next_feedback_offset)]
+                                                          if topics.feedback else [])
+            for topic, position in positions:
+                cause, highwater = self._outside(topic, partition, position, task)
+                if cause is not None and self._reposition(topic, partition, task, cause, highwater):
+                    moved.add((topic, partition))
         return moved
 
-    def _reposition(self, partition: int, task: PartitionTask, cause: str, highwater: int | None) -> bool:
-        """Apply ``processing.out_of_range`` to ``task``; False while the log's end is still unknown."""
+    def _outside(self, topic: str, partition: int, position: int | None,
+                 task: PartitionTask) -> tuple[str | None, int | None]:
+        """Why ``position`` of ``topic``'s ``partition`` is outside its log (``None``: it is not), and the log's end."""
+        if position is None:
+            return None, None
+        try:
+            highwater = self._consumer.highwater(TopicPartition(topic, partition))
+        except KafkaError:
+            return None, None
+        is_input = topic == self.config.topics.input
+        if is_input and self._input_topic_id and task.topic_id and task.topic_id != self._input_topic_id:
+            return "the input topic was created again", highwater
+        if highwater is not None and position > highwater:
+            return "beyond the high-watermark", highwater
+        if is_input and position < self._log_start.get(partition, 0):
+            return "before the log start", highwater
+        return None, highwater
+
+    def _reposition(self, topic: str, partition: int, task: PartitionTask, cause: str, highwater: int | None) -> bool:
+        """Apply ``processing.out_of_range`` to ``task``'s position in ``topic``; False while the log's end is unknown."""
         policy = self.config.processing.out_of_range
         if policy == "latest" and highwater is None:
             return False  # the next fetch tells where the log ends
-        tp = TopicPartition(self.config.topics.input, partition)
+        tp = TopicPartition(topic, partition)
+        is_input = topic == self.config.topics.input
         try:
             start = self._restorer.beginning_offsets([tp])[tp]
         except KafkaError:
-            start = self._log_start.get(partition, 0)
-        self._log_start[partition] = start
-        log_event(self.log, logging.ERROR, "position_out_of_range", partition=partition, position=task.offset,
-                  log_start=start, high_watermark=highwater, cause=cause, policy=policy,
-                  topic_id=task.topic_id, current_topic_id=self._input_topic_id)
+            start = self._log_start.get(partition, 0) if is_input else 0
+        if is_input:
+            self._log_start[partition] = start
+        position = task.offset if is_input else task.next_feedback_offset
+        log_event(self.log, logging.ERROR, "position_out_of_range", topic=topic, partition=partition,
+                  position=position, log_start=start, high_watermark=highwater, cause=cause, policy=policy,
+                  **({"topic_id": task.topic_id, "current_topic_id": self._input_topic_id} if is_input else {}))
         self.stats.errors["out_of_range"] += 1
         if policy == "fail":
-            self._give_up(EXIT_OUT_OF_RANGE, f"partition {partition}: position {task.offset} {cause}")
+            self._give_up(EXIT_OUT_OF_RANGE, f"{topic} partition {partition}: position {position} {cause}")
             return True
-        task.offset = start if policy == "earliest" else highwater
-        task.topic_id = self._input_topic_id
-        self._consumer.seek(tp, task.offset)
+        target = start if policy == "earliest" else highwater
+        if is_input:
+            task.offset, task.topic_id = target, self._input_topic_id
+        else:
+            task.move_feedback(target)
+        self._consumer.seek(tp, target)
         self._dirty.add(partition)  # the next checkpoint records the new position
         return True
 

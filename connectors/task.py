@@ -400,6 +400,15 @@ class PartitionTask:
         return accepted
 
     @property
+    def next_feedback_offset(self) -> int | None:
+        """The feedback offset after the last feedback record read (``None``: none read yet)."""
+        return self._feedback_next if self._feedback_next is not None else self.feedback_offset
+
+    def move_feedback(self, offset: int) -> None:
+        """Continue the feedback from ``offset`` (its log was lost); the feedback already read is kept."""
+        self._feedback_next = self.feedback_offset = offset
+
+    @property
     def n_pending(self) -> int:
         """Samples predicted but not yet learned."""
         return len(self._pending_eta)

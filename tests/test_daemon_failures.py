@@ -82,15 +82,20 @@ def test_a_failure_of_the_daemon_itself_mid_poll_goes_back_to_the_last_checkpoin
             assert n_samples == _valid_before(items, partition, offset), (partition, offset, n_samples)
 
 
-def _recreate_input(broker, config, n_new: int, seed: int) -> list:
-    """Delete and create the input topic again (as a broker that lost its data would), then fill it."""
+def _recreate(broker, topic: str) -> None:
+    """Delete ``topic`` and create it again, empty (as a broker that lost its data would)."""
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
-        admin.delete_topics([config.topics.input])
-        wait_for(lambda: config.topics.input not in admin.list_topics(), 10, "the input topic to go")
-        admin.create_topics({config.topics.input: {"num_partitions": 3, "replication_factor": 1}})
+        admin.delete_topics([topic])
+        wait_for(lambda: topic not in admin.list_topics(), 10, f"{topic} to go")
+        admin.create_topics({topic: {"num_partitions": 3, "replication_factor": 1}})
     finally:
         admin.close()
+
+
+def _recreate_input(broker, config, n_new: int, seed: int) -> list:
+    """The input topic created again, with ``n_new`` new messages."""
+    _recreate(broker, config.topics.input)
     stream = messages(n_new, seed=seed, prefix=f"new{seed}-")
     produce_messages(broker, config.topics.input, stream)
     return stream
@@ -127,3 +132,31 @@ def test_a_checkpoint_of_a_lost_input_log_is_detected_and_handled_by_the_policy(
         assert Daemon(config).run(once=True) == 0
         answered = {json.loads(r.value)["id"] for r in read_topic(kafka_broker, config.topics.output)}
         assert answered >= {ident for _, ident, _ in later if isinstance(ident, str)}
+
+
+def test_a_feedback_position_beyond_the_feedback_log_is_detected_and_reset(kafka_broker):
+    values = settings(kafka_broker, "lostfeedback", **{"topics.feedback": "daemon-lostfeedback.feedback",
+                                                        "postprocessor.robust": True})
+    config = _ensure(kafka_broker, values)
+    stream = messages(300, seed=34)
+    produce_messages(kafka_broker, config.topics.input, stream)
+    labels = [(p, b"f", json.dumps({"id": ident, "y": 0.1}).encode(), None) for p, ident, _ in stream]
+    produce(kafka_broker, config.topics.feedback, labels)
+    assert Daemon(config).run(once=True) == 0
+    assert {p: points[-1][0] for p, points in checkpoints(kafka_broker, config.topics.changelog).items()} == {
+        0: 100, 1: 100, 2: 100}
+    _recreate(kafka_broker, config.topics.feedback)
+    produce(kafka_broker, config.topics.feedback, labels[:30])  # 10 per partition in the new log
+
+    lines = io.StringIO()
+    daemon = Daemon(config, logger=setup_logging("INFO", stream=lines, name="lostfeedback"))
+    assert daemon.run(once=True) == 0
+    errors = [json.loads(line) for line in lines.getvalue().splitlines()]
+    errors = [e for e in errors if e["event"] == "position_out_of_range"]
+    assert sorted((e["topic"], e["partition"], e["position"], e["high_watermark"]) for e in errors) == [
+        (config.topics.feedback, p, 100, 10) for p in range(3)]
+    latest = {}
+    for record in read_topic(kafka_broker, config.topics.changelog):
+        point = json.loads(record.value)
+        latest[point["partition"]] = point["feedback_offset"]
+    assert latest == {0: 10, 1: 10, 2: 10}  # the new feedback log was read from its start
