@@ -13,6 +13,7 @@ from kafka import KafkaProducer
 from connectors.broker import die_with_parent
 from connectors.config import available_codecs
 from connectors.daemon import EXIT_UNSUPPORTED_CODEC, Daemon
+from connectors.observer import DaemonObserver
 from test_daemon_kafka import REPO, _ensure, check_outputs, messages, read_topic, reference, settings, write_toml
 
 CODECS = ["gzip", "snappy", "lz4", "zstd"]
@@ -26,6 +27,11 @@ def produce_compressed(broker, topic: str, stream, codec: str) -> None:
     producer.close()
 
 
+class ProducerCodec(DaemonObserver):
+    def on_start(self, daemon):
+        self.used = daemon._producer.config["compression_type"]
+
+
 def test_every_codec_is_available_with_the_connectors_extra():
     assert set(available_codecs()) == {"none", *CODECS}
 
@@ -36,8 +42,10 @@ def test_compressed_input_is_read_and_outputs_are_written_compressed(kafka_broke
     config = _ensure(kafka_broker, values)
     stream = messages(300, seed=40)
     produce_compressed(kafka_broker, config.topics.input, stream, codec)
-    daemon = Daemon(config)
+    codecs = ProducerCodec()
+    daemon = Daemon(config, observers=[codecs])
     assert daemon.run(once=True) == 0
+    assert codecs.used == codec  # the daemon's producer compresses with it
     outputs = read_topic(kafka_broker, config.topics.output)  # written with the codec, read back here
     copies = check_outputs(outputs, reference(stream))
     assert len(copies) == 300 and max(copies.values()) == 1
