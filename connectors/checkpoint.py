@@ -111,6 +111,10 @@ class Checkpoint:
         Their message ids (the robust post-processor learns each sample under its id, for delayed labels).
     models
         Pickled base models (only when they learn online), else ``None``.
+    topic_id
+        The input topic's id (a UUID string) when ``offset`` was read: a topic deleted and created again
+        gets a new id, so an offset of the old one is recognised.  ``None`` when unknown (older
+        checkpoints, brokers without topic ids).
     """
 
     topic: str
@@ -122,6 +126,7 @@ class Checkpoint:
     pending_tau: list[list[float]] = field(default_factory=list)
     pending_keys: list = field(default_factory=list)
     models: bytes | None = None
+    topic_id: str | None = None
 
     @property
     def key(self) -> bytes:
@@ -146,6 +151,8 @@ class Checkpoint:
             "pending_keys": list(self.pending_keys),
             "models": None if self.models is None else base64.b64encode(self.models).decode("ascii"),
         }
+        if self.topic_id is not None:
+            payload["topic_id"] = self.topic_id
         return json.dumps(payload, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
     @classmethod
@@ -169,4 +176,5 @@ class Checkpoint:
             pending_tau=[list(row) for row in payload["pending_tau"]],
             pending_keys=list(payload.get("pending_keys", [])),
             models=None if models is None else base64.b64decode(models),
+            topic_id=payload.get("topic_id"),
         )

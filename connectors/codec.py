@@ -66,7 +66,10 @@ REASONS: tuple[str, ...] = (
     "missing_label",  # feedback without "y" or "s"
     "bad_label",  # feedback "y" not a number (classification: not one of the classes)
     "bad_group",  # feedback "s" not one of the configured group labels
+    "processing_error",  # anything else raised while handling the message (its type in a header)
 )
+#: The reason of a message whose handling raised an unexpected exception.
+PROCESSING_ERROR = "processing_error"
 
 MAX_ID_LENGTH = 256
 #: ``|sum(tau) - 1|`` allowed here: half the post-processor's own tolerance, so that no tau accepted
@@ -136,12 +139,21 @@ def _check_id(obj: dict) -> int | str:
         raise Invalid("missing_id", "no 'id' field")
     ident = obj["id"]
     if type(ident) is str:
-        if 0 < len(ident) <= MAX_ID_LENGTH:
+        if 0 < len(ident) <= MAX_ID_LENGTH and (ident.isascii() or _encodes(ident)):
             return ident
     elif type(ident) is int:
         return ident
-    raise Invalid("bad_id", f"id must be a non-empty string of <= {MAX_ID_LENGTH} characters or an integer, "
+    raise Invalid("bad_id", f"id must be a non-empty Unicode string of <= {MAX_ID_LENGTH} characters or an integer, "
                             f"got {_short(ident)}")
+
+
+def _encodes(text: str) -> bool:
+    """Whether ``text`` has a UTF-8 form (JSON's ``\\ud800`` escapes give lone surrogates, which do not)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _finite_float(value: int | float, what: str) -> float:
@@ -371,10 +383,17 @@ def encode_output(
 
 
 def dead_letter_headers(
-    reason: str, detail: str, topic: str, partition: int, offset: int, original: Sequence[tuple[str, bytes]] = ()
+    reason: str, detail: str, topic: str, partition: int, offset: int, original: Sequence[tuple[str, bytes]] = (),
+    error_type: str | None = None,
 ) -> list[tuple[str, bytes]]:
-    """The original headers followed by ``streamfair.reason/detail/source.topic/partition/offset``."""
-    return [
+    """The original headers followed by ``streamfair.reason/detail/source.topic/partition/offset``.
+
+    ``error_type`` (the exception's class name, for ``processing_error``) adds ``streamfair.error_type``.
+
+    >>> dead_letter_headers("processing_error", "boom", "in", 0, 5, error_type="KeyError")[-1]
+    ('streamfair.error_type', b'KeyError')
+    """
+    headers = [
         *original,
         (HEADER_PREFIX + "reason", reason.encode()),
         (HEADER_PREFIX + "detail", detail[:500].encode("utf-8", "replace")),
@@ -382,3 +401,6 @@ def dead_letter_headers(
         (HEADER_PREFIX + "source.partition", str(partition).encode()),
         (HEADER_PREFIX + "source.offset", str(offset).encode()),
     ]
+    if error_type is not None:
+        headers.append((HEADER_PREFIX + "error_type", error_type.encode("utf-8", "replace")))
+    return headers

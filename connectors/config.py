@@ -21,6 +21,7 @@ connectors.config.ConfigError: kafka.session_timeout_ms: expected an integer, go
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
 import json
 import logging
@@ -37,6 +38,29 @@ from streamfair.dro import GroupRobustFairRegressionPostProcessor
 
 ENV_PREFIX = "STREAMFAIR_"
 GUARANTEES = ("at_least_once", "exactly_once")
+OFFSET_RESETS = ("earliest", "latest")
+COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+ASSIGNORS = ("range", "cooperative-sticky")
+OUTPUT_KEYS = ("id", "input")
+#: Trace-context headers copied from an input to its output by default: W3C Trace Context and Zipkin B3.
+TRACE_HEADERS = ("traceparent", "tracestate", "b3", "x-b3-traceid", "x-b3-spanid", "x-b3-parentspanid",
+                 "x-b3-sampled", "x-b3-flags")
+#: kafka-python settings the daemon chooses itself (its guarantees depend on them, or a ``kafka.*`` key sets
+#: them): the ``consumer`` / ``producer`` pass-through sections refuse them.
+DAEMON_CLIENT_SETTINGS = frozenset({
+    "bootstrap_servers", "client_id", "group_id", "group_instance_id", "key_deserializer", "value_deserializer",
+    "enable_auto_commit", "auto_offset_reset", "isolation_level", "allow_auto_create_topics", "check_crcs",
+    "session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms", "max_poll_records", "fetch_max_wait_ms",
+    "request_timeout_ms", "reconnect_backoff_max_ms", "bootstrap_timeout_ms", "consumer_timeout_ms", "key_serializer", "value_serializer",
+    "enable_idempotence", "acks", "transactional_id", "linger_ms", "max_block_ms", "delivery_timeout_ms",
+    "compression_type", "retries", "security_protocol", "sasl_mechanism", "sasl_plain_username",
+    "sasl_plain_password", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password", "ssl_check_hostname",
+})
+#: The package kafka-python needs for each optional codec (the ``connectors`` extra installs them).
+CODEC_PACKAGES = {"snappy": "python-snappy", "lz4": "lz4", "zstd": "zstandard"}
+OUT_OF_RANGE_POLICIES = ("earliest", "latest", "fail")
 MODES = FairRegressionPostProcessor.prediction_modes
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -61,10 +85,23 @@ class KafkaConfig:
     poll_timeout_ms: int = 100
     fetch_max_wait_ms: int = 50
     request_timeout_ms: int = 30000
+    bootstrap_timeout_ms: int = 5000  # how long a client waits for its first broker before the daemon retries
     linger_ms: int = 5
     max_block_ms: int = 5000
     delivery_timeout_ms: int = 60000
     compression_type: str = "none"
+    auto_offset_reset: str = "earliest"  # where a partition without checkpoint or committed offset starts
+    group_instance_id: str = ""  # static membership ("": dynamic)
+    partition_assignment_strategy: str = "range"  # or "cooperative-sticky" (without a feedback topic)
+    security_protocol: str = "PLAINTEXT"  # SSL, SASL_PLAINTEXT, SASL_SSL
+    sasl_mechanism: str = ""  # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+    sasl_username: str = ""
+    sasl_password: str = ""
+    ssl_cafile: str = ""  # CA bundle that signed the brokers' certificates ("": the system's)
+    ssl_certfile: str = ""  # client certificate (mutual TLS), with ssl_keyfile
+    ssl_keyfile: str = ""
+    ssl_password: str = ""  # of the key file
+    ssl_check_hostname: bool = True
 
 
 @dataclass(frozen=True)
@@ -93,6 +130,9 @@ class ProcessingConfig:
     checkpoint_every_messages: int = 1000
     checkpoint_every_seconds: float = 5.0
     transactional_id: str = ""
+    out_of_range: str = "earliest"  # a restored position outside the partition's log: earliest, latest, fail
+    output_key: str = "id"  # the output record's key: the message id, or "input": the input record's key
+    propagate_headers: list[str] = field(default_factory=lambda: list(TRACE_HEADERS))  # copied to outputs
 
 
 #: ``postprocessor.kind`` values and the post-processor each builds (``robust`` switches regression to DRO).
@@ -232,9 +272,47 @@ class MetricsConfig:
     history: str = ""  # file the samples are appended to, for `streamfair report` ("": none)
 
 
+class ClientConfig:
+    """Any other kafka-python setting of the consumers (section ``consumer``) or the producer (``producer``).
+
+    The keys are the client's own (its ``DEFAULT_CONFIG`` names with a number, string or boolean
+    value), except those the daemon sets itself (:data:`DAEMON_CLIENT_SETTINGS`).
+
+    >>> ClientConfig("producer", max_request_size=2_000_000).values
+    {'max_request_size': 2000000}
+    """
+
+    def __init__(self, section: str = "consumer", **values: Any):
+        self.section = section
+        fields = _client_fields(section)
+        for name, value in values.items():
+            if name not in fields:
+                raise ConfigError(f"{section}.{name}: " + (
+                    "set by the daemon (see its kafka.* and processing.* settings)" if name in DAEMON_CLIENT_SETTINGS
+                    else f"not a kafka-python {section} setting with a number, string or boolean value"))
+        self.values = dict(values)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ClientConfig) and (self.section, self.values) == (other.section, other.values)
+
+    def __repr__(self) -> str:
+        return f"ClientConfig({self.section!r}, {', '.join(f'{k}={v!r}' for k, v in self.values.items())})"
+
+
+def _client_fields(section: str) -> dict[str, str]:
+    """``{name: type}`` of the kafka-python ``section`` (consumer/producer) settings passed through."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    defaults = (KafkaConsumer if section == "consumer" else KafkaProducer).DEFAULT_CONFIG
+    kinds = {bool: "bool", int: "int", float: "float", str: "str", type(None): "any"}
+    return {name: kinds[type(default)] for name, default in defaults.items()
+            if type(default) in kinds and name not in DAEMON_CLIENT_SETTINGS}
+
+
 @dataclass(frozen=True)
 class LogConfig:
     level: str = "INFO"
+    progress_seconds: float = 30.0  # a "progress" line at INFO this often (0: never)
 
 
 @dataclass(frozen=True)
@@ -248,6 +326,9 @@ class Config:
     models: ModelsConfig = field(default_factory=ModelsConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    consumer: ClientConfig = field(default_factory=lambda: ClientConfig("consumer"))
+    producer: ClientConfig = field(default_factory=lambda: ClientConfig("producer"))
+    ignored_variables: tuple[str, ...] = ()  # STREAMFAIR_* environment variables that are not settings
 
     @property
     def n_groups(self) -> int:
@@ -276,6 +357,8 @@ SECTIONS: dict[str, type] = {
     "models": ModelsConfig,
     "metrics": MetricsConfig,
     "log": LogConfig,
+    "consumer": ClientConfig,
+    "producer": ClientConfig,
 }
 
 
@@ -365,11 +448,15 @@ def _floats(key: str, value: Any) -> list[float]:
 def _fields(section: str) -> dict[str, str]:
     if section == "postprocessor":
         return {name: kind for name, (kind, _) in _postprocessor_fields().items()}
+    if section in ("consumer", "producer"):
+        return _client_fields(section)
     return {f.name: str(f.type) for f in dataclasses.fields(SECTIONS[section])}
 
 
 def _split_key(key: str) -> tuple[str, str]:
     section, _, name = key.partition(".")
+    if section in ("consumer", "producer") and name in DAEMON_CLIENT_SETTINGS:
+        ClientConfig(section, **{name: None})  # raises, saying why
     if section not in SECTIONS or name not in _fields(section):
         raise ConfigError(f"{key}: unknown configuration key")
     return section, name
@@ -393,16 +480,32 @@ def _from_toml(path: str | os.PathLike) -> dict[str, Any]:
     return values
 
 
-def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+#: How close (difflib ratio) an unknown ``STREAMFAIR_*`` name must be to a setting's to count as its typo.
+TYPO_SIMILARITY = 0.9
+
+
+def _from_env(env: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """The settings in ``env``, and the other ``STREAMFAIR_*`` variables (ignored).
+
+    Variables that are not settings are common (Kubernetes adds ``<SERVICE>_SERVICE_HOST``/``_PORT``
+    for every Service, e.g. ``STREAMFAIR_METRICS_SERVICE_PORT`` for a Service named
+    streamfair-metrics), so they are only reported; a near-miss of a setting's name is a typo and an
+    error.
+    """
     names = {f"{ENV_PREFIX}{s}_{n}".upper(): f"{s}.{n}" for s in SECTIONS for n in _fields(s)}
-    values = {}
+    values, ignored = {}, []
     for variable, value in env.items():
         if not variable.startswith(ENV_PREFIX) or variable == f"{ENV_PREFIX}CONFIG":
             continue
         if variable not in names:
-            raise ConfigError(f"{variable}: unknown configuration variable (keys are STREAMFAIR_<SECTION>_<NAME>)")
+            typo = difflib.get_close_matches(variable, names, n=1, cutoff=TYPO_SIMILARITY)
+            if typo:
+                raise ConfigError(f"{variable}: unknown configuration variable, did you mean {typo[0]}? "
+                                  "(keys are STREAMFAIR_<SECTION>_<NAME>)")
+            ignored.append(variable)
+            continue
         values[names[variable]] = value
-    return values
+    return values, sorted(ignored)
 
 
 def _from_overrides(overrides: Sequence[str]) -> dict[str, Any]:
@@ -437,18 +540,33 @@ def load_config(
     merged: dict[str, Any] = {}
     if path is not None:
         merged.update(_from_toml(path))
-    merged.update(_from_env(env))
+    from_env, ignored = _from_env(env)
+    merged.update(from_env)
     merged.update(_from_overrides(overrides))
     sections: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     for key, value in merged.items():
         section, name = _split_key(key)
         sections[section][name] = _convert(key, _fields(section)[name], value)
-    config = Config(**{name: SECTIONS[name](**values) for name, values in sections.items()})
+    built = {name: SECTIONS[name](**values) for name, values in sections.items() if SECTIONS[name] is not ClientConfig}
+    config = Config(**built, consumer=ClientConfig("consumer", **sections["consumer"]),
+                    producer=ClientConfig("producer", **sections["producer"]), ignored_variables=tuple(ignored))
     validate(config)
     return config
 
 
 # ---------------------------------------------------------------------------- validation
+def available_codecs() -> tuple[str, ...]:
+    """The ``kafka.compression_type`` values kafka-python can use here (its codec packages are optional).
+
+    >>> "gzip" in available_codecs()
+    True
+    """
+    from kafka import codec
+
+    found = {"snappy": codec.has_snappy(), "lz4": codec.has_lz4(), "zstd": codec.has_zstd()}
+    return tuple(name for name in COMPRESSION_TYPES if found.get(name, True))
+
+
 def _require(condition: bool, key: str, message: str, value: Any) -> None:
     if not condition:
         raise ConfigError(f"{key}: {message}, got {value!r}")
@@ -464,7 +582,8 @@ def validate(config: Config) -> None:
     for name in ("group_id", "client_id"):
         _require(bool(getattr(kafka, name).strip()), f"kafka.{name}", "must not be empty", getattr(kafka, name))
     for name in ("session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms", "max_poll_records",
-                 "poll_timeout_ms", "fetch_max_wait_ms", "request_timeout_ms", "max_block_ms", "delivery_timeout_ms"):
+                 "poll_timeout_ms", "fetch_max_wait_ms", "request_timeout_ms", "max_block_ms", "delivery_timeout_ms",
+                 "bootstrap_timeout_ms"):
         _require(getattr(kafka, name) >= 1, f"kafka.{name}", "must be >= 1", getattr(kafka, name))
     _require(kafka.linger_ms >= 0, "kafka.linger_ms", "must be >= 0", kafka.linger_ms)
     _require(kafka.heartbeat_interval_ms < kafka.session_timeout_ms, "kafka.heartbeat_interval_ms",
@@ -472,8 +591,11 @@ def validate(config: Config) -> None:
     _require(kafka.delivery_timeout_ms > kafka.linger_ms + kafka.request_timeout_ms, "kafka.delivery_timeout_ms",
              f"must exceed kafka.linger_ms + kafka.request_timeout_ms ({kafka.linger_ms + kafka.request_timeout_ms})",
              kafka.delivery_timeout_ms)
-    _require(kafka.compression_type in ("none", "gzip", "snappy", "lz4", "zstd"), "kafka.compression_type",
-             "must be one of none, gzip, snappy, lz4, zstd", kafka.compression_type)
+    _require(kafka.compression_type in COMPRESSION_TYPES, "kafka.compression_type",
+             f"must be one of {', '.join(COMPRESSION_TYPES)}", kafka.compression_type)
+    _require(kafka.compression_type in available_codecs(), "kafka.compression_type",
+             f"{kafka.compression_type} needs its package ({CODEC_PACKAGES.get(kafka.compression_type)}, "
+             "installed with streamfair[connectors])", kafka.compression_type)
 
     topics = config.topics
     names = {"input": topics.input, "output": topics.output, "dead_letter": topics.dead_letter,
@@ -489,7 +611,20 @@ def validate(config: Config) -> None:
     _require(topics.partitions >= 1, "topics.partitions", "must be >= 1", topics.partitions)
     _require(topics.replication_factor >= 1, "topics.replication_factor", "must be >= 1", topics.replication_factor)
 
+    _require(kafka.auto_offset_reset in OFFSET_RESETS, "kafka.auto_offset_reset", f"must be one of {OFFSET_RESETS}",
+             kafka.auto_offset_reset)
+    _require(kafka.partition_assignment_strategy in ASSIGNORS, "kafka.partition_assignment_strategy",
+             f"must be one of {ASSIGNORS}", kafka.partition_assignment_strategy)
+    _require(kafka.partition_assignment_strategy == "range" or not config.topics.feedback,
+             "kafka.partition_assignment_strategy", "must be range with topics.feedback (only range co-partitions "
+             "the input and feedback topics)", kafka.partition_assignment_strategy)
+    _validate_security(kafka)
+
     processing = config.processing
+    _require(processing.output_key in OUTPUT_KEYS, "processing.output_key", f"must be one of {OUTPUT_KEYS}",
+             processing.output_key)
+    _require(processing.out_of_range in OUT_OF_RANGE_POLICIES, "processing.out_of_range",
+             f"must be one of {OUT_OF_RANGE_POLICIES}", processing.out_of_range)
     _require(processing.guarantee in GUARANTEES, "processing.guarantee", f"must be one of {GUARANTEES}",
              processing.guarantee)
     _require(processing.mode in MODES, "processing.mode", f"must be one of {MODES}", processing.mode)
@@ -533,6 +668,35 @@ def validate(config: Config) -> None:
              "must be a finite number > 0", metrics.interval_seconds)
     _require(metrics.audit_window >= 1, "metrics.audit_window", "must be >= 1", metrics.audit_window)
     _require(config.log.level.upper() in LOG_LEVELS, "log.level", f"must be one of {LOG_LEVELS}", config.log.level)
+    progress = config.log.progress_seconds
+    _require(math.isfinite(progress) and progress >= 0, "log.progress_seconds", "must be a finite number >= 0 (0: off)",
+             progress)
+
+
+def _validate_security(kafka: KafkaConfig) -> None:
+    protocol = kafka.security_protocol
+    _require(protocol in SECURITY_PROTOCOLS, "kafka.security_protocol", f"must be one of {SECURITY_PROTOCOLS}",
+             protocol)
+    if protocol.startswith("SASL_"):
+        _require(kafka.sasl_mechanism in SASL_MECHANISMS, "kafka.sasl_mechanism",
+                 f"must be one of {SASL_MECHANISMS} with kafka.security_protocol {protocol}", kafka.sasl_mechanism)
+        for name in ("sasl_username", "sasl_password"):
+            _require(bool(getattr(kafka, name)), f"kafka.{name}", f"is needed with kafka.sasl_mechanism "
+                     f"{kafka.sasl_mechanism}", "")
+    else:
+        for name in ("sasl_mechanism", "sasl_username", "sasl_password"):
+            _require(not getattr(kafka, name), f"kafka.{name}", f"needs kafka.security_protocol SASL_PLAINTEXT or "
+                     f"SASL_SSL (it is {protocol})", "<set>" if name == "sasl_password" else getattr(kafka, name))
+    tls = protocol in ("SSL", "SASL_SSL")
+    for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password"):
+        value = getattr(kafka, name)
+        shown = "<set>" if name == "ssl_password" else value
+        _require(not value or tls, f"kafka.{name}", f"needs kafka.security_protocol SSL or SASL_SSL (it is {protocol})",
+                 shown)
+        _require(not value or name == "ssl_password" or Path(value).is_file(), f"kafka.{name}", "no such file", value)
+    _require(bool(kafka.ssl_certfile) == bool(kafka.ssl_keyfile), "kafka.ssl_keyfile" if kafka.ssl_certfile
+             else "kafka.ssl_certfile", "kafka.ssl_certfile and kafka.ssl_keyfile must be given together",
+             kafka.ssl_keyfile or kafka.ssl_certfile)
 
 
 def log_level(config: Config) -> int:

@@ -16,6 +16,11 @@ On assignment a task is restored from the latest changelog record for its partit
 consumer seeks to the offset stored in it (the changelog, not the group offset, is the source of
 truth).  A failed send, flush or transaction makes every task go back to its last checkpoint
 (deterministic replay) after an exponential back-off; a missing broker is waited for the same way.
+
+Whatever goes wrong with one message dead-letters that message (the task isolates it).  A position
+outside the input log (the topic created again, beyond its high-watermark, before its start) is an
+error handled by ``processing.out_of_range``; a codec the client cannot read stops the daemon with
+its own exit code.  A stop signal exits 0 in every state.
 """
 
 from __future__ import annotations
@@ -34,13 +39,13 @@ from typing import Any, Sequence
 
 from kafka import TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
-from kafka.errors import KafkaConfigurationError, KafkaError, MessageSizeTooLargeError
+from kafka.errors import KafkaConfigurationError, KafkaError, MessageSizeTooLargeError, UnsupportedCodecError
 from kafka.structs import OffsetAndMetadata
 
 from .checkpoint import Checkpoint, checkpoint_key
 from .codec import FeedbackParser, InputParser, dead_letter_headers
-from .config import Config, ConfigError, load_config, log_level
-from .kafka_io import TopicLayout, ensure_topics, make_consumer, make_producer, read_latest
+from .config import CODEC_PACKAGES, Config, ConfigError, load_config, log_level
+from .kafka_io import TopicLayout, ensure_topics, make_consumer, make_producer, read_latest, topic_id
 from .logs import log_event, setup_logging
 from .models import BaseModels
 from .observer import DaemonObserver, DaemonStats
@@ -51,6 +56,10 @@ SHUTDOWN_BUDGET_S = 7.0
 #: After a stop signal the process exits (code 1) at the latest after this many seconds.
 SHUTDOWN_DEADLINE_S = 9.5
 RESTORE_TIMEOUT_S = 30.0
+#: Exit code when a position outside the input log stops the daemon (``processing.out_of_range = "fail"``).
+EXIT_OUT_OF_RANGE = 3
+#: Exit code when a topic holds record batches compressed with a codec this installation cannot read.
+EXIT_UNSUPPORTED_CODEC = 4
 
 
 class Backoff:
@@ -147,6 +156,13 @@ class Daemon:
         self._errback = None
         self._co_partitioned = False
         self._dead_co_partitioned = False
+        self._closing = False
+        self._input_topic_id: str | None = None  # the input topic's id as last seen in metadata
+        self._seen_topic_id: str | None = None  # ... in the group consumer's metadata
+        self._log_start: dict[int, int] = {}  # first offset of each owned input partition, read at restore
+        self._fatal: tuple[int, str] | None = None  # (exit code, why) when the daemon stops on its own
+        self._unassigned_since: float | None = None  # since when no partition is assigned (after subscribing)
+        self._progress = (time.monotonic(), 0, 0)  # time, consumed and produced at the last progress line
 
     # ------------------------------------------------------------------ public
     def stop(self) -> None:
@@ -175,9 +191,13 @@ class Daemon:
     def run(self, once: bool = False, max_messages: int | None = None) -> int:
         """Process until :meth:`stop` (or, with ``once``, until every owned partition is drained).
 
-        Returns 0 on a clean stop, 1 if the final checkpoint failed.
+        Returns 0 after :meth:`stop` (a failed final checkpoint is then only a warning: at-least-once
+        replays cover it), 1 if the final checkpoint of a bounded run failed, and
+        :data:`EXIT_OUT_OF_RANGE` or :data:`EXIT_UNSUPPORTED_CODEC` when the daemon stopped itself.
         """
-        if not self._open():
+        if not self._open():  # stopped while waiting for the broker: nothing to checkpoint
+            log_event(self.log, logging.INFO, "stopped", ok=True, consumed=0, produced=0, dead_letters={},
+                      checkpoints=0)
             return 0
         ok = False
         try:
@@ -189,6 +209,7 @@ class Daemon:
                     break
                 if max_messages is not None and self.stats.consumed >= max_messages:
                     break
+            requested = self._stop.is_set()  # by stop() (a signal), rather than --once / --max-messages
             deadline = time.monotonic() + SHUTDOWN_BUDGET_S
             with self._lock:
                 ok = self._checkpoint(timeout=max(0.5, (deadline - time.monotonic()) / 2))
@@ -196,7 +217,15 @@ class Daemon:
         finally:
             self._close()
         log_event(self.log, logging.INFO, "stopped", ok=ok, consumed=self.stats.consumed, produced=self.stats.produced,
-                  dead_letters=dict(self.stats.dead_letters), checkpoints=self.stats.checkpoints)
+                  dead_letters=dict(self.stats.dead_letters), checkpoints=self.stats.checkpoints,
+                  **({"fatal": self._fatal[1]} if self._fatal else {}))
+        if self._fatal is not None:
+            return self._fatal[0]
+        if not ok and requested:  # a stop signal: the work since the last checkpoint is replayed, not lost
+            log_event(self.log, logging.WARNING, "final_checkpoint_failed",
+                      detail="the next owner of these partitions replays them from their last checkpoint "
+                             "(byte-identical outputs)")
+            return 0
         return 0 if ok else 1
 
     # ------------------------------------------------------------------ set-up
@@ -205,11 +234,16 @@ class Daemon:
         config = self.config
         if config.models.enabled:
             self._models = BaseModels.load(config.models.eta, config.models.tau, config.group_labels(), self._classes)
+        if config.ignored_variables:
+            log_event(self.log, logging.WARNING, "unknown_variables", variables=list(config.ignored_variables),
+                      hint="ignored: not STREAMFAIR_<SECTION>_<NAME> settings (Kubernetes adds such variables for "
+                           "Services whose name starts with streamfair; enableServiceLinks: false stops that)")
         if config.processing.guarantee == "exactly_once":
             self._transactional_id = config.processing.transactional_id or (
                 f"{config.kafka.client_id}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         while not self._stop.is_set():
             try:
+                self._closing = False
                 self.layout = ensure_topics(config)
                 self._new_producer()
                 self._restorer = make_consumer(config, group=False)
@@ -229,6 +263,8 @@ class Daemon:
         self._dead_co_partitioned = layout.dead_letter_partitions >= layout.input_partitions
         topics = [config.topics.input] + ([config.topics.feedback] if config.topics.feedback else [])
         self._consumer.subscribe(topics, listener=_Listener(self))
+        self._unassigned_since = now = time.monotonic()
+        self._progress = (now, self.stats.consumed, self.stats.produced)
         log_event(self.log, logging.INFO, "started", topics=topics, group_id=config.kafka.group_id,
                   guarantee=config.processing.guarantee, partitions=layout.input_partitions,
                   batch_size=config.processing.batch_size)
@@ -252,6 +288,7 @@ class Daemon:
         self._errback = lambda error: self._on_send_error(error, generation)
 
     def _close(self) -> None:
+        self._closing = True
         for name in ("_consumer", "_restorer", "_producer"):
             client = getattr(self, name)
             setattr(self, name, None)
@@ -264,6 +301,19 @@ class Daemon:
                     client.close(autocommit=False, timeout_ms=1000)
             except Exception as error:  # closing must not mask the real outcome
                 log_event(self.log, logging.WARNING, "close_failed", client=name.strip("_"), error=repr(error))
+
+    def _give_up(self, code: int, reason: str) -> None:
+        """Stop after this iteration (with a final checkpoint of what was processed) and exit with ``code``."""
+        self._fatal = (code, reason)
+        self._stop.set()
+
+    def _unsupported_codec(self, error: UnsupportedCodecError, topic: str) -> None:
+        """A batch no retry can read: stop with a message saying what to install, not a silent poll loop."""
+        packages = ", ".join(f"{codec}: {package}" for codec, package in CODEC_PACKAGES.items())
+        self.stats.errors["unsupported_codec"] += 1
+        log_event(self.log, logging.ERROR, "unsupported_codec", topic=topic, error=str(error),
+                  fix=f"install the codec's package ({packages}; all come with streamfair[connectors])")
+        self._give_up(EXIT_UNSUPPORTED_CODEC, f"{topic}: {error}")
 
     def _wait_after(self, kind: str, error: BaseException) -> None:
         delay = self._backoff.next()
@@ -281,6 +331,8 @@ class Daemon:
             "distribution": processing.distribution,
             "learn_models": self.config.models.learn,
             "feedback_parser": self._feedback_parser if self.config.topics.feedback else None,
+            "output_key": processing.output_key,
+            "propagate_headers": processing.propagate_headers,
         }
 
     def _new_task(self, partition: int, data: bytes | None) -> PartitionTask:
@@ -316,7 +368,7 @@ class Daemon:
     def _on_revoked(self, revoked, lost: bool) -> None:
         with self._lock:
             partitions = sorted(tp.partition for tp in revoked if tp.topic == self.config.topics.input)
-            if not lost:
+            if not lost and not self._closing:  # closing: the final checkpoint has been written (or failed)
                 self._checkpoint(commit_async=True)
             for partition in partitions:
                 self.tasks.pop(partition, None)
@@ -339,16 +391,26 @@ class Daemon:
         started = time.monotonic()
         try:
             latest = read_latest(self._restorer, topics.changelog,
-                                 {p: checkpoint_key(topics.input, p) for p in partitions}, RESTORE_TIMEOUT_S)
-        except (KafkaError, TimeoutError) as error:
-            self._wait_after("restore_failed", error)
+                                 {p: checkpoint_key(topics.input, p) for p in partitions}, RESTORE_TIMEOUT_S,
+                                 self._stop)
+            self._restorer.topics()  # fresh metadata: the input topic's current id
+            starts = self._restorer.beginning_offsets([TopicPartition(topics.input, p) for p in partitions])
+        except UnsupportedCodecError as error:
+            self._unsupported_codec(error, topics.changelog)
             return
+        except (KafkaError, TimeoutError) as error:
+            if not self._stop.is_set():
+                self._wait_after("restore_failed", error)
+            return
+        self._input_topic_id = topic_id(self._restorer, topics.input) or self._input_topic_id
         seconds = time.monotonic() - started
         for partition in partitions:
             data = latest.get(partition)
             task = self._new_task(partition, data)
+            task.topic_id = task.topic_id or self._input_topic_id
             self.tasks[partition] = task
             self._baselines[partition] = data
+            self._log_start[partition] = starts.get(TopicPartition(topics.input, partition), 0)
             if task.offset is not None:
                 self._consumer.seek(TopicPartition(topics.input, partition), task.offset)
             if task.feedback_offset is not None:
@@ -371,26 +433,72 @@ class Daemon:
                 self._restore()
         try:
             batch = self._consumer.poll(timeout_ms=self.config.kafka.poll_timeout_ms)
+        except UnsupportedCodecError as error:
+            self._unsupported_codec(error, ", ".join(sorted({tp.topic for tp in self._consumer.assignment()})))
+            return
         except KafkaError as error:
             self._wait_after("poll_failed", error)
             return
         with self._lock:
             try:
                 self._process(batch)
-            except KafkaError as error:  # a send that could not even be queued
+            except Exception as error:  # noqa: BLE001 -- tasks isolate messages; this is the daemon's own
+                # failure (e.g. a dead letter that could not be sent): the half-processed poll is dropped
+                # by going back to the last checkpoint, and no checkpoint is written before that.
                 self._failure = error
+                self.stats.errors["process_failed"] += 1
+                log_event(self.log, logging.ERROR, "process_failed", error=repr(error))
             now = time.monotonic()
             self.stats.last_loop = now
             if self._checkpoint_due(now):
                 self._checkpoint()
+            self._watch_assignment(now)
+            if self.config.log.progress_seconds and now - self._progress[0] >= self.config.log.progress_seconds:
+                self._log_progress(now)
             self._notify("on_loop")
+
+    # ------------------------------------------------------------------ what an operator sees
+    def _watch_assignment(self, now: float) -> None:
+        """A WARNING each session timeout during which this member owns no partition."""
+        if self.tasks or self._to_restore:
+            self._unassigned_since = None
+            return
+        if self._unassigned_since is None:
+            self._unassigned_since = now
+        seconds = now - self._unassigned_since
+        session = self.config.kafka.session_timeout_ms / 1000
+        if seconds < session:
+            return
+        self._unassigned_since = now  # the next warning after another session timeout
+        config = self.config
+        layout = self.layout
+        log_event(self.log, logging.WARNING, "no_assignment", seconds=round(seconds, 1), group_id=config.kafka.group_id,
+                  topic=config.topics.input, partitions=layout.input_partitions if layout else None,
+                  check=("members of kafka.group_id beyond the input's partition count get nothing (scale down or "
+                         "add partitions); another member may hold the partitions; a broker that wedges a group "
+                         "whose member left during its first join (Tansu does) recovers after minutes, or with a "
+                         "new kafka.group_id"))
+
+    def _log_progress(self, now: float) -> None:
+        """The INFO ``progress`` line: rates since the last one, lag, dead letters by reason."""
+        since, consumed, produced = self._progress
+        interval = max(now - since, 1e-9)
+        stats = self.stats
+        log_event(self.log, logging.INFO, "progress", partitions=sorted(self.tasks), consumed=stats.consumed,
+                  produced=stats.produced, interval_s=round(interval, 3),
+                  consumed_per_s=round((stats.consumed - consumed) / interval, 1),
+                  produced_per_s=round((stats.produced - produced) / interval, 1),
+                  lag={str(p): lag for p, lag in sorted(self.lag().items())}, dead_letters=dict(stats.dead_letters),
+                  checkpoints=stats.checkpoints, rewinds=stats.rewinds, errors=dict(stats.errors))
+        self._progress = (now, stats.consumed, stats.produced)
 
     def _process(self, batch: dict) -> None:
         topics = self.config.topics
+        moved = self._check_positions()
         for tp, records in batch.items():
             task = self.tasks.get(tp.partition)
-            if task is None or tp.partition in self._to_restore:
-                continue  # not ours any more, or not restored yet (the seek will re-fetch)
+            if task is None or tp.partition in self._to_restore or (tp.topic, tp.partition) in moved:
+                continue  # not ours any more, not restored yet, or repositioned (the seek will re-fetch)
             key = (tp.topic, tp.partition)
             if key not in self._first_offsets and self._baselines.get(tp.partition) is None:
                 self._first_offsets[key] = records[0].offset
@@ -410,32 +518,117 @@ class Daemon:
             self._notify("on_records", tp.partition, len(records),
                          sum(self.stats.dead_letters.values()) - dead_before, time.monotonic() - started)
 
-    def _send(self, topic: str, **record: Any) -> None:
-        if self._exactly_once and not self._in_transaction:
-            self._producer.begin_transaction()
-            self._in_transaction = True
-        self._producer.send(topic, **record).add_errback(self._errback)
+    # ------------------------------------------------------------------ positions outside the log
+    def _check_positions(self) -> set[tuple[str, int]]:
+        """Owned input (and feedback) partitions whose position is outside their log, after the policy.
 
-    def _emit(self, key: bytes, value: bytes, timestamp: int, partition: int) -> None:
+        A position is outside when the input topic has been created again since it was read (a new
+        topic id), lies beyond the fetch high-watermark (Tansu then answers every fetch with nothing,
+        silently) or before the log start.
+        """
+        topics = self.config.topics
+        current = topic_id(self._consumer, topics.input)
+        if current is not None and current != self._seen_topic_id:
+            self._seen_topic_id = self._input_topic_id = current
+        moved = set()
+        for partition, task in self.tasks.items():
+            if partition in self._to_restore:
+                continue
+            positions = [(topics.input, task.offset)] + ([(topics.feedback, task.next_feedback_offset)]
+                                                          if topics.feedback else [])
+            for topic, position in positions:
+                cause, highwater = self._outside(topic, partition, position, task)
+                if cause is not None and self._reposition(topic, partition, task, cause, highwater):
+                    moved.add((topic, partition))
+        return moved
+
+    def _outside(self, topic: str, partition: int, position: int | None,
+                 task: PartitionTask) -> tuple[str | None, int | None]:
+        """Why ``position`` of ``topic``'s ``partition`` is outside its log (``None``: it is not), and the log's end."""
+        if position is None:
+            return None, None
+        try:
+            highwater = self._consumer.highwater(TopicPartition(topic, partition))
+        except KafkaError:
+            return None, None
+        is_input = topic == self.config.topics.input
+        if is_input and self._input_topic_id and task.topic_id and task.topic_id != self._input_topic_id:
+            return "the input topic was created again", highwater
+        if highwater is not None and position > highwater:
+            return "beyond the high-watermark", highwater
+        if is_input and position < self._log_start.get(partition, 0):
+            return "before the log start", highwater
+        return None, highwater
+
+    def _reposition(self, topic: str, partition: int, task: PartitionTask, cause: str, highwater: int | None) -> bool:
+        """Apply ``processing.out_of_range`` to ``task``'s position in ``topic``; False while the log's end is unknown."""
+        policy = self.config.processing.out_of_range
+        if policy == "latest" and highwater is None:
+            return False  # the next fetch tells where the log ends
+        tp = TopicPartition(topic, partition)
+        is_input = topic == self.config.topics.input
+        try:
+            start = self._restorer.beginning_offsets([tp])[tp]
+        except KafkaError:
+            start = self._log_start.get(partition, 0) if is_input else 0
+        if is_input:
+            self._log_start[partition] = start
+        position = task.offset if is_input else task.next_feedback_offset
+        log_event(self.log, logging.ERROR, "position_out_of_range", topic=topic, partition=partition,
+                  position=position, log_start=start, high_watermark=highwater, cause=cause, policy=policy,
+                  **({"topic_id": task.topic_id, "current_topic_id": self._input_topic_id} if is_input else {}))
+        self.stats.errors["out_of_range"] += 1
+        if policy == "fail":
+            self._give_up(EXIT_OUT_OF_RANGE, f"{topic} partition {partition}: position {position} {cause}")
+            return True
+        target = start if policy == "earliest" else highwater
+        if is_input:
+            task.offset, task.topic_id = target, self._input_topic_id
+        else:
+            task.move_feedback(target)
+        self._consumer.seek(tp, target)
+        self._dirty.add(partition)  # the next checkpoint records the new position
+        return True
+
+    def _send(self, topic: str, **record: Any) -> None:
+        """Queue one record.
+
+        A record too large for the producer raises :class:`MessageSizeTooLargeError` (it is that
+        record's problem).  Any other Kafka error fails the interval since the last checkpoint, which
+        is replayed after the rewind, so the rest of the poll is not sent.
+        """
+        if self._failure is not None:
+            return
+        try:
+            if self._exactly_once and not self._in_transaction:
+                self._producer.begin_transaction()
+                self._in_transaction = True
+            self._producer.send(topic, **record).add_errback(self._errback)
+        except MessageSizeTooLargeError:
+            raise
+        except KafkaError as error:
+            self._failure = error
+
+    def _emit(self, key: bytes, value: bytes, timestamp: int, partition: int, headers: list | None = None) -> None:
         self._send(self._output_topic, value=value, key=key, partition=partition if self._co_partitioned else None,
-                   timestamp_ms=timestamp if timestamp >= 0 else None)
+                   timestamp_ms=timestamp if timestamp >= 0 else None, headers=headers)
         self.stats.produced += 1
 
-    def _dead(self, record: Any, reason: str, detail: str) -> None:
+    def _dead(self, record: Any, reason: str, detail: str, error_type: str | None = None) -> None:
         headers = dead_letter_headers(reason, detail, record.topic, record.partition, record.offset,
-                                      list(record.headers or []))
+                                      list(record.headers or []), error_type)
         partition = record.partition if self._dead_co_partitioned else None
+        key = record.key if record.key is not None else b""  # a record needs a key or a value
         try:
-            self._send(self.config.topics.dead_letter, value=record.value, key=record.key, headers=headers,
-                       partition=partition)
+            self._send(self.config.topics.dead_letter, value=record.value,
+                       key=record.key if record.value is not None else key, headers=headers, partition=partition)
         except MessageSizeTooLargeError:  # keep the reason and the source position, drop the bytes
             headers.append(("streamfair.value_dropped", b"too large for the producer"))
-            self._send(self.config.topics.dead_letter, value=None, key=record.key, headers=headers,
-                       partition=partition)
+            self._send(self.config.topics.dead_letter, value=None, key=key, headers=headers, partition=partition)
         self.stats.dead_letters[reason] += 1
         self._notify("on_dead_letter", reason, record.topic, record.partition)
         log_event(self.log, logging.DEBUG, "dead_letter", reason=reason, topic=record.topic,
-                  partition=record.partition, offset=record.offset)
+                  partition=record.partition, offset=record.offset, **({"error_type": error_type} if error_type else {}))
 
     def _on_send_error(self, error: BaseException, generation: int) -> None:  # producer I/O thread
         if self._failure is None and generation == self._producer_generation:
@@ -531,6 +724,8 @@ class Daemon:
 
     def _commit(self, offsets: dict, commit_async: bool) -> None:
         """Group offsets are informational (the changelog decides where a task resumes): failures only log."""
+        if self._consumer is None:
+            return
         try:
             if commit_async:
                 self._consumer.commit_async(offsets)

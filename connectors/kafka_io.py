@@ -2,27 +2,33 @@
 
 Settings (see docs/daemon.md for the reasoning):
 
+* every client: the security settings (``kafka.security_protocol``, SASL, TLS) and a short
+  ``bootstrap_timeout_ms``, so a missing broker is reported and retried by the daemon;
 * consumer: ``enable_auto_commit=False`` (offsets are committed only after the checkpoint that
-  covers them), ``auto_offset_reset="earliest"`` (a new group reads from the start; ``"latest"``
-  is also wrong on Tansu, whose ListOffsets LATEST answer is off), raw bytes (no deserializer, so a
-  malformed value becomes a dead letter instead of a consumer exception), the range assignor (it
-  co-partitions the input and feedback topics), a short ``fetch_max_wait_ms`` (Tansu answers a fetch
-  only when that wait is over, even when records arrived earlier, so it bounds the latency), no topic
-  auto-creation, ``read_committed`` in
-  ``exactly_once`` mode, and short reconnect back-off so the daemon resumes quickly after an outage;
+  covers them), ``auto_offset_reset`` from ``kafka.auto_offset_reset``, default ``"earliest"`` (a new
+  group reads from the start; ``"latest"`` is also wrong on Tansu, whose ListOffsets LATEST answer is
+  off), raw bytes (no deserializer, so a malformed value becomes a dead letter instead of a
+  consumer exception), the range assignor by default (it co-partitions the input and feedback
+  topics), a short ``fetch_max_wait_ms`` (Tansu answers a fetch only when that wait is over, even
+  when records arrived earlier, so it bounds the latency), no topic auto-creation,
+  ``read_committed`` in ``exactly_once`` mode, and short reconnect back-off so the daemon resumes
+  quickly after an outage; the ``consumer`` section's other kafka-python settings under these;
 * producer: ``acks="all"`` with idempotence (no duplicates or reordering from internal retries),
   ``linger_ms`` batching, a short ``max_block_ms`` so a missing broker fails a send quickly
-  instead of blocking shutdown, and a transactional id in ``exactly_once`` mode.
+  instead of blocking shutdown, and a transactional id in ``exactly_once`` mode; the ``producer``
+  section's other kafka-python settings under these.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
+from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 
 from .config import Config
@@ -33,22 +39,39 @@ RECONNECT_BACKOFF_MAX_MS = 1000
 
 
 def _common(config: Config) -> dict[str, Any]:
+    """Settings of every client (consumers, producer, admin): connection and security."""
     kafka = config.kafka
-    return {
+    settings = {
         "bootstrap_servers": list(kafka.bootstrap_servers),
         "client_id": kafka.client_id,
         "request_timeout_ms": kafka.request_timeout_ms,
         "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS,
+        "bootstrap_timeout_ms": kafka.bootstrap_timeout_ms,
+        "security_protocol": kafka.security_protocol,
     }
+    if kafka.sasl_mechanism:
+        settings.update(sasl_mechanism=kafka.sasl_mechanism, sasl_plain_username=kafka.sasl_username,
+                        sasl_plain_password=kafka.sasl_password)
+    if kafka.security_protocol in ("SSL", "SASL_SSL"):
+        settings["ssl_check_hostname"] = kafka.ssl_check_hostname
+        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password"):
+            if getattr(kafka, name):
+                settings[name] = getattr(kafka, name)
+    return settings
+
+
+#: ``kafka.partition_assignment_strategy`` values and kafka-python's assignors.
+ASSIGNORS = {"range": RangePartitionAssignor, "cooperative-sticky": CooperativeStickyAssignor}
 
 
 def make_consumer(config: Config, *, group: bool = True, **overrides: Any) -> KafkaConsumer:
     """The group consumer (``group=True``) or an unassigned one for reading the changelog."""
     kafka = config.kafka
     settings = {
+        **config.consumer.values,
         **_common(config),
         "enable_auto_commit": False,
-        "auto_offset_reset": "earliest",
+        "auto_offset_reset": kafka.auto_offset_reset,
         "isolation_level": "read_committed" if config.processing.guarantee == "exactly_once" else "read_uncommitted",
         "allow_auto_create_topics": False,
         "check_crcs": True,
@@ -61,8 +84,10 @@ def make_consumer(config: Config, *, group: bool = True, **overrides: Any) -> Ka
             max_poll_interval_ms=kafka.max_poll_interval_ms,
             max_poll_records=kafka.max_poll_records,
             fetch_max_wait_ms=kafka.fetch_max_wait_ms,
-            partition_assignment_strategy=[RangePartitionAssignor],
+            partition_assignment_strategy=[ASSIGNORS[kafka.partition_assignment_strategy]],
         )
+        if kafka.group_instance_id:
+            settings["group_instance_id"] = kafka.group_instance_id
     else:
         settings.update(group_id=None, fetch_max_wait_ms=20, max_poll_records=1000)
     settings.update(overrides)
@@ -73,6 +98,7 @@ def make_producer(config: Config, transactional_id: str | None = None) -> KafkaP
     """The producer for outputs, dead letters and checkpoints."""
     kafka = config.kafka
     settings = {
+        **config.producer.values,
         **_common(config),
         "acks": "all",
         "enable_idempotence": True,
@@ -162,12 +188,14 @@ def _create(admin: KafkaAdminClient, partitions: dict[str, int], config: Config)
 
 
 def read_latest(
-    consumer: KafkaConsumer, topic: str, keys: dict[int, bytes], timeout_s: float = 30.0
+    consumer: KafkaConsumer, topic: str, keys: dict[int, bytes], timeout_s: float = 30.0,
+    stop: threading.Event | None = None,
 ) -> dict[int, bytes]:
     """The value of the last record with ``keys[p]`` in each partition ``p`` of ``topic``.
 
     Reads each partition from its start up to its fetch high-watermark (not ``end_offsets``, which
-    Tansu gets wrong).  A ``None`` value (tombstone) deletes the key.  Raises ``TimeoutError``.
+    Tansu gets wrong).  A ``None`` value (tombstone) deletes the key.  Raises ``TimeoutError`` after
+    ``timeout_s``, or at once when ``stop`` is set.
     """
     partitions = [TopicPartition(topic, p) for p in sorted(keys)]
     consumer.assign(partitions)
@@ -188,8 +216,20 @@ def read_latest(
             break
         if time.monotonic() > deadline:
             raise TimeoutError(f"reading {topic!r} partitions {sorted(keys)} took more than {timeout_s} s")
+        if stop is not None and stop.is_set():
+            raise TimeoutError(f"reading {topic!r} stopped")
     consumer.assign([])
     return found
+
+
+def topic_id(client: Any, topic: str) -> str | None:
+    """The id kafka-python's metadata holds for ``topic`` (``None`` before metadata, or without ids).
+
+    A topic deleted and created again (a broker that lost its data) gets a new id.
+    """
+    cluster = getattr(client, "_cluster", None)  # kafka-python 3.0 keeps it there; no public accessor
+    found = cluster.topic_id(topic) if cluster is not None else None
+    return None if found is None else str(found)
 
 
 def _caught_up(consumer: KafkaConsumer, tp: TopicPartition) -> bool:

@@ -40,16 +40,51 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str, separators=(",", ":"))
 
 
+#: kafka-python logs each failed connection attempt (twice a second without a broker): at most one
+#: of its records is shown per this many seconds, with the number held back since the last one.
+KAFKA_LOG_INTERVAL_S = 10.0
+
+
+class RateLimit(logging.Filter):
+    """Lets one record through per ``interval`` seconds; the next one shown carries ``suppressed``.
+
+    >>> limit = RateLimit(60.0)
+    >>> record = logging.LogRecord("kafka", logging.ERROR, "", 0, "connection refused", None, None)
+    >>> [limit.filter(record) for _ in range(3)]
+    [True, False, False]
+    >>> limit.suppressed
+    2
+    """
+
+    def __init__(self, interval: float):
+        super().__init__()
+        self.interval = float(interval)
+        self.suppressed = 0
+        self._last: float | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self._last is not None and record.created - self._last < self.interval:
+            self.suppressed += 1
+            return False
+        if self.suppressed:
+            setattr(record, _FIELDS, {**getattr(record, _FIELDS, {}), "suppressed": self.suppressed})
+        self._last, self.suppressed = record.created, 0
+        return True
+
+
 def setup_logging(level: str | int, stream: TextIO | None = None, name: str = "streamfair") -> logging.Logger:
-    """Send ``name``'s records (and kafka-python's warnings) as JSON lines to ``stream`` (stderr)."""
+    """Send ``name``'s records, and kafka-python's errors (rate-limited), as JSON lines to ``stream`` (stderr)."""
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(JsonFormatter())
     logger = logging.getLogger(name)
     logger.handlers[:] = [handler]
     logger.setLevel(level if isinstance(level, int) else level.upper())
     logger.propagate = False
+    kafka_handler = logging.StreamHandler(handler.stream)
+    kafka_handler.setFormatter(JsonFormatter())
+    kafka_handler.addFilter(RateLimit(KAFKA_LOG_INTERVAL_S))
     kafka_logger = logging.getLogger("kafka")
-    kafka_logger.handlers[:] = [handler]
+    kafka_logger.handlers[:] = [kafka_handler]
     kafka_logger.setLevel(logging.ERROR)
     kafka_logger.propagate = False
     return logger

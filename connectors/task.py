@@ -43,13 +43,19 @@ from streamfair.dro import GroupRobustFairRegressionPostProcessor
 from streamfair.keyed_random import keyed_uniforms, sample_index, sample_indices
 
 from .checkpoint import Checkpoint, restore_postprocessor
-from .codec import FeedbackParser, InputParser, Invalid, encode_output, message_key
+from .codec import PROCESSING_ERROR, FeedbackParser, InputParser, Invalid, encode_output, message_key
 from .models import BaseModels
 
-#: ``emit(key, value, timestamp_ms, partition)`` sends one prediction.
-Emit = Callable[[bytes, bytes, int, int], None]
-#: ``dead(record, reason, detail)`` sends one record to the dead-letter topic.
-Dead = Callable[[Any, str, str], None]
+#: ``emit(key, value, timestamp_ms, partition, headers)`` sends one prediction (``headers``: a list or None).
+Emit = Callable[[bytes, bytes, int, int, Any], None]
+#: ``dead(record, reason, detail[, error_type])`` sends one record to the dead-letter topic;
+#: ``error_type`` names the exception when something other than validation failed.
+Dead = Callable[..., None]
+
+
+def _dead_on_error(dead: Dead, record: Any, error: Exception) -> None:
+    """Dead-letter ``record`` for an unexpected exception raised while handling it."""
+    dead(record, PROCESSING_ERROR, f"{type(error).__name__}: {error}", type(error).__name__)
 
 
 class PartitionTask:
@@ -74,8 +80,15 @@ class PartitionTask:
         Base models for feature messages (``None``: only score messages are accepted).
     learn_models, feedback_parser
         Whether feedback trains ``models`` (then they are part of checkpoints), and its parser.
+    output_key
+        ``"id"``: outputs are keyed by the message id; ``"input"``: by the input record's key (the id
+        when it has none).
+    propagate_headers
+        Names of input headers (compared in lower case) copied to the output, e.g. trace context.
     offset, feedback_offset
         Next input / feedback offset (``None``: not known yet).
+    topic_id
+        Id of the input topic ``offset`` belongs to (``None``: unknown).
     pending_eta, pending_tau, pending_keys
         Samples predicted but not yet learned, and their message ids.
     """
@@ -93,8 +106,11 @@ class PartitionTask:
         models: BaseModels | None = None,
         learn_models: bool = False,
         feedback_parser: FeedbackParser | None = None,
+        output_key: str = "id",
+        propagate_headers: Sequence[str] = (),
         offset: int | None = None,
         feedback_offset: int | None = None,
+        topic_id: str | None = None,
         pending_eta: Sequence[Any] = (),
         pending_tau: Sequence[Sequence[float]] = (),
         pending_keys: Sequence[Any] = (),
@@ -111,8 +127,11 @@ class PartitionTask:
         self.models = models
         self.learn_models = bool(learn_models)
         self.feedback_parser = feedback_parser
+        self.key_from_input = output_key == "input"
+        self.propagate_headers = frozenset(name.lower() for name in propagate_headers)
         self.offset = offset
         self.feedback_offset = feedback_offset
+        self.topic_id = topic_id
         self.classification = isinstance(fair, FairClassificationPostProcessor)
         self._pending_eta = [[float(q) for q in x] if self.classification else float(x) for x in pending_eta]
         self._pending_tau = [[float(x) for x in row] for row in pending_tau]
@@ -134,6 +153,7 @@ class PartitionTask:
         self.learn_seconds = 0.0
         self.labels_applied = 0  # feedback labels the robust post-processor matched to a learned sample
         self.labels_unmatched = 0  # ... and those whose id it did not know (never seen, expired, repeated)
+        self.feedback_failed = 0  # feedback samples the base models raised on (skipped, at checkpoints)
 
     # ------------------------------------------------------------------ checkpoints
     @classmethod
@@ -148,6 +168,7 @@ class PartitionTask:
             models=models,
             offset=point.offset,
             feedback_offset=point.feedback_offset,
+            topic_id=point.topic_id,
             pending_eta=point.pending_eta,
             pending_tau=point.pending_tau,
             pending_keys=point.pending_keys,
@@ -157,15 +178,15 @@ class PartitionTask:
     def checkpoint(self) -> Checkpoint:
         """Learn the buffered feedback, then snapshot everything (an independent copy)."""
         for ident, y in self._labels:
-            if self.fair.learn_label(ident, y):
+            if self._applies(self.fair.learn_label, ident, y):
                 self.labels_applied += 1
             else:
                 self.labels_unmatched += 1
         self._labels.clear()
-        if self._feedback:
-            for features, y, s in self._feedback:
-                self.models.learn(features, y, s)
-            self._feedback.clear()
+        for features, y, s in self._feedback:
+            if not self._applies(self.models.learn, features, y, s):
+                self.feedback_failed += 1
+        self._feedback.clear()
         if self._feedback_next is not None:
             self.feedback_offset = self._feedback_next
         return Checkpoint(
@@ -178,11 +199,26 @@ class PartitionTask:
             pending_tau=[list(row) for row in self._pending_tau],
             pending_keys=list(self._pending_keys),
             models=self.models.to_bytes() if self.learn_models else None,
+            topic_id=self.topic_id,
         )
+
+    @staticmethod
+    def _applies(learn: Callable[..., Any], *sample: Any) -> bool:
+        """``learn(*sample)`` is truthy or ``None``; a label or model that raises is skipped (False)."""
+        try:
+            return learn(*sample) is not False
+        except Exception:  # noqa: BLE001 -- one bad feedback sample must not block the checkpoint
+            return False
 
     # ------------------------------------------------------------------ input
     def process(self, records: Sequence[Any], emit: Emit, dead: Dead) -> None:
-        """Predict (then learn) every valid record in order; invalid ones go to ``dead``."""
+        """Predict (then learn) every valid record in order; invalid ones go to ``dead``.
+
+        Whatever goes wrong with one message sends that message to ``dead``: :class:`Invalid` with its
+        reason, any other exception as ``"processing_error"`` with the exception's type.  A message
+        whose prediction raises is undone, as if it had never been sent; one whose output ``emit``
+        refuses stays learned (its prediction was made).
+        """
         parse = self.parser.parse
         models = self.models
         valid = []
@@ -194,23 +230,74 @@ class PartitionTask:
             except Invalid as error:
                 dead(record, error.reason, error.detail)
                 continue
+            except Exception as error:  # noqa: BLE001 -- one message's failure, whatever it is, is that message's
+                _dead_on_error(dead, record, error)
+                continue
             valid.append((record, ident, eta, tau, want or self.distribution))
-        if self.batch_size == 1 and not self.robust:
-            self._predict_learn(valid, emit)
-        else:
-            self._predict_batches(valid, emit)
+        if valid:
+            for record, key, value in self._predict_isolated(valid, dead):
+                try:
+                    if self.key_from_input and record.key is not None:
+                        key = record.key
+                    emit(key, value, record.timestamp, self.partition, record.headers and self._headers(record))
+                except Exception as error:  # noqa: BLE001 -- e.g. an output the producer refuses
+                    _dead_on_error(dead, record, error)
         if records:
             self.offset = records[-1].offset + 1
             self.processed += len(records)
 
-    def _predict_batches(self, valid: list, emit: Emit) -> None:
+    def _headers(self, record: Any) -> list[tuple[str, bytes]] | None:
+        """The input's headers named in ``propagate_headers``, in their order (``None``: none)."""
+        if not self.propagate_headers:
+            return None
+        return [(name, value) for name, value in record.headers if name.lower() in self.propagate_headers] or None
+
+    def _predict_isolated(self, valid: list, dead: Dead) -> list[tuple[Any, bytes, bytes]]:
+        """``(record, key, value)`` of every output; a message whose prediction raises goes to ``dead``.
+
+        The poll is computed at once; if that raises, the state goes back to before the poll and the
+        messages are computed one at a time, each failing one dead-lettered and undone.  Outputs never
+        depend on poll boundaries, so the survivors get the same bytes either way.
+        """
+        predict = self._predict_learn if self.batch_size == 1 and not self.robust else self._predict_batches
+        before = self._snapshot()
+        outputs: list[tuple[Any, bytes, bytes]] = []
+        try:
+            predict(valid, outputs.append)
+            return outputs
+        except Exception:  # noqa: BLE001 -- find the message(s) responsible below
+            self._restore(before)
+        outputs = []
+        for item in valid:
+            before = self._snapshot()
+            one: list[tuple[Any, bytes, bytes]] = []
+            try:
+                predict([item], one.append)
+            except Exception as error:  # noqa: BLE001
+                self._restore(before)
+                _dead_on_error(dead, item[0], error)
+                continue
+            outputs.extend(one)
+        return outputs
+
+    def _snapshot(self) -> tuple:
+        """What a prediction step changes: the post-processor's state and the pending mini-batch."""
+        return (self.fair.state_dict(), list(self._pending_eta), list(self._pending_tau), list(self._pending_keys),
+                self.learned, self.learn_seconds)
+
+    def _restore(self, snapshot: tuple) -> None:
+        state, pending_eta, pending_tau, pending_keys, self.learned, self.learn_seconds = snapshot
+        self.fair = type(self.fair).from_state_dict(state)
+        self._pending_eta, self._pending_tau, self._pending_keys = pending_eta, pending_tau, pending_keys
+
+    def _predict_batches(self, valid: list, out: Callable[[tuple], None]) -> None:
         """Predict in blocks of the pending mini-batch; learn each batch once it is full."""
         b = self.batch_size
         i, n = 0, len(valid)
         while i < n:
             start = len(self._pending_eta)
             chunk = valid[i : i + b - start]
-            self._emit_chunk(start, chunk, emit)
+            self._emit_chunk(start, chunk, out)
             for _, ident, eta, tau, _ in chunk:
                 self._pending_eta.append(eta)
                 self._pending_tau.append(tau)
@@ -220,14 +307,12 @@ class PartitionTask:
                 self._learn()
             i += len(chunk)
 
-    def _predict_learn(self, valid: list, emit: Emit) -> None:
+    def _predict_learn(self, valid: list, out: Callable[[tuple], None]) -> None:
         """``batch_size = 1``: every message predicted, then learned, in one post-processor call per poll.
 
         The same floats as predicting each message (``proba_many`` of one row) and then learning it
         (``learn_one``): the post-processor's ``proba_learn_many`` is bit for bit that sequence.
         """
-        if not valid:
-            return
         fair, labels, mode, partition = self.fair, self._labels_out, self.mode, self.partition
         version = fair.n_samples  # samples learned when the first message is predicted
         started = time.perf_counter()
@@ -250,9 +335,9 @@ class PartitionTask:
                 value = encode_output(ident, prediction, eta, version + j, partition, record.offset, labels, proba)
             else:
                 value = encode_output(ident, prediction, eta, version + j, partition, record.offset)
-            emit(message_key(ident), value, record.timestamp, partition)
+            out((record, message_key(ident), value))
 
-    def _emit_chunk(self, start: int, chunk: list, emit: Emit) -> None:
+    def _emit_chunk(self, start: int, chunk: list, out: Callable[[tuple], None]) -> None:
         fair, b = self.fair, self.batch_size
         etas = [c[2] for c in chunk]
         taus = [c[3] for c in chunk]
@@ -277,7 +362,7 @@ class PartitionTask:
                                       self._labels_out, proba[start + j])
             else:
                 value = encode_output(ident, predictions[j], eta, version, partition, record.offset)
-            emit(message_key(ident), value, record.timestamp, partition)
+            out((record, message_key(ident), value))
 
     def _learn(self) -> None:
         started = time.perf_counter()
@@ -302,6 +387,9 @@ class PartitionTask:
             except Invalid as error:
                 dead(record, error.reason, error.detail)
                 continue
+            except Exception as error:  # noqa: BLE001 -- one message's failure is that message's
+                _dead_on_error(dead, record, error)
+                continue
             accepted.append((record, ident, features, y, s))
             if self.learn_models:
                 self._feedback.append((features, y, s))
@@ -310,6 +398,15 @@ class PartitionTask:
         if records:
             self._feedback_next = records[-1].offset + 1
         return accepted
+
+    @property
+    def next_feedback_offset(self) -> int | None:
+        """The feedback offset after the last feedback record read (``None``: none read yet)."""
+        return self._feedback_next if self._feedback_next is not None else self.feedback_offset
+
+    def move_feedback(self, offset: int) -> None:
+        """Continue the feedback from ``offset`` (its log was lost); the feedback already read is kept."""
+        self._feedback_next = self.feedback_offset = offset
 
     @property
     def n_pending(self) -> int:

@@ -179,7 +179,7 @@ def _run(task, records, splits):
     outputs, dead = [], []
     bounds = [0, *splits, len(records)]
     for start, stop in zip(bounds[:-1], bounds[1:]):
-        task.process(records[start:stop], lambda k, v, t, p: outputs.append((k, v, t, p)),
+        task.process(records[start:stop], lambda k, v, t, p, h: outputs.append((k, v, t, p)),
                      lambda r, reason, detail: dead.append((r.offset, reason)))
     return outputs, dead
 
@@ -272,15 +272,15 @@ def test_feature_messages_use_the_models_and_feedback_is_learned_at_checkpoints(
                          models=models, learn_models=True, feedback_parser=FeedbackParser(["0", "1"], 1000))
     feature = Record("in", 0, 0, 0, b"1", b'{"id": 1, "features": {"x": 1.0}}', [])
     outputs = []
-    task.process([feature], lambda k, v, t, p: outputs.append(v), None)
+    task.process([feature], lambda k, v, t, p, h: outputs.append(v), None)
     feedback = [Record("fb", 0, i, 0, None, json.dumps({"id": i, "features": {"x": 1.0}, "y": 0.8, "s": 1}).encode(),
                        []) for i in range(20)]
     task.add_feedback(feedback, None)
-    task.process([feature._replace(offset=1)], lambda k, v, t, p: outputs.append(v), None)
+    task.process([feature._replace(offset=1)], lambda k, v, t, p, h: outputs.append(v), None)
     assert json.loads(outputs[0])["eta"] == json.loads(outputs[1])["eta"] == 0.0  # not learned yet
     point = task.checkpoint()
     assert point.feedback_offset == 20 and point.models is not None
-    task.process([feature._replace(offset=2)], lambda k, v, t, p: outputs.append(v), None)
+    task.process([feature._replace(offset=2)], lambda k, v, t, p, h: outputs.append(v), None)
     assert json.loads(outputs[2])["eta"] > 0.3  # learned y = 0.8 at the checkpoint
     restored_regressor, _ = pickle.loads(point.models)
     assert restored_regressor.predict_one({"x": 1.0}) == json.loads(outputs[2])["eta"]

@@ -81,6 +81,27 @@ def test_string_values_are_converted_by_type():
         (["log.level=chatty"], "log.level"),
         (["kafka.no_such_key=1"], "kafka.no_such_key"),
         (["nosection.key=1"], "nosection.key"),
+        (["kafka.auto_offset_reset=none"], "kafka.auto_offset_reset"),
+        (["processing.out_of_range=skip"], "processing.out_of_range"),
+        (["processing.output_key=value"], "processing.output_key"),
+        (["kafka.bootstrap_timeout_ms=0"], "kafka.bootstrap_timeout_ms"),
+        (["kafka.partition_assignment_strategy=sticky"], "kafka.partition_assignment_strategy"),
+        (["kafka.partition_assignment_strategy=cooperative-sticky", "topics.feedback=labels"],
+         "kafka.partition_assignment_strategy"),
+        (["kafka.security_protocol=TLS"], "kafka.security_protocol"),
+        (["kafka.security_protocol=SASL_SSL"], "kafka.sasl_mechanism"),
+        (["kafka.security_protocol=SASL_SSL", "kafka.sasl_mechanism=GSSAPI"], "kafka.sasl_mechanism"),
+        (["kafka.security_protocol=SASL_PLAINTEXT", "kafka.sasl_mechanism=PLAIN"], "kafka.sasl_username"),
+        (["kafka.security_protocol=SASL_PLAINTEXT", "kafka.sasl_mechanism=SCRAM-SHA-256", "kafka.sasl_username=u"],
+         "kafka.sasl_password"),
+        (["kafka.sasl_username=u"], "kafka.sasl_username"),
+        (["kafka.ssl_cafile=/does/not/exist.pem"], "kafka.ssl_cafile"),
+        (["kafka.security_protocol=SSL", "kafka.ssl_cafile=/does/not/exist.pem"], "kafka.ssl_cafile"),
+        (["kafka.security_protocol=SSL", "kafka.ssl_certfile=/etc/hostname"], "kafka.ssl_keyfile"),
+        (["consumer.enable_auto_commit=true"], "consumer.enable_auto_commit"),
+        (["producer.acks=1"], "producer.acks"),
+        (["producer.no_such_setting=1"], "producer.no_such_setting"),
+        (["consumer.fetch_min_bytes=many"], "consumer.fetch_min_bytes"),
     ],
 )
 def test_invalid_setting_names_its_key(overrides, key):
@@ -89,8 +110,14 @@ def test_invalid_setting_names_its_key(overrides, key):
     assert str(error.value).startswith(f"{key}:"), str(error.value)
 
 
-def test_unknown_environment_variable_and_toml_key_are_errors(tmp_path):
-    with pytest.raises(ConfigError, match="STREAMFAIR_KAFKA_GROUPID"):
+def test_unknown_environment_variables_are_reported_and_typos_and_unknown_toml_keys_are_errors(tmp_path):
+    kubernetes = {"STREAMFAIR_METRICS_SERVICE_HOST": "10.0.0.7", "STREAMFAIR_METRICS_SERVICE_PORT": "9100",
+                  "STREAMFAIR_METRICS_PORT_9100_TCP": "tcp://10.0.0.7:9100", "STREAMFAIR_KAFKA_SERVICE_PORT": "9092",
+                  "STREAMFAIR_KAFKA_GROUP_ID": "scoring"}
+    config = load_config(env=kubernetes)
+    assert config.kafka.group_id == "scoring"
+    assert config.ignored_variables == tuple(sorted(set(kubernetes) - {"STREAMFAIR_KAFKA_GROUP_ID"}))
+    with pytest.raises(ConfigError, match="STREAMFAIR_KAFKA_GROUPID: .*did you mean STREAMFAIR_KAFKA_GROUP_ID"):
         load_config(env={"STREAMFAIR_KAFKA_GROUPID": "x"})
     path = tmp_path / "c.toml"
     path.write_text('[topics]\nimput = "x"\n')
@@ -155,3 +182,17 @@ def test_postprocessor_choice_errors_name_the_key(overrides, message):
     with pytest.raises(ConfigError) as error:
         load_config(env={}, overrides=overrides)
     assert str(error.value).startswith(message), str(error.value)
+
+
+def test_security_and_client_settings_reach_every_client():
+    from connectors.kafka_io import _common
+
+    config = load_config(env={"STREAMFAIR_KAFKA_SASL_PASSWORD": "s3cret", "STREAMFAIR_PRODUCER_MAX_REQUEST_SIZE": "2000000"},
+                         overrides=["kafka.security_protocol=SASL_SSL", "kafka.sasl_mechanism=SCRAM-SHA-512",
+                                    "kafka.sasl_username=svc", "consumer.client_rack=eu-1", "consumer.metadata_max_age_ms=1000"])
+    common = _common(config)
+    assert (common["security_protocol"], common["sasl_mechanism"], common["sasl_plain_username"],
+            common["sasl_plain_password"], common["ssl_check_hostname"]) == ("SASL_SSL", "SCRAM-SHA-512", "svc", "s3cret", True)
+    assert config.consumer.values == {"client_rack": "eu-1", "metadata_max_age_ms": 1000}
+    assert config.producer.values == {"max_request_size": 2000000}
+    assert load_config(env={}).processing.propagate_headers[:2] == ["traceparent", "tracestate"]
