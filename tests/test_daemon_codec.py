@@ -170,7 +170,7 @@ def _stream(n, seed, bad_every=0):
 
 
 def _task(batch_size=1, **kwargs):
-    fair = FairRegressionPostProcessor(L=10, n_groups=2, horizon=200, seed=3, serve="live", **kwargs)
+    fair = FairRegressionPostProcessor(L=10, n_groups=2, memory=160, seed=3, **kwargs)
     return PartitionTask("in", 0, fair, parser=InputParser(2, 10_000), batch_size=batch_size)
 
 
@@ -187,7 +187,7 @@ def _run(task, records, splits):
 def test_per_sample_task_equals_the_library_bit_for_bit():
     records = _stream(400, seed=1, bad_every=13)
     outputs, dead = _run(_task(), records, [5, 6, 150, 151, 152])
-    reference = FairRegressionPostProcessor(L=10, n_groups=2, horizon=200, seed=3, serve="live")
+    reference = FairRegressionPostProcessor(L=10, n_groups=2, memory=160, seed=3)
     expected = []
     for record in records:
         try:
@@ -220,7 +220,7 @@ def test_minibatch_task_equals_library_chunks():
     batch_size = 8
     records = _stream(200, seed=4)
     outputs, _ = _run(_task(batch_size), records, [3, 50, 51])
-    reference = FairRegressionPostProcessor(L=10, n_groups=2, horizon=200, seed=3, serve="live")
+    reference = FairRegressionPostProcessor(L=10, n_groups=2, memory=160, seed=3)
     bodies = [json.loads(r.value) for r in records]
     predictions, versions = [], []
     for start in range(0, len(bodies), batch_size):

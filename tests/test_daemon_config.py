@@ -160,7 +160,9 @@ def test_postprocessor_kind_and_robust_choose_the_class_with_its_own_parameters(
                                               "processing.mode=mode"])
     fair = classify.postprocessor.build()
     assert type(fair) is FairClassificationPostProcessor and classify.classes() == ["lo", "mid", "hi"]
-    assert classify.postprocessor.eps == 0.005 != load_config(env={}).postprocessor.eps  # each class's own default
+    regression = load_config(env={}).postprocessor.build()
+    assert fair.eps.tolist() == [0.02, 0.02] and regression.eps is None  # each class's own default target:
+    assert fair.ks is None and regression.ks.tolist() == [0.05, 0.05]  # a rate gap, and a KS distance
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ from connectors.observer import DaemonObserver
 from streamfair import FairRegressionPostProcessor
 
 REPO = Path(__file__).resolve().parents[1]
-POSTPROCESSOR = {"L": 10, "horizon": 300, "seed": 11, "eps": 0.01, "serve": "live"}
+POSTPROCESSOR = {"L": 10, "memory": 160, "seed": 11}  # the default profile, a short memory: outputs move often
 
 
 # ---------------------------------------------------------------------------- helpers

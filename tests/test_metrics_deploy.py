@@ -133,15 +133,18 @@ def test_alerts_cover_the_issue():
 
 # ---------------------------------------------------------------------------- metric names used vs exported
 def exported_names() -> set[str]:
-    """Every series name the daemon's metrics can expose (from a fully populated registry)."""
+    """Every series name the daemon's metrics can expose (fully populated registries, with either kind of target)."""
     from test_metrics import FakeDaemon, drive, make_config
 
     from connectors.metrics import DaemonMetrics
 
-    observer = DaemonMetrics(make_config())
-    drive(observer, FakeDaemon())
-    observer.fairness.set_dro_weights(0, [0.5, 0.5], robust_value=0.1)
-    return {sample.name for family in observer.registry.collect() for sample in family.samples}
+    names = set()
+    for config in (make_config(), load_config(env={}, overrides=["topics.feedback=fb"])):  # eps, and the KS default
+        observer = DaemonMetrics(config)
+        drive(observer, FakeDaemon())
+        observer.fairness.set_dro_weights(0, [0.5, 0.5], robust_value=0.1)
+        names |= {sample.name for family in observer.registry.collect() for sample in family.samples}
+    return names
 
 
 PROMQL_WORDS = {"sum", "max", "min", "avg", "by", "on", "group_left", "rate", "deriv", "histogram_quantile", "and",
