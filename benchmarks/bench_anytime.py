@@ -120,14 +120,14 @@ def plug_in_ks(model: FairRegressionPostProcessor, eta: np.ndarray, tau: np.ndar
 
 
 def drift_trace(kind: str, profile: str, seed: int) -> np.ndarray:
-    """``(samples, plug-in KS)`` every ``DRIFT_EVERY`` samples of the stream ``kind``."""
+    """``(samples, plug-in KS)`` every ``DRIFT_EVERY`` samples: the KS on the distribution of the last sample learned."""
     eta, tau, _ = drift.drift_stream(kind, DRIFT_LENGTH, DRIFT_CHANGE, seed)
     model = FairRegressionPostProcessor(B=1.0, p=drift.P, seed=seed, profile=profile)
     trace = []
     for start in range(0, DRIFT_LENGTH, DRIFT_EVERY):
         stop = start + DRIFT_EVERY
         model.learn_many(eta[start:stop], tau[start:stop])
-        probe_eta, probe_tau, _ = drift.drift_stream(kind, 4000, DRIFT_CHANGE, seed + 1000, at=stop)
+        probe_eta, probe_tau, _ = drift.drift_stream(kind, 4000, DRIFT_CHANGE, seed + 1000, at=stop - 1)
         trace.append((stop, plug_in_ks(model, probe_eta, probe_tau)))
     return np.array(trace)
 
