@@ -523,33 +523,12 @@ class DualPostProcessor:
         return scores.mean(axis=1)
 
     def _sample_indices(self, features: np.ndarray, scaled_costs: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """One atom index per row drawn from the served mixture with the uniforms ``u``.
-
-        ``u`` picks a served point (``floor(k u)``) and, rescaled (``k u - floor(k u)``, uniform
-        again), the atom from that point's policy by the inverse CDF: the law of the draw is the
-        mixture, at the cost of one policy per row.  With one point it is the inverse CDF at ``u``.
-        """
-        coefficients = self._served_coefficients()
-        k = coefficients.shape[0]
-        if k == 1:
-            return sample_indices(self._policy(coefficients[0], features, scaled_costs), u)
-        scaled = u * k
-        which = np.minimum(scaled.astype(np.int64), k - 1)
-        inner = scaled - which
-        indices = np.empty(u.size, dtype=np.int64)
-        for j in np.unique(which):
-            rows = which == j
-            indices[rows] = sample_indices(self._policy(coefficients[j], features[rows], scaled_costs[rows]), inner[rows])
-        return indices
+        """One atom index per row, drawn from the served law by its inverse CDF at the uniforms ``u``."""
+        return sample_indices(self._served_proba(features, scaled_costs), u)
 
     def _sample_index(self, features: np.ndarray, scaled_costs: np.ndarray, u: float) -> int:
         """:meth:`_sample_indices` of one row (``features`` and ``scaled_costs`` with one row): the same index."""
-        coefficients = self._served_coefficients()
-        k = coefficients.shape[0]
-        if k == 1:
-            return sample_index(self._policy(coefficients[0], features, scaled_costs)[0], u)
-        j = min(int(u * k), k - 1)
-        return sample_index(self._policy(coefficients[j], features, scaled_costs)[0], u * k - j)
+        return sample_index(self._served_proba(features, scaled_costs)[0], u)
 
     def proba_many(self, predictions: Any, tau: Any) -> np.ndarray:
         """``pi(l | x_i)`` for each sample: shape ``(n, m)``; the distribution DP is about."""
