@@ -59,6 +59,9 @@ DEFAULT_MEMORY = 2000
 #: ``anytime`` profile: the most risk the entropic randomization may cost, as a share of the cost scale.
 RISK_BUDGET = 0.02
 
+#: Rows the many-sample methods hold costs and policies for at once: their memory is O(CHUNK_ROWS m), whatever n.
+CHUNK_ROWS = 4096
+
 #: Version 2 adds the profile, the constraint family and the tracking optimizer; version 1 restores as ``paper``.
 STATE_VERSION = 2
 
@@ -348,6 +351,13 @@ class DualPostProcessor:
         taus = self._check_tau(tau, predictions.shape[0])
         if batch_size is not None:
             batch_size = check_integer("batch_size", batch_size, 1)
+        step_rows = batch_size or 1
+        piece_rows = step_rows * max(1, CHUNK_ROWS // step_rows)  # whole mini-batches: none straddles two pieces
+        for piece in chunks(taus.shape[0], piece_rows):
+            self._learn_piece(predictions[piece], taus[piece], batch_size)
+
+    def _learn_piece(self, predictions: np.ndarray, taus: np.ndarray, batch_size: int | None) -> None:
+        """:meth:`learn_many` of at most ``CHUNK_ROWS`` (validated) samples: their costs exist at once."""
         costs = self._scaled_costs(predictions, taus, learning=True)
         self._remember(predictions, taus)
         start, n = 0, taus.shape[0]
@@ -536,7 +546,11 @@ class DualPostProcessor:
         return self._proba(predictions, self._check_tau(tau, predictions.shape[0]))
 
     def _proba(self, predictions: np.ndarray, taus: np.ndarray) -> np.ndarray:
-        return self._served_proba(self._serving_features(taus), self._scaled_costs(predictions, taus, learning=False))
+        proba = np.empty((taus.shape[0], self.atoms.size))
+        for rows in chunks(taus.shape[0]):
+            costs = self._scaled_costs(predictions[rows], taus[rows], learning=False)
+            proba[rows] = self._served_proba(self._serving_features(taus[rows]), costs)
+        return proba
 
     def proba_one(self, prediction: Any, tau: Sequence[float]) -> np.ndarray:
         """``pi(. | x)`` over the atoms for one sample: shape ``(m,)``."""
@@ -570,13 +584,20 @@ class DualPostProcessor:
     def predict_many(self, predictions: Any, tau: Any, mode: str = "sample", keys: Sequence[Key] | None = None):
         """Fair predictions for ``n`` samples (see :meth:`predict_one` for ``mode`` and ``keys``)."""
         self._check_mode(mode)
-        if mode != "sample":
-            return self._reduce(self.proba_many(predictions, tau), mode)
         predictions = self._check_predictions(predictions, None)
         taus = self._check_tau(tau, predictions.shape[0])
-        costs = self._scaled_costs(predictions, taus, learning=False)
-        u = self._uniforms(taus.shape[0], keys)
-        return self.atoms[self._sample_indices(self._serving_features(taus), costs, u)]
+        n = taus.shape[0]
+        if keys is not None and len(keys) != n:
+            raise ValueError(f"keys must have one key per sample ({n}), got {len(keys)}")
+        fair = np.empty(n)
+        for rows in chunks(n):
+            if mode == "sample":
+                u = self._uniforms(rows.stop - rows.start, None if keys is None else keys[rows])
+                costs = self._scaled_costs(predictions[rows], taus[rows], learning=False)
+                fair[rows] = self.atoms[self._sample_indices(self._serving_features(taus[rows]), costs, u)]
+            else:
+                fair[rows] = self._reduce(self._proba(predictions[rows], taus[rows]), mode)
+        return fair
 
     def predict_one(self, prediction: Any, tau: Sequence[float], mode: str = "sample", key: Key | None = None):
         """A fair prediction for one sample.
@@ -724,6 +745,16 @@ def upgrade_state_v1(state: dict) -> dict:
     upgraded["config"] = {**state["config"], "profile": "paper"}
     upgraded["optimizer"] = {**state["optimizer"], "step_constants": tuple(state["step_constants"])}
     return upgraded
+
+
+def chunks(n: int, size: int = CHUNK_ROWS):
+    """Consecutive slices of ``range(n)`` of ``size`` rows (the last one shorter).
+
+    >>> [(rows.start, rows.stop) for rows in chunks(10, 4)]
+    [(0, 4), (4, 8), (8, 10)]
+    """
+    for start in range(0, n, size):
+        yield slice(start, min(n, start + size))
 
 
 def reference_horizon(horizon: int | None) -> int:
