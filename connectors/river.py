@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import math
 import random
+import struct
 import warnings
 from abc import abstractmethod
 from numbers import Real
@@ -88,8 +89,14 @@ class _FairWrapper(base.Wrapper):
             **engine_params,
         )
         self._group_counts = [0] * len(self.groups)
+        self._last_inputs: tuple | None = None  # (features, kwargs, (eta, tau)) of the last x, until models learn
+        self._draw_keys = _DrawKeys()
         signature = inspect.signature(self._wrapped_model.learn_one).parameters.values()
         self._model_takes_w = any(p.name == "w" or p.kind is p.VAR_KEYWORD for p in signature)
+
+    def __getstate__(self) -> dict:
+        """The state without the caches of the last x (so that predicting leaves the pickled state as it was)."""
+        return {**self.__dict__, "_last_inputs": None, "_draw_keys": _DrawKeys()}
 
     @property
     def group_counts(self) -> dict:
@@ -163,7 +170,13 @@ class _FairWrapper(base.Wrapper):
         return _posterior(self._group_model.predict_proba_one(features), self.groups, self._group_counts)
 
     def _inputs(self, features: dict, kwargs: dict) -> tuple[Any, list[float]]:
-        return self._base_prediction(features, kwargs), self._tau(features)
+        """``(eta, tau)`` of ``features``; the base models are asked once per x until one of them learns."""
+        last = self._last_inputs
+        if last is not None and last[0] == features and last[1] == kwargs:
+            return last[2]
+        inputs = self._base_prediction(features, kwargs), self._tau(features)
+        self._last_inputs = (dict(features), dict(kwargs), inputs)
+        return inputs
 
     def _group_of(self, x: dict) -> int | None:
         if self.sensitive not in x:
@@ -186,6 +199,7 @@ class _FairWrapper(base.Wrapper):
             raise ValueError(f"w must be 1 for a {self._kind} whose learn_one takes no w, got w={w!r}")
         features = self._features(x)
         self._postprocessor.learn_one(*self._inputs(features, kwargs))
+        self._last_inputs = None  # the base models change now
         if group is not None:
             self._group_model.learn_one(features, self.groups[group])
             self._group_counts[group] += 1
@@ -206,7 +220,7 @@ class _FairWrapper(base.Wrapper):
     def _fair_prediction(self, x: dict, kwargs: dict) -> Any:
         """The post-processor's prediction in ``mode``; a draw is keyed by ``(seed, x without S)``."""
         features = self._features(x)
-        key = _draw_key(features) if self.mode == "sample" else None
+        key = self._draw_keys(features) if self.mode == "sample" else None
         return self._postprocessor.predict_one(*self._inputs(features, kwargs), mode=self.mode, key=key)
 
 
@@ -682,10 +696,45 @@ def _posterior(proba: dict, labels: tuple, counts: list[int]) -> list[float]:
     return [(count + 1) / n for count in counts]
 
 
-def _draw_key(features: dict) -> str:
-    """A canonical text of ``features`` (order-free; numbers by value): the key of a sampled prediction."""
-    items = sorted((repr(k), _number_text(v)) for k, v in features.items())
-    return "\x1f".join([f"{k}\x1e{v}" for k, v in items])
+class _DrawKeys:
+    """The key of a sampled prediction: the features by name, order-free, numbers by value.
+
+    Real values (``bool`` and ``int`` included) are packed as doubles in the order of the sorted
+    names' reprs; that order is worked out once per set of names (a stream keeps its names).
+    Other values fall back to a text of every ``(name, value)`` pair.
+
+    >>> keys = _DrawKeys()
+    >>> keys({"a": 1, "b": 2.5}) == keys({"b": 2.5, "a": 1.0}) != keys({"a": 1, "b": 2.0})
+    True
+    >>> keys({"a": "x"}) == keys({"a": "x"}) != keys({"a": "y"})
+    True
+    """
+
+    def __init__(self):
+        self._names: tuple = ()
+        self._order: list[int] = []
+        self._prefix = b""
+
+    def __call__(self, features: dict) -> bytes | str:
+        names = tuple(features)
+        if names != self._names:
+            texts = [repr(name) for name in names]
+            self._order = sorted(range(len(names)), key=texts.__getitem__)
+            self._prefix = "\x1f".join(texts[i] for i in self._order).encode("utf-8") + b"\x1e"
+            self._names = names
+        values = list(features.values())
+        try:
+            return self._prefix + struct.pack(f"<{len(values)}d", *[_real(values[i]) for i in self._order])
+        except TypeError:
+            items = sorted((repr(k), _number_text(v)) for k, v in features.items())
+            return "\x1f".join([f"{k}\x1e{v}" for k, v in items])
+
+
+def _real(value: Any) -> float:
+    """``value`` as a float if it is a real number, else ``TypeError`` (strings, ``None``, ...)."""
+    if type(value) is float or isinstance(value, Real):
+        return float(value)
+    raise TypeError(f"not a real number: {value!r}")
 
 
 def _number_text(value: Any) -> str:
