@@ -525,12 +525,28 @@ class DualPostProcessor:
         k, m = coefficients.shape[:2]
         if k == 1:
             return self._policy(coefficients[0], features, scaled_costs)
-        scores = (features @ coefficients.reshape(k * m, -1).T).reshape(-1, k, m)
-        scores -= scaled_costs[:, None, :]
-        scores -= scores.max(axis=2, keepdims=True)
-        np.exp(scores, out=scores)
-        scores /= scores.sum(axis=2, keepdims=True)
-        return scores.mean(axis=1)
+        proba = np.empty((features.shape[0], m))
+        for rows in chunks(features.shape[0], max(1, CHUNK_ROWS // k)):  # k policies a row: O(CHUNK_ROWS m) memory
+            scores = self._mixture_scores(features[rows], coefficients)
+            scores -= scaled_costs[rows, None, :]
+            scores -= scores.max(axis=2, keepdims=True)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(axis=2, keepdims=True)
+            proba[rows] = scores.mean(axis=1)
+        return proba
+
+    @staticmethod
+    def _mixture_scores(features: np.ndarray, coefficients: np.ndarray) -> np.ndarray:
+        """``features @ coefficients[j].T`` for every served point ``j``: shape ``(n, k, m)``.
+
+        Elementwise products summed over the groups in order, not a BLAS product: a row gets the
+        same bits whatever the number of rows computed with it (one-row and many-row BLAS kernels
+        round differently).
+        """
+        scores = features[:, 0, None, None] * coefficients[:, :, 0]
+        for s in range(1, features.shape[1]):
+            scores += features[:, s, None, None] * coefficients[:, :, s]
+        return scores
 
     def _sample_indices(self, features: np.ndarray, scaled_costs: np.ndarray, u: np.ndarray) -> np.ndarray:
         """One atom index per row, drawn from the served law by its inverse CDF at the uniforms ``u``."""
