@@ -11,8 +11,9 @@ the group posterior ``tau(x) = P(S = . | x)``.
 Two *profiles* set the defaults:
 
 * ``"anytime"`` (the default): the :class:`~streamfair.tracking.TrackingOptimizer` (the paper's
-  projected SGD with step ``1 / M``, served through an exponential average over ``memory``
-  samples): predictions are corrected from the first samples on and follow a drifting stream;
+  projected SGD with step ``1 / M``, served as the mixture of the policies at snapshots of the
+  dual over the last ``memory`` samples): predictions are corrected from the first samples on
+  and follow a drifting stream;
   ``beta`` is chosen so that the entropic randomization costs at most ``RISK_BUDGET`` of the
   cost scale (Lemma 3.3), with no horizon.
 * ``"paper"``: the settings of Chzhen, Hebiri & Taturyan (NeurIPS 2024) -- SGD3 with AC-SA^2, ``L``
@@ -122,7 +123,7 @@ class DualPostProcessor:
         ``"tracking"`` (the ``anytime`` profile's), or one of the paper's ``"sgd"``, ``"acsa"``,
         ``"acsa2"``, ``"sgd3"`` (the ``paper`` profile's); ``None``: the profile's.
     memory
-        ``optimizer="tracking"`` only: the window, in samples, of the served exponential average
+        ``optimizer="tracking"`` only: the samples whose dual iterates the served mixture covers
         (how fast the predictor follows a drifting stream); ``None``: ``DEFAULT_MEMORY``.
     horizon
         The paper's optimizers only: samples in epoch 0 (the paper's ``T``); ``None``:

@@ -53,9 +53,9 @@ class FairRegressionPostProcessor(DualPostProcessor):
         ``"anytime"`` (default): corrected from the first samples, follows drift, no horizon.
         ``"paper"``: the paper's settings (SGD3 + AC-SA^2 over epochs of a horizon), for reproduction.
     memory
-        ``anytime``: the served predictor is an exponential average of the dual iterates over
-        about ``memory`` samples (default 2000): a shift of the stream is followed within a few
-        ``memory`` samples.
+        ``anytime``: the served predictor mixes the policies at 16 snapshots of the dual taken
+        over the last ``memory`` samples (default 2000): a shift of the stream is followed within
+        about one ``memory``.
     horizon, optimizer, inner, mu, serve
         The optimizer (``"tracking"`` for ``anytime``, the paper's ``"sgd3"`` with ``inner``
         ``"acsa2"`` for ``paper``; also ``"acsa"``, ``"acsa2"``, ``"sgd"``) and, for the paper's
