@@ -2,8 +2,12 @@
 
 ``outputs(factory)`` runs one post-processor built by ``factory`` over the stream (learning with
 fused serving, then batch serving on probe points) and returns every float it produced, so that
-the recorded file ``data/paper_profile.npz`` pins today's numerics.  Re-recording is a deliberate
-act: ``python tests/paper_profile_stream.py`` writes the files from the current code.
+the recorded file ``data/paper_profile.npz`` pins the numerics of the version before the profiles
+existed, whose defaults ``profile="paper"`` reproduces.  Re-recording is a deliberate act:
+``python tests/paper_profile_stream.py`` writes it from the current code's ``paper`` profile.
+``data/paper_checkpoint_v1.pkl`` is the ``state_dict`` of that version's default regression
+post-processor after the first 3,000 samples of :func:`stream` (a version-1 state): an artifact of
+the old code, never re-recorded.
 """
 
 from __future__ import annotations
@@ -62,17 +66,6 @@ def record_all(**kwargs) -> dict[str, np.ndarray]:
     return arrays
 
 
-def old_checkpoint() -> dict:
-    """The state of today's default regression post-processor after 3,000 samples (a saved checkpoint)."""
-    eta, tau, _ = stream()
-    model = FACTORIES["regression"]()
-    model.learn_many(eta[:3000], tau[:3000])
-    return model.state_dict()
-
-
 if __name__ == "__main__":
-    import pickle
-
-    np.savez_compressed(GOLDEN, **record_all())
-    GOLDEN.with_name("paper_checkpoint_v1.pkl").write_bytes(pickle.dumps(old_checkpoint()))
+    np.savez_compressed(GOLDEN, **record_all(profile="paper"))
     print(f"wrote {GOLDEN}")
