@@ -60,10 +60,12 @@ def test_a_member_without_partitions_says_so_after_the_session_timeout(kafka_bro
     path = write_toml(tmp_path / "idle.toml", values)
     first = DaemonProcess(path)
     first.wait_restored({0})
-    second = DaemonProcess(path)  # one partition, two members: this one gets nothing
-    idle = wait_for(lambda: second.named("no_assignment"), 30, "the idle member's warning")[0]
+    second = DaemonProcess(path)  # one partition, two members: one of them gets nothing
+    # The rebalance gives the only partition to either member (the assignor's choice), so either may be idle.
+    idle = wait_for(lambda: first.named("no_assignment") + second.named("no_assignment"), 30,
+                    "the idle member's warning")[0]
     assert idle["level"] == "warning" and idle["seconds"] >= 3.0 and "kafka.group_id" in idle["check"]
-    assert not first.named("no_assignment")
+    assert idle["partitions"] == 1 and idle["group_id"] == values["kafka.group_id"]
     assert second.stop(signal.SIGTERM) == 0 and first.stop(signal.SIGTERM) == 0
 
 
