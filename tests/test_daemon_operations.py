@@ -61,6 +61,7 @@ def test_a_member_without_partitions_says_so_after_the_session_timeout(kafka_bro
     first = DaemonProcess(path)
     first.wait_restored({0})
     second = DaemonProcess(path)  # one partition, two members: one of them gets nothing
+    wait_for(lambda: second.named("started"), 30, "the second member's start")  # its signal handlers are set
     # The rebalance gives the only partition to either member (the assignor's choice), so either may be idle.
     idle = wait_for(lambda: first.named("no_assignment") + second.named("no_assignment"), 30,
                     "the idle member's warning")[0]
