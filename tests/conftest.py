@@ -31,7 +31,7 @@ def kafka_broker(tmp_path_factory):
     Memory storage: tests isolate themselves with their own topic and group names.  A broker that
     cannot start is an error, never a skip.  Its log goes to the session's pytest temporary directory.
     """
-    from connectors.broker import Broker
+    from connectors.kafka.broker import Broker
 
     with Broker(log_path=tmp_path_factory.mktemp("tansu") / "tansu.log") as broker:
         yield broker

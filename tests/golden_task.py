@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from connectors.codec import FeedbackParser, InputParser
-from connectors.task import PartitionTask
+from connectors.kafka.codec import FeedbackParser, InputParser
+from connectors.kafka.task import PartitionTask
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
 
@@ -111,7 +111,7 @@ def play(task: PartitionTask, stream: list[Record], labels: list[Record]) -> dic
 
 def run(case: str) -> dict:
     """Both halves of the stream: the first from a new task, the second continuing from its checkpoint."""
-    from connectors.checkpoint import Checkpoint
+    from connectors.kafka.checkpoint import Checkpoint
 
     stream = records(case)
     first = play(task_for(case), stream[:HALF], feedback(HALF))

@@ -12,7 +12,7 @@ import pickle
 import numpy as np
 import pytest
 
-from connectors import drift, fair_lp
+from connectors.experiments import drift, fair_lp
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor, dual
 from streamfair.constraints import AtomConstraints, CdfConstraints
 from streamfair.dro import GroupRobustFairRegressionPostProcessor

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient
 
-from connectors.broker import Broker, free_port, tansu_binary
+from connectors.kafka.broker import Broker, free_port, tansu_binary
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -113,7 +113,7 @@ def test_cli_runs_until_sigterm_and_cleans_up(tmp_path):
 
 
 def test_the_broker_dies_with_the_process_that_started_it(tmp_path):
-    code = (f"from connectors.broker import Broker; import os, time; b = Broker(log_path={str(tmp_path / 'log')!r})"
+    code = (f"from connectors.kafka.broker import Broker; import os, time; b = Broker(log_path={str(tmp_path / 'log')!r})"
             ".start(); print(b.pid, flush=True); time.sleep(60)")
     parent = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
     tansu_pid = int(parent.stdout.readline())

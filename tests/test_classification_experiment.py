@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from connectors import classification_experiment as experiment
+from connectors.experiments import classification as experiment
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors import cli
+from connectors.cli import commands as cli
 
 REPO = Path(__file__).resolve().parents[1]
 #: Words of the project's internal process that must not reach users.

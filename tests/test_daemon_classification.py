@@ -14,8 +14,8 @@ from collections import Counter
 import numpy as np
 from river import linear_model, preprocessing
 
-from connectors.daemon import Daemon
-from connectors.models import BaseModels
+from connectors.kafka.daemon import Daemon
+from connectors.kafka.models import BaseModels
 from streamfair import FairClassificationPostProcessor
 from test_daemon_kafka import POSTPROCESSOR, _ensure, produce, read_topic, settings
 
@@ -124,7 +124,7 @@ def test_classification_end_to_end_equals_the_library_and_bad_proba_is_dead_lett
 def test_classification_parsers_and_models_without_a_broker():
     import pytest
 
-    from connectors.codec import FeedbackParser, InputParser, Invalid
+    from connectors.kafka.codec import FeedbackParser, InputParser, Invalid
 
     parser = InputParser(2, 1024, n_classes=3)
     for value, reason in MALFORMED.items():

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from river import linear_model
 
-from connectors.checkpoint import Checkpoint
-from connectors.codec import REASONS, FeedbackParser, InputParser, Invalid, dead_letter_headers, encode_output
-from connectors.models import BaseModels
-from connectors.task import PartitionTask
+from connectors.kafka.checkpoint import Checkpoint
+from connectors.kafka.codec import REASONS, FeedbackParser, InputParser, Invalid, dead_letter_headers, encode_output
+from connectors.kafka.models import BaseModels
+from connectors.kafka.task import PartitionTask
 from streamfair import FairRegressionPostProcessor
 
 Record = namedtuple("Record", "topic partition offset timestamp key value headers")

@@ -10,10 +10,10 @@ import sys
 import pytest
 from kafka import KafkaProducer
 
-from connectors.broker import die_with_parent
-from connectors.config import available_codecs
-from connectors.daemon import EXIT_UNSUPPORTED_CODEC, Daemon
-from connectors.observer import DaemonObserver
+from connectors.kafka.broker import die_with_parent
+from connectors.kafka.config import available_codecs
+from connectors.kafka.daemon import EXIT_UNSUPPORTED_CODEC, Daemon
+from connectors.kafka.observer import DaemonObserver
 from test_daemon_kafka import REPO, _ensure, check_outputs, messages, read_topic, reference, settings, write_toml
 
 CODECS = ["gzip", "snappy", "lz4", "zstd"]

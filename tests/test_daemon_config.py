@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from connectors.config import ConfigError, load_config
-from connectors.daemon import add_arguments, config_from_args
+from connectors.kafka.config import ConfigError, load_config
+from connectors.kafka.daemon import add_arguments, config_from_args
 
 
 def test_defaults_validate_and_build_a_postprocessor():
@@ -141,7 +141,7 @@ def test_cli_shortcut_flags_override_set():
 
 
 def test_serve_reports_a_configuration_error_and_exits_2(capsys):
-    from connectors.cli import main
+    from connectors.cli.commands import main
 
     assert main(["serve", "--set", "processing.guarantee=sometimes"]) == 2
     assert "processing.guarantee" in capsys.readouterr().err
@@ -187,7 +187,7 @@ def test_postprocessor_choice_errors_name_the_key(overrides, message):
 
 
 def test_security_and_client_settings_reach_every_client():
-    from connectors.kafka_io import _common
+    from connectors.kafka.clients import _common
 
     config = load_config(env={"STREAMFAIR_KAFKA_SASL_PASSWORD": "s3cret", "STREAMFAIR_PRODUCER_MAX_REQUEST_SIZE": "2000000"},
                          overrides=["kafka.security_protocol=SASL_SSL", "kafka.sasl_mechanism=SCRAM-SHA-512",

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from connectors.config import load_config
-from connectors.demo import CONFIG_NAME, PICTURE_NAME, WINDOWS
+from connectors.kafka.config import load_config
+from connectors.cli.demo import CONFIG_NAME, PICTURE_NAME, WINDOWS
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,8 +8,8 @@ import json
 import pytest
 from kafka.admin import KafkaAdminClient
 
-from connectors.daemon import EXIT_OUT_OF_RANGE, Daemon
-from connectors.logs import setup_logging
+from connectors.kafka.daemon import EXIT_OUT_OF_RANGE, Daemon
+from connectors.kafka.logs import setup_logging
 from test_daemon_kafka import (_ensure, checkpoints, messages, produce, produce_messages, read_topic, settings,
                                wait_for)
 

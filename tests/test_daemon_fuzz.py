@@ -1,6 +1,6 @@
 """No input stops processing: every message becomes exactly one output or one dead letter.
 
-The bulk runs on :class:`~connectors.task.PartitionTask` without a broker (hypothesis, derandomized:
+The bulk runs on :class:`~connectors.kafka.task.PartitionTask` without a broker (hypothesis, derandomized:
 random bytes, mutated valid messages, odd Unicode including lone surrogates, huge numbers, deep
 nesting); a smaller seeded stream goes through the daemon and the real broker.
 """
@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from river import linear_model
 
-from connectors.codec import REASONS, InputParser
-from connectors.daemon import Daemon
-from connectors.models import BaseModels
-from connectors.task import PartitionTask
+from connectors.kafka.codec import REASONS, InputParser
+from connectors.kafka.daemon import Daemon
+from connectors.kafka.models import BaseModels
+from connectors.kafka.task import PartitionTask
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
 from test_daemon_kafka import _ensure, produce, read_topic, settings as daemon_settings

@@ -23,11 +23,11 @@ import numpy as np
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from connectors.broker import Broker, die_with_parent
-from connectors.config import load_config
-from connectors.daemon import Daemon
-from connectors.kafka_io import ensure_topics
-from connectors.observer import DaemonObserver
+from connectors.kafka.broker import Broker, die_with_parent
+from connectors.kafka.config import load_config
+from connectors.kafka.daemon import Daemon
+from connectors.kafka.clients import ensure_topics
+from connectors.kafka.observer import DaemonObserver
 from streamfair import FairRegressionPostProcessor
 
 REPO = Path(__file__).resolve().parents[1]

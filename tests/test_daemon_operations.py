@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import time
 
-from connectors.broker import Broker, free_port
+from connectors.kafka.broker import Broker, free_port
 from test_daemon_kafka import (DaemonProcess, _ensure, _kill_leftover_daemons, messages, produce, produce_messages,
                                read_topic, settings, wait_for, write_toml)
 

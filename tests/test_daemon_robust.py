@@ -13,9 +13,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from connectors.checkpoint import Checkpoint, restore_postprocessor
-from connectors.daemon import Daemon
-from connectors.observer import DaemonObserver
+from connectors.kafka.checkpoint import Checkpoint, restore_postprocessor
+from connectors.kafka.daemon import Daemon
+from connectors.kafka.observer import DaemonObserver
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
 from test_daemon_kafka import POSTPROCESSOR, _ensure, check_outputs, messages, produce, produce_messages, read_topic, settings
 
@@ -136,7 +136,7 @@ def test_robust_micro_batches_keep_their_ids_across_a_restart(kafka_broker):
 
 
 def test_a_checkpoint_restores_its_own_class_and_a_class_change_is_refused():
-    from connectors.config import ConfigError, load_config
+    from connectors.kafka.config import ConfigError, load_config
 
     robust = load_config(env={}, overrides=["postprocessor.robust=true", "postprocessor.refresh=3"])
     fair = robust.postprocessor.build()

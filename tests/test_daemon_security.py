@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from connectors.broker import die_with_parent, free_port, tansu_binary
-from connectors.daemon import Daemon
-from connectors.kafka_io import ensure_topics
-from connectors.observer import DaemonObserver
+from connectors.kafka.broker import die_with_parent, free_port, tansu_binary
+from connectors.kafka.daemon import Daemon
+from connectors.kafka.clients import ensure_topics
+from connectors.kafka.observer import DaemonObserver
 from test_daemon_kafka import (_ensure, check_outputs, messages, produce, produce_messages, read_topic, reference,
                                settings, to_config, wait_for)
 

@@ -9,7 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from connectors import cli, datasets, experiment
+from connectors.cli import commands as cli
+from connectors.experiments import datasets
+from connectors.experiments import regression as experiment
 from streamfair import evaluate, evaluate_deterministic
 from streamfair.evaluation import to_grid
 from streamfair.linear_models import fit_least_squares, fit_logistic, logistic_objective

@@ -7,7 +7,7 @@ import json
 import pytest
 from golden_task import CASES, GOLDEN, HALF, N_MESSAGES, feedback, play, records, run, task_for
 
-from connectors.checkpoint import Checkpoint
+from connectors.kafka.checkpoint import Checkpoint
 
 RECORDED = json.loads(GOLDEN.read_text())
 

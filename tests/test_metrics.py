@@ -15,10 +15,10 @@ import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from scipy.stats import norm
 
-from connectors.broker import free_port
-from connectors.codec import REASONS
-from connectors.config import ConfigError, load_config
-from connectors.metrics import (
+from connectors.kafka.broker import free_port
+from connectors.kafka.codec import REASONS
+from connectors.kafka.config import ConfigError, load_config
+from connectors.prometheus.metrics import (
     HEALTH_PATH,
     LATENCY_BUCKETS,
     READY_PATH,
@@ -29,9 +29,9 @@ from connectors.metrics import (
     make_observer,
     serve,
 )
-from connectors.models import BaseModels
-from connectors.observer import DaemonStats
-from connectors.report import read_history
+from connectors.kafka.models import BaseModels
+from connectors.kafka.observer import DaemonStats
+from connectors.prometheus.report import read_history
 from streamfair import FairRegressionPostProcessor, evaluate
 
 GROUPS = ["0", "1"]

@@ -33,12 +33,12 @@ import yaml
 from kafka import KafkaProducer
 from river import linear_model
 
-from connectors import cli
-from connectors.broker import free_port
-from connectors.config import load_config
-from connectors.kafka_io import ensure_topics
-from connectors.metrics import HEALTH_PATH, READY_PATH
-from connectors.report import read_history
+from connectors.cli import commands as cli
+from connectors.kafka.broker import free_port
+from connectors.kafka.config import load_config
+from connectors.kafka.clients import ensure_topics
+from connectors.prometheus.metrics import HEALTH_PATH, READY_PATH
+from connectors.prometheus.report import read_history
 from test_metrics_deploy import (
     DEPLOY,
     alert_expressions,

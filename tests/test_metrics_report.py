@@ -8,9 +8,9 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from connectors import cli
-from connectors.metrics import StreamfairMetrics, serve
-from connectors.report import (
+from connectors.cli import commands as cli
+from connectors.prometheus.metrics import StreamfairMetrics, serve
+from connectors.prometheus.report import (
     History,
     HistoryRecord,
     HistoryWriter,

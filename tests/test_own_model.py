@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
-from connectors.broker import free_port
-from connectors.report import read_history
+from connectors.kafka.broker import free_port
+from connectors.prometheus.report import read_history
 from streamfair import evaluate_deterministic
 from test_docs import Block, python_blocks, run_blocks
 

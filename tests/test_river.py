@@ -1,4 +1,4 @@
-"""The River estimator ``connectors.river.FairRegressor``: River's conventions, S handling, fairness."""
+"""The River estimator ``connectors.river.wrappers.FairRegressor``: River's conventions, S handling, fairness."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from river import base, checks, compose, dummy, evaluate, linear_model, metrics, naive_bayes
 from river import neighbors, preprocessing, stats
 
-from connectors.river import FairClassifier, FairRegressor, friedman_with_group
+from connectors.river.wrappers import FairClassifier, FairRegressor, friedman_with_group
 from river_data_checks import COMMON_DATA_CHECKS, scaler_that_skips_the_group
 from streamfair import FairRegressionPostProcessor, evaluate_deterministic
 from streamfair import evaluate as audit

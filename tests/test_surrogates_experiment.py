@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from connectors.surrogates_experiment import load, logistic_regression, macro_f1, post_shift, split
+from connectors.experiments.surrogates import load, logistic_regression, macro_f1, post_shift, split
 
 
 def test_macro_f1_by_hand():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from river import linear_model, optim
 
-from connectors.river_surrogates import (
+from connectors.river.surrogates import (
     RiverSSO,
     WeightedLinearLearner,
     feature_vector,

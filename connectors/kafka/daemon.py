@@ -1,6 +1,6 @@
 """``streamfair serve``: the Kafka consumer daemon (fair predictions on a live stream).
 
-One :class:`~connectors.task.PartitionTask` per assigned input partition.  The loop polls, hands
+One :class:`~connectors.kafka.task.PartitionTask` per assigned input partition.  The loop polls, hands
 each partition's records to its task (predictions to the output topic, bad records to the
 dead-letter topic), and every ``checkpoint_every_messages`` records or ``checkpoint_every_seconds``
 seconds -- and on revocation and shutdown -- checkpoints:
@@ -42,14 +42,14 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import KafkaConfigurationError, KafkaError, MessageSizeTooLargeError, UnsupportedCodecError
 from kafka.structs import OffsetAndMetadata
 
-from .checkpoint import Checkpoint, checkpoint_key
-from .codec import FeedbackParser, InputParser, dead_letter_headers
-from .config import CODEC_PACKAGES, Config, ConfigError, load_config, log_level
-from .kafka_io import TopicLayout, ensure_topics, make_consumer, make_producer, read_latest, topic_id
-from .logs import log_event, setup_logging
-from .models import BaseModels
-from .observer import DaemonObserver, DaemonStats
-from .task import PartitionTask
+from connectors.kafka.checkpoint import Checkpoint, checkpoint_key
+from connectors.kafka.codec import FeedbackParser, InputParser, dead_letter_headers
+from connectors.kafka.config import CODEC_PACKAGES, Config, ConfigError, load_config, log_level
+from connectors.kafka.clients import TopicLayout, ensure_topics, make_consumer, make_producer, read_latest, topic_id
+from connectors.kafka.logs import log_event, setup_logging
+from connectors.kafka.models import BaseModels
+from connectors.kafka.observer import DaemonObserver, DaemonStats
+from connectors.kafka.task import PartitionTask
 
 #: Seconds the final checkpoint and closing the clients are planned to take after a stop signal.
 SHUTDOWN_BUDGET_S = 7.0
@@ -105,9 +105,9 @@ class Daemon:
     Parameters
     ----------
     config
-        A validated :class:`~connectors.config.Config`.
+        A validated :class:`~connectors.kafka.config.Config`.
     observers
-        :class:`~connectors.observer.DaemonObserver` instances (metrics).
+        :class:`~connectors.kafka.observer.DaemonObserver` instances (metrics).
     logger
         Where structured events go (default: the ``streamfair`` logger).
 
@@ -823,13 +823,13 @@ def config_from_args(args: argparse.Namespace) -> Config:
 
 
 def metrics_observers(config: Config) -> list[DaemonObserver]:
-    """``connectors.metrics.make_observer(config)`` when ``metrics.port`` is set."""
+    """``connectors.prometheus.metrics.make_observer(config)`` when ``metrics.port`` is set."""
     if not config.metrics.port:
         return []
     try:
-        module = importlib.import_module("connectors.metrics")
+        module = importlib.import_module("connectors.prometheus.metrics")
     except ModuleNotFoundError:
-        raise ConfigError("metrics.port: set, but the connectors.metrics module is not installed") from None
+        raise ConfigError("metrics.port: set, but the connectors.prometheus.metrics module is not installed") from None
     return [module.make_observer(config)]
 
 

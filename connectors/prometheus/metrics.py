@@ -9,7 +9,7 @@ Three layers, each usable on its own:
   weights once a post-processor has them.  Library users call it from their own loop.
 * :class:`MetricsServer` / :func:`serve` -- ``/metrics`` plus ``/healthz`` (liveness) and
   ``/readyz`` (readiness) over HTTP, in a background thread.
-* :class:`DaemonMetrics` -- a :class:`~connectors.observer.DaemonObserver` that adds the daemon's
+* :class:`DaemonMetrics` -- a :class:`~connectors.kafka.observer.DaemonObserver` that adds the daemon's
   metrics (throughput, dead letters, processing latency, checkpoints, consumer lag) and samples
   the post-processors of its tasks; ``streamfair serve`` gets it from :func:`make_observer` when
   ``metrics.port`` is set.
@@ -63,9 +63,9 @@ from prometheus_client.utils import floatToGoString
 
 from streamfair.evaluation import FairnessReport, evaluate
 
-from .codec import Invalid, group_label
-from .observer import DaemonObserver
-from .report import HistoryRecord, HistoryWriter
+from connectors.kafka.codec import Invalid, group_label
+from connectors.kafka.observer import DaemonObserver
+from connectors.prometheus.report import HistoryRecord, HistoryWriter
 
 #: Histogram buckets for durations, 1 microsecond to 10 seconds (the client's defaults start at 5 ms).
 LATENCY_BUCKETS: tuple[float, ...] = (
@@ -449,7 +449,7 @@ def serve(registry: CollectorRegistry, port: int = 0, host: str = "0.0.0.0", liv
 
 # ---------------------------------------------------------------------------- the daemon
 class DaemonMetrics(DaemonObserver):
-    """The daemon's metrics: a :class:`~connectors.observer.DaemonObserver` over :class:`StreamfairMetrics`.
+    """The daemon's metrics: a :class:`~connectors.kafka.observer.DaemonObserver` over :class:`StreamfairMetrics`.
 
     Counters follow ``daemon.stats``; every ``metrics.interval_seconds`` the post-processor of each
     owned partition is sampled (live fairness, convergence, audited window) and, with
@@ -460,7 +460,7 @@ class DaemonMetrics(DaemonObserver):
     Parameters
     ----------
     config
-        The daemon's :class:`~connectors.config.Config`.
+        The daemon's :class:`~connectors.kafka.config.Config`.
     registry
         ``None``: a new private registry.
     """
@@ -682,7 +682,7 @@ class DaemonMetrics(DaemonObserver):
 
 def make_observer(config: Any) -> DaemonMetrics:
     """The daemon's metrics observer, serving on ``metrics.host:metrics.port`` (``streamfair serve``)."""
-    from .config import ConfigError
+    from connectors.kafka.config import ConfigError
 
     observer = DaemonMetrics(config)
     host = config.metrics.host
@@ -702,7 +702,7 @@ class SurrogateMetrics:
     to expose both on one endpoint).  Every series carries a ``model`` label whose values are fixed
     at construction (bounded), and the tuner's per-cell series a ``cell`` label ``0 .. K - 1``.
 
-    * SSO (:class:`~streamfair.surrogates.SSO` or :class:`~connectors.river_surrogates.RiverSSO`),
+    * SSO (:class:`~streamfair.surrogates.SSO` or :class:`~connectors.river.surrogates.RiverSSO`),
       from :meth:`observe_sso`: ``streamfair_sso_oracle_calls_total``, ``streamfair_sso_inner_steps_total``
       (counters following the optimiser's cumulative counts), and the last step's
       ``streamfair_sso_surrogate_decrease``, ``streamfair_sso_target_step_norm``,

@@ -302,7 +302,7 @@ class FairRegressor(_FairWrapper, base.Regressor):
     >>> import numpy as np
     >>> from river import linear_model, preprocessing
     >>> from streamfair import evaluate, evaluate_deterministic
-    >>> from connectors.river import FairRegressor, friedman_with_group
+    >>> from connectors.river.wrappers import FairRegressor, friedman_with_group
     >>> def scaled(model):
     ...     return preprocessing.StandardScaler() | model
     >>> base_model = scaled(linear_model.LinearRegression())
@@ -517,7 +517,7 @@ class FairClassifier(_FairWrapper, base.Classifier):
 
     >>> import numpy as np
     >>> from river import linear_model, preprocessing
-    >>> from connectors.river import FairClassifier, logistic_with_group
+    >>> from connectors.river.wrappers import FairClassifier, logistic_with_group
     >>> def scaled(model):
     ...     return preprocessing.StandardScaler() | model
     >>> base_model = scaled(linear_model.LogisticRegression())

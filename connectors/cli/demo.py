@@ -37,9 +37,9 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from streamfair import FairnessReport, evaluate, evaluate_deterministic
 from streamfair.evaluation import to_grid
 
-from .broker import Broker, die_with_parent
-from .config import load_config
-from .kafka_io import ensure_topics
+from connectors.kafka.broker import Broker, die_with_parent
+from connectors.kafka.config import load_config
+from connectors.kafka.clients import ensure_topics
 
 GROUP_SHARE = 0.4
 WARMUP = 4000

@@ -1,0 +1,5 @@
+"""The ``streamfair`` command line."""
+
+from connectors.cli.commands import main
+
+__all__ = ["main"]

@@ -1,0 +1,1 @@
+"""The papers' experiments, their datasets, drifting synthetic streams and the offline LP optimum."""

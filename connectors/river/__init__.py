@@ -1,0 +1,1 @@
+"""River pipeline components: fair regressors and classifiers, and surrogate-trained models."""
