@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import inspect
+from pathlib import Path
 
 import pytest
 
-from connectors.kafka.config import ConfigError, load_config
+from connectors.kafka.config import (
+    PARAMETERS, SCHEMA, VARIANT_PARAMETERS, VARIANTS, ConfigError, PostProcessorConfig, config_table, load_config,
+)
+from connectors.kafka.schema import (
+    CONSTRUCTOR_DEFAULT, INTEGER, JSON, LABELS, NUMBER, NUMBER_OR_NUMBERS, NUMBERS, STRING,
+)
 from connectors.kafka.daemon import add_arguments, config_from_args
 
 
@@ -198,3 +205,79 @@ def test_security_and_client_settings_reach_every_client():
     assert config.consumer.values == {"client_rack": "eu-1", "metadata_max_age_ms": 1000}
     assert config.producer.values == {"max_request_size": 2000000}
     assert load_config(env={}).processing.propagate_headers[:2] == ["traceparent", "tracestate"]
+
+
+def _keyword_parameters(cls) -> dict:
+    return {name: parameter for name, parameter in inspect.signature(cls).parameters.items()
+            if parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)}
+
+
+#: The declared type of each constructor annotation (the schema is checked against the signatures here,
+#: so the daemon never reads annotations at run time).
+ANNOTATION_TYPES = {"float": NUMBER, "int": INTEGER, "str": STRING, "float | Sequence[float]": NUMBER_OR_NUMBERS,
+                    "Sequence[float]": NUMBERS, "Sequence[Any]": LABELS, "Any": JSON}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_postprocessor_schema_declares_exactly_each_constructors_keyword_parameters(variant):
+    from streamfair import FairRegressionPostProcessor
+
+    cls = VARIANTS[variant]
+    parameters = _keyword_parameters(cls)
+    if variant == "robust":  # the regression parameters reach it through **kwargs
+        parameters = {**_keyword_parameters(FairRegressionPostProcessor), **parameters}
+    assert set(VARIANT_PARAMETERS[variant]) == set(parameters)
+    for name, parameter in parameters.items():
+        declared = PARAMETERS[name]
+        annotation = str(parameter.annotation)
+        assert declared.optional == annotation.endswith(" | None") or name == "cost_matrix", name
+        assert declared.type == ANNOTATION_TYPES[annotation.removesuffix(" | None")], name
+        default = PostProcessorConfig(**({"kind": "classification"} if variant == "classification" else {}),
+                                      robust=variant == "robust")
+        assert getattr(default, name) == (2 if name == "n_groups" else parameter.default), name
+
+
+def test_every_declared_setting_has_its_default_allowed_and_its_own_names():
+    for key, declared in SCHEMA.items():
+        assert declared.key == key and declared.doc and "|" not in declared.doc
+        if declared.default != CONSTRUCTOR_DEFAULT:
+            declared.check(declared.default)
+    assert len({declared.env for declared in SCHEMA.values()}) == len(SCHEMA)
+    flags = [declared.flag for declared in SCHEMA.values() if declared.flag]
+    assert flags == ["--bootstrap-servers", "--group-id", "--input-topic", "--output-topic", "--guarantee",
+                     "--metrics-port", "--log-level"]
+
+
+def test_the_configuration_table_of_the_docs_is_the_schemas():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "daemon.md").read_text(encoding="utf-8")
+    start = text.index("config_table() -->\n") + len("config_table() -->\n")
+    table = text[start:text.index("<!-- end of the table -->", start)]
+    assert table == config_table(), "docs/daemon.md: replace the table with connectors.kafka.config.config_table()"
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["postprocessor.kind=classification", "postprocessor.classes=a,b", "postprocessor.n_classes=3"],
+         "postprocessor.n_classes: n_classes=3 does not match"),
+        (["postprocessor.eps=0.01", "postprocessor.ks=0.05"], "postprocessor: give ks"),
+        (["postprocessor.profile=fast"], "postprocessor.profile: profile must be one of"),
+    ],
+)
+def test_a_constructor_error_names_the_parameter_it_starts_with(overrides, message):
+    with pytest.raises(ConfigError) as error:
+        load_config(env={}, overrides=overrides)
+    assert str(error.value).startswith(message), str(error.value)
+
+
+def test_flags_and_environment_variables_come_from_the_schema():
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--guarantee", "sometimes"])  # the declared choices
+    args = parser.parse_args(["--metrics-port", "9100", "--log-level", "debug", "--output-topic", "out"])
+    config = config_from_args(args)
+    assert (config.metrics.port, config.log.level, config.topics.output) == (9100, "debug", "out")
+    assert SCHEMA["metrics.port"].env == "STREAMFAIR_METRICS_PORT"
+    with pytest.raises(ConfigError, match=r"^metrics\.port: expected an integer, got 'x'"):
+        config_from_args(parser.parse_args(["--metrics-port", "x"]))

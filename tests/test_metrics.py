@@ -18,7 +18,7 @@ from scipy.stats import norm
 from connectors.kafka.broker import free_port
 from connectors.kafka.codec import REASONS
 from connectors.kafka.config import ConfigError, load_config
-from connectors.prometheus.metrics import (
+from connectors.prometheus import (
     HEALTH_PATH,
     LATENCY_BUCKETS,
     READY_PATH,
@@ -110,9 +110,12 @@ def drive(observer, daemon):
     observer.on_feedback(daemon, daemon.tasks[0], accepted)
     observer.on_records(daemon, 0, 12, 0, 0.5)  # feedback records: no latency observation
     observer.on_dead_letter(daemon, "bad_group", "fb", 0)
+    daemon.stats.checkpoints += 2  # what the daemon counts before it notifies its observers
+    daemon.stats.checkpoint_seconds += 0.004
+    daemon.stats.last_checkpoint = time.monotonic()
     observer.on_checkpoint(daemon, [0, 2], 0.004, True)
-    observer.on_checkpoint(daemon, [0], 0.1, False)
     daemon.stats.errors["checkpoint_failed"] += 1
+    observer.on_checkpoint(daemon, [0], 0.1, False)
     daemon.stats.rewinds += 1
     daemon.lags = {0: 5, 2: 0}
     observer.on_loop(daemon)

@@ -17,7 +17,7 @@ import yaml
 
 from connectors.cli import commands as cli
 from connectors.kafka.config import ENV_PREFIX, ConfigError, load_config
-from connectors.prometheus.metrics import HEALTH_PATH, METRICS_PATH, READY_PATH
+from connectors.prometheus import HEALTH_PATH, METRICS_PATH, READY_PATH
 
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
@@ -136,7 +136,7 @@ def exported_names() -> set[str]:
     """Every series name the daemon's metrics can expose (fully populated registries, with either kind of target)."""
     from test_metrics import FakeDaemon, drive, make_config
 
-    from connectors.prometheus.metrics import DaemonMetrics
+    from connectors.prometheus import DaemonMetrics
 
     names = set()
     for config in (make_config(), load_config(env={}, overrides=["topics.feedback=fb"])):  # eps, and the KS default

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from connectors.prometheus.metrics import DaemonMetrics
+from connectors.prometheus import DaemonMetrics
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
 from test_metrics import GROUPS, FakeDaemon, FakeTask, make_config, make_task, value
 

@@ -37,7 +37,7 @@ from connectors.cli import commands as cli
 from connectors.kafka.broker import free_port
 from connectors.kafka.config import load_config
 from connectors.kafka.clients import ensure_topics
-from connectors.prometheus.metrics import HEALTH_PATH, READY_PATH
+from connectors.prometheus import HEALTH_PATH, READY_PATH
 from connectors.prometheus.report import read_history
 from test_metrics_deploy import (
     DEPLOY,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from connectors.cli import commands as cli
-from connectors.prometheus.metrics import StreamfairMetrics, serve
+from connectors.prometheus import StreamfairMetrics, serve
 from connectors.prometheus.report import (
     History,
     HistoryRecord,

@@ -9,7 +9,7 @@ import pytest
 from kafka import KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
 
-from connectors.prometheus.metrics import SurrogateMetrics
+from connectors.prometheus import SurrogateMetrics
 from connectors.kafka.sso_stream import SSOStream, decode_labelled
 from streamfair.surrogates import SGD, SSO
 

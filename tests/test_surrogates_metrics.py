@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from river import linear_model, optim
 
-from connectors.prometheus.metrics import StreamfairMetrics, SurrogateMetrics
+from connectors.prometheus import StreamfairMetrics, SurrogateMetrics
 from connectors.river.surrogates import RiverSSO
 from streamfair.surrogates import SSO, MetricWeightTuner
 

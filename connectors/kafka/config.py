@@ -1,10 +1,12 @@
 """Daemon configuration: defaults < TOML file < ``STREAMFAIR_*`` environment < command-line flags.
 
-Every setting has a dotted key ``section.name``.  The TOML file uses tables (``[kafka]`` then
-``group_id = "..."``); the environment variable is ``STREAMFAIR_<SECTION>_<NAME>`` in upper case
+Every setting has a dotted key ``section.name``, declared once (type, default, allowed values, one
+line of documentation) as a field of its section below (see :mod:`connectors.kafka.schema`);
+:data:`SCHEMA` lists them all.  The TOML file uses tables (``[kafka]`` then ``group_id = "..."``);
+the environment variable is ``STREAMFAIR_<SECTION>_<NAME>`` in upper case
 (``STREAMFAIR_KAFKA_GROUP_ID``); the command line has ``--set section.name=value`` and a few
-shortcuts.  Lists in the environment and in ``--set`` are comma-separated; an empty string means
-"not set" for optional settings.  Anything invalid raises :class:`ConfigError` naming the key.
+shortcut flags.  Lists in the environment and in ``--set`` are comma-separated; an empty string
+means "not set" for optional settings.  Anything invalid raises :class:`ConfigError` naming the key.
 
 Examples
 --------
@@ -15,17 +17,19 @@ Examples
 >>> load_config(overrides=["kafka.session_timeout_ms=abc"])
 Traceback (most recent call last):
 ...
-connectors.kafka.config.ConfigError: kafka.session_timeout_ms: expected an integer, got 'abc'
+connectors.kafka.schema.ConfigError: kafka.session_timeout_ms: expected an integer, got 'abc'
+>>> SCHEMA["kafka.group_id"].env, SCHEMA["kafka.group_id"].flag
+('STREAMFAIR_KAFKA_GROUP_ID', '--group-id')
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import inspect
 import json
 import logging
-import math
 import os
 import re
 import tomllib
@@ -36,7 +40,11 @@ from typing import Any, Mapping, Sequence
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
 
-ENV_PREFIX = "STREAMFAIR_"
+from connectors.kafka.schema import (
+    BOOLEAN, CONSTRUCTOR_DEFAULT, ENV_PREFIX, INTEGER, JSON, LABELS, NUMBER, NUMBER_OR_NUMBERS, NUMBERS, STRING,
+    STRINGS, ConfigError, NotEmpty, OneOf, Pattern, Range, Setting, ValueType, env_name, section_settings, setting,
+)
+
 GUARANTEES = ("at_least_once", "exactly_once")
 OFFSET_RESETS = ("earliest", "latest")
 COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -63,120 +71,233 @@ CODEC_PACKAGES = {"snappy": "python-snappy", "lz4": "lz4", "zstd": "zstandard"}
 OUT_OF_RANGE_POLICIES = ("earliest", "latest", "fail")
 MODES = FairRegressionPostProcessor.prediction_modes
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-_SERVER = re.compile(r"^[^\s:]+:\d{1,5}$")
+_TOPIC = Pattern(r"^[A-Za-z0-9._-]{1,249}$", "topic name", "must be 1-249 characters of [A-Za-z0-9._-]")
+_AT_LEAST_1 = Range(1)
+_POSITIVE_SECONDS = Range(0, strict=True, finite=True)
 
 
-class ConfigError(ValueError):
-    """An invalid setting; the message starts with the dotted key."""
-
-
+# ---------------------------------------------------------------------------- the sections
 @dataclass(frozen=True)
 class KafkaConfig:
     """Connection and client settings (see docs/daemon.md for why each value)."""
 
-    bootstrap_servers: list[str] = field(default_factory=lambda: ["127.0.0.1:9092"])
-    group_id: str = "streamfair"
-    client_id: str = "streamfair"
-    session_timeout_ms: int = 10000
-    heartbeat_interval_ms: int = 3000
-    max_poll_interval_ms: int = 60000
-    max_poll_records: int = 500
-    poll_timeout_ms: int = 100
-    fetch_max_wait_ms: int = 50
-    request_timeout_ms: int = 30000
-    bootstrap_timeout_ms: int = 5000  # how long a client waits for its first broker before the daemon retries
-    linger_ms: int = 5
-    max_block_ms: int = 5000
-    delivery_timeout_ms: int = 60000
-    compression_type: str = "none"
-    auto_offset_reset: str = "earliest"  # where a partition without checkpoint or committed offset starts
-    group_instance_id: str = ""  # static membership ("": dynamic)
-    partition_assignment_strategy: str = "range"  # or "cooperative-sticky" (without a feedback topic)
-    security_protocol: str = "PLAINTEXT"  # SSL, SASL_PLAINTEXT, SASL_SSL
-    sasl_mechanism: str = ""  # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
-    sasl_username: str = ""
-    sasl_password: str = ""
-    ssl_cafile: str = ""  # CA bundle that signed the brokers' certificates ("": the system's)
-    ssl_certfile: str = ""  # client certificate (mutual TLS), with ssl_keyfile
-    ssl_keyfile: str = ""
-    ssl_password: str = ""  # of the key file
-    ssl_check_hostname: bool = True
+    bootstrap_servers: list[str] = setting(
+        STRINGS, ["127.0.0.1:9092"], "the brokers to connect to first",
+        Pattern(r"^[^\s:]+:\d{1,5}$", "host:port", "entries must be host:port"), flag="--bootstrap-servers")
+    group_id: str = setting(STRING, "streamfair", "consumer group", NotEmpty(), flag="--group-id")
+    client_id: str = setting(STRING, "streamfair", "client name (in the brokers' logs and quotas)", NotEmpty())
+    session_timeout_ms: int = setting(INTEGER, 10000, "failure detection: a member silent this long leaves the group",
+                                      _AT_LEAST_1)
+    heartbeat_interval_ms: int = setting(INTEGER, 3000, "heartbeats to the group coordinator (below the session "
+                                         "timeout)", _AT_LEAST_1)
+    max_poll_interval_ms: int = setting(INTEGER, 60000, "longest time between polls; also the rebalance timeout "
+                                        "and the liveness limit of `/healthz`", _AT_LEAST_1)
+    max_poll_records: int = setting(INTEGER, 500, "records per poll", _AT_LEAST_1)
+    poll_timeout_ms: int = setting(INTEGER, 100, "poll wait (bounds the reaction to a stop signal)", _AT_LEAST_1)
+    fetch_max_wait_ms: int = setting(INTEGER, 50, "broker-side fetch wait (the latency floor on Tansu)", _AT_LEAST_1)
+    request_timeout_ms: int = setting(INTEGER, 30000, "client request timeout", _AT_LEAST_1)
+    bootstrap_timeout_ms: int = setting(INTEGER, 5000, "how long a client waits for its first broker before the "
+                                        "daemon logs `broker_unavailable` and retries", _AT_LEAST_1)
+    linger_ms: int = setting(INTEGER, 5, "producer batching delay", Range(0))
+    max_block_ms: int = setting(INTEGER, 5000, "how long `send` may block without a broker", _AT_LEAST_1)
+    delivery_timeout_ms: int = setting(INTEGER, 60000, "producer delivery timeout; must exceed linger + request "
+                                       "timeout", _AT_LEAST_1)
+    compression_type: str = setting(STRING, "none", "compression of produced batches (snappy, lz4 and zstd need "
+                                    "their packages, installed with the `connectors` extra)", OneOf(COMPRESSION_TYPES))
+    auto_offset_reset: str = setting(STRING, "earliest", "where a partition with neither a checkpoint nor a committed "
+                                     "offset starts (Tansu answers `latest` wrongly, see its quirks)",
+                                     OneOf(OFFSET_RESETS))
+    group_instance_id: str = setting(STRING, "", "static membership: a stable id per instance, e.g. the pod name of a "
+                                     "StatefulSet (empty: dynamic membership)")
+    partition_assignment_strategy: str = setting(
+        STRING, "range", "`cooperative-sticky`: incremental rebalances that move only the partitions that change "
+        "owner; only `range` co-partitions the input and feedback topics, so `topics.feedback` needs it",
+        OneOf(ASSIGNORS))
+    security_protocol: str = setting(STRING, "PLAINTEXT", "how to reach the brokers: TLS, SASL or both",
+                                     OneOf(SECURITY_PROTOCOLS))
+    sasl_mechanism: str = setting(STRING, "", "SASL mechanism (needed with SASL, refused without)",
+                                  OneOf(SASL_MECHANISMS, empty=True))
+    sasl_username: str = setting(STRING, "", "SASL user (needed with SASL)")
+    sasl_password: str = setting(STRING, "", "SASL password (needed with SASL; keep it in the environment)")
+    ssl_cafile: str = setting(STRING, "", "CA bundle that signed the brokers' certificates (empty: the system's)")
+    ssl_certfile: str = setting(STRING, "", "client certificate for mutual TLS (with `kafka.ssl_keyfile`)")
+    ssl_keyfile: str = setting(STRING, "", "client key for mutual TLS (with `kafka.ssl_certfile`)")
+    ssl_password: str = setting(STRING, "", "password of the key file")
+    ssl_check_hostname: bool = setting(BOOLEAN, True, "check that a broker's certificate names the host connected to")
 
 
 @dataclass(frozen=True)
 class TopicsConfig:
     """Topic names; ``feedback`` empty means no feedback topic."""
 
-    input: str = "streamfair.input"
-    output: str = "streamfair.output"
-    dead_letter: str = "streamfair.dead-letter"
-    changelog: str = "streamfair.changelog"
-    feedback: str = ""
-    create: bool = True
-    partitions: int = 3
-    replication_factor: int = 1
+    input: str = setting(STRING, "streamfair.input", "input records (scores or features)", _TOPIC,
+                         flag="--input-topic")
+    output: str = setting(STRING, "streamfair.output", "fair predictions", _TOPIC, flag="--output-topic")
+    dead_letter: str = setting(STRING, "streamfair.dead-letter", "records that could not be used, with the reason",
+                               _TOPIC)
+    changelog: str = setting(STRING, "streamfair.changelog", "checkpoints of the post-processors (compacted)", _TOPIC)
+    feedback: str = setting(STRING, "", "labelled feedback records (empty: none)", dataclasses.replace(_TOPIC,
+                                                                                                      empty=True))
+    create: bool = setting(BOOLEAN, True, "create missing topics: the input with `topics.partitions`, the others "
+                           "with the input's partition count")
+    partitions: int = setting(INTEGER, 3, "partitions of a created input topic", _AT_LEAST_1)
+    replication_factor: int = setting(INTEGER, 1, "replication factor of created topics", _AT_LEAST_1)
 
 
 @dataclass(frozen=True)
 class ProcessingConfig:
     """How messages become predictions, and how often state is checkpointed."""
 
-    guarantee: str = "at_least_once"
-    batch_size: int = 1
-    mode: str = "sample"
-    distribution: bool = False
-    max_message_bytes: int = 65536
-    checkpoint_every_messages: int = 1000
-    checkpoint_every_seconds: float = 5.0
-    transactional_id: str = ""
-    out_of_range: str = "earliest"  # a restored position outside the partition's log: earliest, latest, fail
-    output_key: str = "id"  # the output record's key: the message id, or "input": the input record's key
-    propagate_headers: list[str] = field(default_factory=lambda: list(TRACE_HEADERS))  # copied to outputs
+    guarantee: str = setting(STRING, "at_least_once", "delivery guarantee of the outputs", OneOf(GUARANTEES),
+                             flag="--guarantee")
+    batch_size: int = setting(INTEGER, 1, "valid messages per learning step (64: about twice the throughput)",
+                              _AT_LEAST_1)
+    mode: str = setting(STRING, "sample", "the output `prediction`: a draw from the fair distribution (the "
+                        "randomized predictor the guarantee covers), its mean or its mode", OneOf(MODES))
+    distribution: bool = setting(BOOLEAN, False, "always include the distribution in the output")
+    max_message_bytes: int = setting(INTEGER, 65536, "larger inputs are dead letters", Range(16))
+    checkpoint_every_messages: int = setting(INTEGER, 1000, "checkpoint after this many input records",
+                                             _AT_LEAST_1)
+    checkpoint_every_seconds: float = setting(NUMBER, 5.0, "or after this many seconds", _POSITIVE_SECONDS)
+    transactional_id: str = setting(STRING, "", "exactly_once only; default `<client_id>-<host>-<pid>-<random>`")
+    out_of_range: str = setting(STRING, "earliest", "a restored position outside the input log (see Failures)",
+                                OneOf(OUT_OF_RANGE_POLICIES))
+    output_key: str = setting(STRING, "id", "the output record's key: the message `id`, or the input record's key "
+                              "(the id when it has none)", OneOf(OUTPUT_KEYS))
+    propagate_headers: list[str] = setting(
+        STRINGS, list(TRACE_HEADERS), "input headers copied to the output (names compared in lower case; empty: "
+        "none), so a trace (W3C Trace Context, Zipkin B3) continues through the daemon")
 
 
-#: ``postprocessor.kind`` values and the post-processor each builds (``robust`` switches regression to DRO).
+@dataclass(frozen=True)
+class ModelsConfig:
+    """Base models for messages that carry raw features (pickled River models)."""
+
+    eta: str = setting(STRING, "", "pickled River regressor (classification: classifier) giving eta "
+                       "(with `models.tau`)")
+    tau: str = setting(STRING, "", "pickled River classifier giving tau, the group probabilities (with `models.eta`)")
+    features: list[str] = setting(STRINGS, [], "allowed feature names (empty: any)")
+    groups: list[str] = setting(STRINGS, [], "group labels in tau's column order (empty: `0` .. `K-1`)")
+    learn: bool = setting(BOOLEAN, False, "the base models learn from `topics.feedback`")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.eta)
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """The metrics endpoint (:mod:`connectors.prometheus`); ``port = 0`` disables it."""
+
+    port: int = setting(INTEGER, 0, "metrics endpoint (`/metrics`, `/healthz`, `/readyz`)",
+                        Range(0, 65535, note="0: off"), flag="--metrics-port")
+    host: str = setting(STRING, "0.0.0.0", "address the endpoint listens on", NotEmpty())
+    interval_seconds: float = setting(NUMBER, 5.0, "how often the post-processors are sampled", _POSITIVE_SECONDS)
+    audit_window: int = setting(INTEGER, 1000, "labelled feedback samples behind the audited fairness", _AT_LEAST_1)
+    history: str = setting(STRING, "", "file the samples are appended to, for `streamfair report` (empty: none)")
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Logging."""
+
+    level: str = setting(STRING, "INFO", "DEBUG adds one line per checkpoint and per dead letter",
+                         OneOf(LOG_LEVELS, ignore_case=True), flag="--log-level")
+    progress_seconds: float = setting(NUMBER, 30.0, "a `progress` line at INFO this often",
+                                      Range(0, finite=True, note="0: off"))
+
+
+# ---------------------------------------------------------------------------- the post-processor
+#: The post-processor each variant builds: ``postprocessor.kind`` chooses, ``robust`` switches regression to DRO.
+VARIANTS: dict[str, type] = {
+    "regression": FairRegressionPostProcessor,
+    "robust": GroupRobustFairRegressionPostProcessor,
+    "classification": FairClassificationPostProcessor,
+}
 KINDS = ("regression", "classification")
 #: Keys of the section that choose the class rather than being constructor arguments.
-_SWITCHES = {"kind": ("str", "regression"), "robust": ("bool", False)}
+SWITCHES: dict[str, Setting] = {
+    "kind": Setting(STRING, "regression", "the post-processor: regression of a score eta, or classification "
+                    "from class probabilities", OneOf(KINDS)).named("postprocessor.kind"),
+    "robust": Setting(BOOLEAN, False, "regression only: serve the group-robust (DRO) post-processor"
+                      ).named("postprocessor.robust"),
+}
 
 
-def _signature(cls: type) -> dict[str, tuple[str, Any]]:
-    """``{name: (type, default)}`` of the named parameters of ``cls`` (``n_groups`` defaults to 2 here)."""
-    fields = {}
-    for name, parameter in inspect.signature(cls).parameters.items():
-        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-            continue
-        kind = str(parameter.annotation).replace("Sequence[float]", "list[float]")
-        fields[name] = (kind, 2 if name == "n_groups" else parameter.default)
-    return fields
+def _parameters(**declared: Setting) -> dict[str, Setting]:
+    return {name: value.named(f"postprocessor.{name}") for name, value in declared.items()}
 
 
-def _postprocessor_class(kind: str, robust: bool) -> type:
-    if kind == "classification":
-        return FairClassificationPostProcessor
-    return GroupRobustFairRegressionPostProcessor if robust else FairRegressionPostProcessor
+#: The constructors' keyword parameters, each declared once (tests/test_daemon_config.py checks them against
+#: the constructors); their defaults are the chosen constructor's, except ``n_groups = 2``.
+PARAMETERS: dict[str, Setting] = _parameters(
+    B=Setting(NUMBER, CONSTRUCTOR_DEFAULT, "half-width of the prediction grid: predictions live in [-B, B], eta "
+              "outside is clipped"),
+    L=Setting(INTEGER, CONSTRUCTOR_DEFAULT, "the grid has 2L + 1 atoms (none: 50 in the anytime profile, sqrt(T) "
+              "in the paper's)", optional=True),
+    n_classes=Setting(INTEGER, CONSTRUCTOR_DEFAULT, "number of classes (none: the number of `classes`)",
+                      optional=True),
+    classes=Setting(LABELS, CONSTRUCTOR_DEFAULT, "class labels in the column order of `proba` (none: 0 .. n-1)",
+                    optional=True),
+    cost_matrix=Setting(JSON, CONSTRUCTOR_DEFAULT, "cost of predicting class j when the truth is i, a matrix "
+                        "(none: the 0-1 loss)", optional=True),
+    ks=Setting(NUMBER_OR_NUMBERS, CONSTRUCTOR_DEFAULT, "the fairness target: the largest KS distance between a "
+               "group's predictions and all predictions, one number or one per group", optional=True),
+    eps=Setting(NUMBER_OR_NUMBERS, CONSTRUCTOR_DEFAULT, "regression: the paper's per-atom slack instead of `ks`; "
+                "classification: the largest gap of a class's rate between a group and all (the target), one "
+                "number or one per group", optional=True),
+    beta=Setting(NUMBER, CONSTRUCTOR_DEFAULT, "entropic parameter (none: from the grid and B)", optional=True),
+    p=Setting(NUMBERS, CONSTRUCTOR_DEFAULT, "group shares P(S = s) in tau's column order (none: estimated online)",
+              optional=True),
+    n_groups=Setting(INTEGER, 2, "number of groups K, unless `p` or a per-group `ks`/`eps` gives it",
+                     optional=True),
+    profile=Setting(STRING, CONSTRUCTOR_DEFAULT, "`anytime` (corrected from the first samples, follows drift) or "
+                    "`paper` (the paper's optimizers, for reproduction)"),
+    memory=Setting(INTEGER, CONSTRUCTOR_DEFAULT, "anytime profile: samples over which a shift of the stream is "
+                   "followed", optional=True),
+    horizon=Setting(INTEGER, CONSTRUCTOR_DEFAULT, "paper profile: horizon T of epoch 0 (later epochs double)",
+                    optional=True),
+    optimizer=Setting(STRING, CONSTRUCTOR_DEFAULT, "`tracking` (anytime) or the paper's `sgd3`, `acsa`, `acsa2`, "
+                      "`sgd`", optional=True),
+    inner=Setting(STRING, CONSTRUCTOR_DEFAULT, "paper profile: the inner solver of `sgd3`", optional=True),
+    mu=Setting(NUMBER, CONSTRUCTOR_DEFAULT, "paper profile: the strong-convexity parameter", optional=True),
+    seed=Setting(INTEGER, CONSTRUCTOR_DEFAULT, "seed of the randomized predictions"),
+    window=Setting(INTEGER, CONSTRUCTOR_DEFAULT, "recent samples kept for the live diagnostics"),
+    serve=Setting(STRING, CONSTRUCTOR_DEFAULT, "paper profile: predictions use the last completed epoch "
+                  "(`epoch`) or the running output (`live`)", optional=True),
+    updater=Setting(STRING, CONSTRUCTOR_DEFAULT, "the DRO weights: `softmax` of the running group risks, or "
+                    "`exponentiated` (mirror ascent)"),
+    temperature=Setting(NUMBER, CONSTRUCTOR_DEFAULT, "smoothing T of the worst-group risk (within T log K of the "
+                        "max)"),
+    step=Setting(NUMBER, CONSTRUCTOR_DEFAULT, "mirror-ascent step of `updater = \"exponentiated\"`"),
+    forgetting=Setting(NUMBER, CONSTRUCTOR_DEFAULT, "per-sample forgetting of the group risks (0: running means)"),
+    refresh=Setting(INTEGER, CONSTRUCTOR_DEFAULT, "samples between refreshes of the DRO weights"),
+    max_pending=Setting(INTEGER, CONSTRUCTOR_DEFAULT, "keyed samples kept waiting for their label (oldest dropped "
+                        "first)"),
+)
+_SHARED = ("eps", "beta", "p", "n_groups", "profile", "memory", "horizon", "optimizer", "inner", "mu", "seed",
+           "window", "serve")
+#: The keyword parameters of each variant's constructor.
+VARIANT_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "regression": ("B", "L", "ks", *_SHARED),
+    "robust": ("B", "L", "ks", *_SHARED, "updater", "temperature", "step", "forgetting", "refresh", "max_pending"),
+    "classification": ("n_classes", "classes", "cost_matrix", *_SHARED),
+}
 
 
-def _class_fields(cls: type) -> dict[str, tuple[str, Any]]:
-    """The constructor parameters of ``cls``; the robust class adds its own to the regression ones."""
-    if cls is GroupRobustFairRegressionPostProcessor:
-        return {**_signature(FairRegressionPostProcessor), **_signature(cls)}
-    return _signature(cls)
+def _constructor_default(cls: type, name: str) -> Any:
+    """The default of ``cls``'s keyword ``name`` (the robust class takes the regression ones through ``**kwargs``)."""
+    for constructor in (cls, FairRegressionPostProcessor):
+        parameter = inspect.signature(constructor).parameters.get(name)
+        if parameter is not None and parameter.default is not parameter.empty:
+            return parameter.default
+    raise AttributeError(name)
 
 
-def _postprocessor_fields() -> dict[str, tuple[str, Any]]:
-    """``{name: (type, default)}``: the switches, then every parameter of the post-processors it can build.
-
-    Read from the constructors' signatures so the section follows the library.  A parameter shared by
-    several classes is listed once, with the regression default (:meth:`PostProcessorConfig.kwargs`
-    uses the chosen class's own defaults).
-    """
-    fields = dict(_SWITCHES)
-    for cls in (GroupRobustFairRegressionPostProcessor, FairClassificationPostProcessor):
-        for name, value in _class_fields(cls).items():
-            fields.setdefault(name, value)
-    return fields
+def _named_argument(message: str, names: Sequence[str]) -> str | None:
+    """The parameter a library error is about: its messages name it first (``"eps must be ..."``)."""
+    found = re.match(r"(?:" + "|".join(sorted(names, key=len, reverse=True)) + r")\b", message)
+    return found.group(0) if found else None
 
 
 class PostProcessorConfig:
@@ -186,8 +307,8 @@ class PostProcessorConfig:
     :class:`streamfair.FairRegressionPostProcessor`,
     :class:`streamfair.dro.GroupRobustFairRegressionPostProcessor` or
     :class:`streamfair.FairClassificationPostProcessor`; the other keys are that constructor's
-    parameters with its defaults, except ``n_groups = 2``.  Setting a parameter the chosen class does
-    not have is an error.
+    parameters (:data:`PARAMETERS`) with its defaults, except ``n_groups = 2``.  Setting a
+    parameter the chosen class does not have is an error.
 
     >>> PostProcessorConfig(robust=True, temperature=0.05).build().temperature
     0.05
@@ -196,82 +317,74 @@ class PostProcessorConfig:
     """
 
     def __init__(self, **values: Any):
-        fields = _postprocessor_fields()
-        unknown = values.keys() - fields.keys()
+        unknown = values.keys() - SWITCHES.keys() - PARAMETERS.keys()
         if unknown:
             raise ConfigError(f"postprocessor.{sorted(unknown)[0]}: unknown configuration key")
-        self._given = dict(values)
+        self.values = dict(values)
+
+    @property
+    def variant(self) -> str:
+        """``"regression"``, ``"robust"`` or ``"classification"`` (a key of :data:`VARIANTS`)."""
+        if self.kind == "classification":
+            return "classification"
+        return "robust" if self.robust else "regression"
 
     @property
     def postprocessor_class(self) -> type:
         """The class :meth:`build` instantiates."""
-        return _postprocessor_class(self.kind, self.robust)
+        return VARIANTS[self.variant]
 
     def __getattr__(self, name: str) -> Any:
-        given = self.__dict__["_given"]
-        if name in given:
-            return given[name]
-        if name in _SWITCHES:
-            return _SWITCHES[name][1]
-        fields = _class_fields(self.postprocessor_class)
-        if name in fields:
-            return fields[name][1]
-        try:
-            return _postprocessor_fields()[name][1]
-        except KeyError:
-            raise AttributeError(name) from None
+        values = self.__dict__.get("values", {})  # absent while copy or pickle rebuild the object
+        if name in values:
+            return values[name]
+        declared = SWITCHES.get(name) or PARAMETERS.get(name)
+        if declared is None:
+            raise AttributeError(name)
+        if declared.default != CONSTRUCTOR_DEFAULT:
+            return declared.default
+        return _constructor_default(self.postprocessor_class, name)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, PostProcessorConfig) and self._given == other._given
+        return isinstance(other, PostProcessorConfig) and self.values == other.values
 
     def __repr__(self) -> str:
-        return f"PostProcessorConfig({', '.join(f'{k}={v!r}' for k, v in self._given.items())})"
+        return f"PostProcessorConfig({', '.join(f'{k}={v!r}' for k, v in self.values.items())})"
 
     def kwargs(self) -> dict[str, Any]:
         """Constructor arguments; ``n_groups`` is dropped when ``p`` or a per-group ``eps``/``ks`` gives it."""
-        _require(self.kind in KINDS, "postprocessor.kind", f"must be one of {KINDS}", self.kind)
-        _require(not (self.robust and self.kind == "classification"), "postprocessor.robust",
-                 "the robust post-processor is for regression only", self.robust)
-        fields = _class_fields(self.postprocessor_class)
-        for name in self._given:
-            _require(name in fields or name in _SWITCHES, f"postprocessor.{name}",
-                     f"is not a parameter of {self.postprocessor_class.__name__}", self._given[name])
-        values = {name: self._given.get(name, default) for name, (_, default) in fields.items()}
-        if values.get("p") is not None or any(isinstance(values.get(name), list) for name in ("eps", "ks")):
-            values["n_groups"] = None
-        return values
+        SWITCHES["kind"].check(self.kind)
+        if self.robust and self.kind == "classification":
+            raise ConfigError(f"postprocessor.robust: the robust post-processor is for regression only, "
+                              f"got {self.robust!r}")
+        accepted = VARIANT_PARAMETERS[self.variant]
+        for name, value in self.values.items():
+            if name not in accepted and name not in SWITCHES:
+                raise ConfigError(f"postprocessor.{name}: is not a parameter of {self.postprocessor_class.__name__}, "
+                                  f"got {value!r}")
+        arguments = {name: value for name, value in self.values.items() if name not in SWITCHES}
+        arguments.setdefault("n_groups", PARAMETERS["n_groups"].default)
+        if arguments.get("p") is not None or any(isinstance(arguments.get(name), list) for name in ("eps", "ks")):
+            arguments["n_groups"] = None
+        return arguments
 
     def build(self) -> FairRegressionPostProcessor | FairClassificationPostProcessor:
-        """A fresh post-processor."""
-        return self.postprocessor_class(**self.kwargs())
+        """A fresh post-processor; a :class:`ValueError` of the constructor names its key.
+
+        >>> PostProcessorConfig(B=0).build()
+        Traceback (most recent call last):
+        ...
+        connectors.kafka.schema.ConfigError: postprocessor.B: B must be a finite number > 0, got 0
+        """
+        arguments = self.kwargs()
+        try:
+            return self.postprocessor_class(**arguments)
+        except ValueError as error:
+            name = _named_argument(str(error), VARIANT_PARAMETERS[self.variant])
+            raise ConfigError(f"postprocessor{'.' + name if name else ''}: {error}") from None
 
 
-@dataclass(frozen=True)
-class ModelsConfig:
-    """Base models for messages that carry raw features (pickled River models)."""
-
-    eta: str = ""
-    tau: str = ""
-    features: list[str] = field(default_factory=list)
-    groups: list[str] = field(default_factory=list)
-    learn: bool = False
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.eta)
-
-
-@dataclass(frozen=True)
-class MetricsConfig:
-    """The metrics endpoint (``connectors.prometheus.metrics``); ``port = 0`` disables it."""
-
-    port: int = 0
-    host: str = "0.0.0.0"
-    interval_seconds: float = 5.0  # how often the post-processors are sampled
-    audit_window: int = 1000  # labelled feedback samples behind the audited fairness
-    history: str = ""  # file the samples are appended to, for `streamfair report` ("": none)
-
-
+# ---------------------------------------------------------------------------- kafka-python pass-through
 class ClientConfig:
     """Any other kafka-python setting of the consumers (section ``consumer``) or the producer (``producer``).
 
@@ -284,9 +397,9 @@ class ClientConfig:
 
     def __init__(self, section: str = "consumer", **values: Any):
         self.section = section
-        fields = _client_fields(section)
-        for name, value in values.items():
-            if name not in fields:
+        settings = client_settings(section)
+        for name in values:
+            if f"{section}.{name}" not in settings:
                 raise ConfigError(f"{section}.{name}: " + (
                     "set by the daemon (see its kafka.* and processing.* settings)" if name in DAEMON_CLIENT_SETTINGS
                     else f"not a kafka-python {section} setting with a number, string or boolean value"))
@@ -299,22 +412,24 @@ class ClientConfig:
         return f"ClientConfig({self.section!r}, {', '.join(f'{k}={v!r}' for k, v in self.values.items())})"
 
 
-def _client_fields(section: str) -> dict[str, str]:
-    """``{name: type}`` of the kafka-python ``section`` (consumer/producer) settings passed through."""
+_CLIENT_TYPES: dict[type, ValueType] = {bool: BOOLEAN, int: INTEGER, float: NUMBER, str: STRING, type(None): JSON}
+
+
+def client_settings(section: str) -> dict[str, Setting]:
+    """``{key: Setting}`` of the kafka-python ``section`` (consumer/producer) settings passed through.
+
+    Their types are those of the client's defaults; they are passed as given.
+    """
     from kafka import KafkaConsumer, KafkaProducer
 
     defaults = (KafkaConsumer if section == "consumer" else KafkaProducer).DEFAULT_CONFIG
-    kinds = {bool: "bool", int: "int", float: "float", str: "str", type(None): "any"}
-    return {name: kinds[type(default)] for name, default in defaults.items()
-            if type(default) in kinds and name not in DAEMON_CLIENT_SETTINGS}
+    return {f"{section}.{name}": Setting(_CLIENT_TYPES[type(default)], default, f"kafka-python {section} setting"
+                                         ).named(f"{section}.{name}")
+            for name, default in defaults.items()
+            if type(default) in _CLIENT_TYPES and name not in DAEMON_CLIENT_SETTINGS}
 
 
-@dataclass(frozen=True)
-class LogConfig:
-    level: str = "INFO"
-    progress_seconds: float = 30.0  # a "progress" line at INFO this often (0: never)
-
-
+# ---------------------------------------------------------------------------- the whole configuration
 @dataclass(frozen=True)
 class Config:
     """The whole daemon configuration."""
@@ -349,117 +464,37 @@ class Config:
         return list(self.models.groups) if self.models.groups else [str(i) for i in range(self.n_groups)]
 
 
-SECTIONS: dict[str, type] = {
+#: The sections declared as dataclasses of settings, by name.
+DECLARED_SECTIONS: dict[str, type] = {
     "kafka": KafkaConfig,
     "topics": TopicsConfig,
     "processing": ProcessingConfig,
-    "postprocessor": PostProcessorConfig,
     "models": ModelsConfig,
     "metrics": MetricsConfig,
     "log": LogConfig,
-    "consumer": ClientConfig,
-    "producer": ClientConfig,
+}
+SECTIONS = ("kafka", "topics", "processing", "postprocessor", "models", "metrics", "log", "consumer", "producer")
+#: Every declared setting by key, in the order of the documentation table (the ``consumer`` and
+#: ``producer`` pass-through settings are kafka-python's: :func:`client_settings`).
+SCHEMA: dict[str, Setting] = {
+    key: value for section in SECTIONS[:-2]
+    for key, value in (section_settings(section, DECLARED_SECTIONS[section]) if section in DECLARED_SECTIONS
+                       else {v.key: v for v in (*SWITCHES.values(), *PARAMETERS.values())}).items()
 }
 
 
-# ---------------------------------------------------------------------------- typed parsing
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _convert(key: str, kind: str, value: Any) -> Any:
-    """Coerce ``value`` (a TOML value, or a string from env/CLI) to the annotated ``kind``."""
-    optional = kind.endswith(" | None")
-    base = kind[: -len(" | None")] if optional else kind
-    if isinstance(value, str) and optional and value.strip().lower() in ("", "none"):
-        return None
-    if value is None and optional:
-        return None
-    if base == "str":
-        if not isinstance(value, str):
-            raise ConfigError(f"{key}: expected a string, got {value!r}")
-        return value
-    if base == "bool":
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-            return value.strip().lower() in ("1", "true", "yes", "on")
-        raise ConfigError(f"{key}: expected true or false, got {value!r}")
-    if base == "int":
-        if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise ConfigError(f"{key}: expected an integer, got {value!r}")
-    if base == "float":
-        return _float(key, value)
-    if base == "list[str]":
-        if isinstance(value, str):
-            return [part.strip() for part in value.split(",") if part.strip()]
-        if isinstance(value, list) and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
-            return [str(v) for v in value]
-        raise ConfigError(f"{key}: expected a list of strings, got {value!r}")
-    if base == "list[float]":
-        return _floats(key, value)
-    if base == "float | list[float]":
-        if isinstance(value, list) or (isinstance(value, str) and "," in value):
-            return _floats(key, value)
-        return _float(key, value)
-    if base == "Sequence[Any]":  # class labels: a list, or comma-separated text (JSON accepted)
-        if isinstance(value, str):
-            try:
-                parsed = json.loads(value)
-            except ValueError:
-                parsed = None
-            value = parsed if isinstance(parsed, list) else [part.strip() for part in value.split(",") if part.strip()]
-        if not isinstance(value, list):
-            raise ConfigError(f"{key}: expected a list, got {value!r}")
-        return value
-    if isinstance(value, str):  # a type this module does not know (a new core parameter): JSON, else text
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
-def _float(key: str, value: Any) -> float:
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            raise ConfigError(f"{key}: expected a number, got {value!r}") from None
-    if not _is_number(value):
-        raise ConfigError(f"{key}: expected a number, got {value!r}")
-    return float(value)
-
-
-def _floats(key: str, value: Any) -> list[float]:
-    if isinstance(value, str):
-        value = [part for part in value.split(",") if part.strip()]
-    if not isinstance(value, list):
-        raise ConfigError(f"{key}: expected a list of numbers, got {value!r}")
-    return [_float(key, v) for v in value]
-
-
-def _fields(section: str) -> dict[str, str]:
-    if section == "postprocessor":
-        return {name: kind for name, (kind, _) in _postprocessor_fields().items()}
-    if section in ("consumer", "producer"):
-        return _client_fields(section)
-    return {f.name: str(f.type) for f in dataclasses.fields(SECTIONS[section])}
-
-
-def _split_key(key: str) -> tuple[str, str]:
+def _setting(key: str) -> Setting:
+    """The declared setting of ``key``, or :class:`ConfigError` saying why there is none."""
     section, _, name = key.partition(".")
-    if section in ("consumer", "producer") and name in DAEMON_CLIENT_SETTINGS:
-        ClientConfig(section, **{name: None})  # raises, saying why
-    if section not in SECTIONS or name not in _fields(section):
+    if section in ("consumer", "producer"):
+        if name in DAEMON_CLIENT_SETTINGS:
+            ClientConfig(section, **{name: None})  # raises, saying why
+        found = client_settings(section).get(key)
+    else:
+        found = SCHEMA.get(key)
+    if found is None:
         raise ConfigError(f"{key}: unknown configuration key")
-    return section, name
+    return found
 
 
 # ---------------------------------------------------------------------------- sources
@@ -476,7 +511,7 @@ def _from_toml(path: str | os.PathLike) -> dict[str, Any]:
         if not isinstance(table, dict):
             raise ConfigError(f"{section}: expected a [{section}] table, got {table!r}")
         for name, value in table.items():
-            values[".".join(_split_key(f"{section}.{name}"))] = value
+            values[_setting(f"{section}.{name}").key] = value
     return values
 
 
@@ -492,7 +527,8 @@ def _from_env(env: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
     streamfair-metrics), so they are only reported; a near-miss of a setting's name is a typo and an
     error.
     """
-    names = {f"{ENV_PREFIX}{s}_{n}".upper(): f"{s}.{n}" for s in SECTIONS for n in _fields(s)}
+    keys = [*SCHEMA, *client_settings("consumer"), *client_settings("producer")]
+    names = {env_name(key): key for key in keys}
     values, ignored = {}, []
     for variable, value in env.items():
         if not variable.startswith(ENV_PREFIX) or variable == f"{ENV_PREFIX}CONFIG":
@@ -514,8 +550,7 @@ def _from_overrides(overrides: Sequence[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep:
             raise ConfigError(f"{item}: expected section.name=value")
-        _split_key(key.strip())
-        values[key.strip()] = value
+        values[_setting(key.strip()).key] = value
     return values
 
 
@@ -545,10 +580,11 @@ def load_config(
     merged.update(_from_overrides(overrides))
     sections: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     for key, value in merged.items():
-        section, name = _split_key(key)
-        sections[section][name] = _convert(key, _fields(section)[name], value)
-    built = {name: SECTIONS[name](**values) for name, values in sections.items() if SECTIONS[name] is not ClientConfig}
-    config = Config(**built, consumer=ClientConfig("consumer", **sections["consumer"]),
+        declared = _setting(key)
+        sections[declared.section][declared.name] = declared.parse(value)
+    config = Config(**{name: cls(**sections[name]) for name, cls in DECLARED_SECTIONS.items()},
+                    postprocessor=PostProcessorConfig(**sections["postprocessor"]),
+                    consumer=ClientConfig("consumer", **sections["consumer"]),
                     producer=ClientConfig("producer", **sections["producer"]), ignored_variables=tuple(ignored))
     validate(config)
     return config
@@ -573,26 +609,17 @@ def _require(condition: bool, key: str, message: str, value: Any) -> None:
 
 
 def validate(config: Config) -> None:
-    """Check every setting; raise :class:`ConfigError` naming the first bad key."""
+    """Check every setting against its declaration, then the settings that depend on each other and on
+    the machine (files, codecs); raise :class:`ConfigError` naming the first bad key."""
+    for declared in SCHEMA.values():
+        if declared.section in DECLARED_SECTIONS:
+            declared.check(getattr(getattr(config, declared.section), declared.name))
     kafka = config.kafka
-    _require(len(kafka.bootstrap_servers) > 0, "kafka.bootstrap_servers", "needs at least one host:port",
-             kafka.bootstrap_servers)
-    for server in kafka.bootstrap_servers:
-        _require(bool(_SERVER.match(server)), "kafka.bootstrap_servers", "entries must be host:port", server)
-    for name in ("group_id", "client_id"):
-        _require(bool(getattr(kafka, name).strip()), f"kafka.{name}", "must not be empty", getattr(kafka, name))
-    for name in ("session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms", "max_poll_records",
-                 "poll_timeout_ms", "fetch_max_wait_ms", "request_timeout_ms", "max_block_ms", "delivery_timeout_ms",
-                 "bootstrap_timeout_ms"):
-        _require(getattr(kafka, name) >= 1, f"kafka.{name}", "must be >= 1", getattr(kafka, name))
-    _require(kafka.linger_ms >= 0, "kafka.linger_ms", "must be >= 0", kafka.linger_ms)
     _require(kafka.heartbeat_interval_ms < kafka.session_timeout_ms, "kafka.heartbeat_interval_ms",
              f"must be below kafka.session_timeout_ms ({kafka.session_timeout_ms})", kafka.heartbeat_interval_ms)
     _require(kafka.delivery_timeout_ms > kafka.linger_ms + kafka.request_timeout_ms, "kafka.delivery_timeout_ms",
              f"must exceed kafka.linger_ms + kafka.request_timeout_ms ({kafka.linger_ms + kafka.request_timeout_ms})",
              kafka.delivery_timeout_ms)
-    _require(kafka.compression_type in COMPRESSION_TYPES, "kafka.compression_type",
-             f"must be one of {', '.join(COMPRESSION_TYPES)}", kafka.compression_type)
     _require(kafka.compression_type in available_codecs(), "kafka.compression_type",
              f"{kafka.compression_type} needs its package ({CODEC_PACKAGES.get(kafka.compression_type)}, "
              "installed with streamfair[connectors])", kafka.compression_type)
@@ -602,53 +629,19 @@ def validate(config: Config) -> None:
              "changelog": topics.changelog}
     if topics.feedback:
         names["feedback"] = topics.feedback
-    for name, value in names.items():
-        _require(bool(_TOPIC.match(value)), f"topics.{name}", "must be 1-249 characters of [A-Za-z0-9._-]", value)
     seen: dict[str, str] = {}
     for name, value in names.items():
         _require(value not in seen, f"topics.{name}", f"must differ from topics.{seen.get(value)}", value)
         seen[value] = name
-    _require(topics.partitions >= 1, "topics.partitions", "must be >= 1", topics.partitions)
-    _require(topics.replication_factor >= 1, "topics.replication_factor", "must be >= 1", topics.replication_factor)
-
-    _require(kafka.auto_offset_reset in OFFSET_RESETS, "kafka.auto_offset_reset", f"must be one of {OFFSET_RESETS}",
-             kafka.auto_offset_reset)
-    _require(kafka.partition_assignment_strategy in ASSIGNORS, "kafka.partition_assignment_strategy",
-             f"must be one of {ASSIGNORS}", kafka.partition_assignment_strategy)
     _require(kafka.partition_assignment_strategy == "range" or not config.topics.feedback,
              "kafka.partition_assignment_strategy", "must be range with topics.feedback (only range co-partitions "
              "the input and feedback topics)", kafka.partition_assignment_strategy)
     _validate_security(kafka)
 
-    processing = config.processing
-    _require(processing.output_key in OUTPUT_KEYS, "processing.output_key", f"must be one of {OUTPUT_KEYS}",
-             processing.output_key)
-    _require(processing.out_of_range in OUT_OF_RANGE_POLICIES, "processing.out_of_range",
-             f"must be one of {OUT_OF_RANGE_POLICIES}", processing.out_of_range)
-    _require(processing.guarantee in GUARANTEES, "processing.guarantee", f"must be one of {GUARANTEES}",
-             processing.guarantee)
-    _require(processing.mode in MODES, "processing.mode", f"must be one of {MODES}", processing.mode)
-    _require(processing.batch_size >= 1, "processing.batch_size", "must be >= 1", processing.batch_size)
-    _require(processing.max_message_bytes >= 16, "processing.max_message_bytes", "must be >= 16",
-             processing.max_message_bytes)
-    _require(processing.checkpoint_every_messages >= 1, "processing.checkpoint_every_messages", "must be >= 1",
-             processing.checkpoint_every_messages)
-    seconds = processing.checkpoint_every_seconds
-    _require(math.isfinite(seconds) and seconds > 0, "processing.checkpoint_every_seconds",
-             "must be a finite number > 0", seconds)
-
-    try:
-        fair = config.postprocessor.build()
-    except ConfigError:
-        raise
-    except ValueError as error:
-        message = str(error)
-        argument = message.split(" ", 1)[0]
-        key = f"postprocessor.{argument}" if argument in _fields("postprocessor") else "postprocessor"
-        raise ConfigError(f"{key}: {message}") from None
+    fair = config.postprocessor.build()
     modes = type(fair).prediction_modes
-    _require(processing.mode in modes, "processing.mode", f"must be one of {modes} for {type(fair).__name__}",
-             processing.mode)
+    _require(config.processing.mode in modes, "processing.mode", f"must be one of {modes} for {type(fair).__name__}",
+             config.processing.mode)
 
     models = config.models
     _require(bool(models.eta) == bool(models.tau), "models.tau" if models.eta else "models.eta",
@@ -661,22 +654,9 @@ def validate(config: Config) -> None:
     _require(not models.learn or models.enabled, "models.learn", "needs models.eta and models.tau", models.learn)
     _require(not models.learn or bool(topics.feedback), "models.learn", "needs topics.feedback", models.learn)
 
-    metrics = config.metrics
-    _require(0 <= metrics.port <= 65535, "metrics.port", "must be in 0..65535 (0: off)", metrics.port)
-    _require(bool(metrics.host.strip()), "metrics.host", "must not be empty", metrics.host)
-    _require(math.isfinite(metrics.interval_seconds) and metrics.interval_seconds > 0, "metrics.interval_seconds",
-             "must be a finite number > 0", metrics.interval_seconds)
-    _require(metrics.audit_window >= 1, "metrics.audit_window", "must be >= 1", metrics.audit_window)
-    _require(config.log.level.upper() in LOG_LEVELS, "log.level", f"must be one of {LOG_LEVELS}", config.log.level)
-    progress = config.log.progress_seconds
-    _require(math.isfinite(progress) and progress >= 0, "log.progress_seconds", "must be a finite number >= 0 (0: off)",
-             progress)
-
 
 def _validate_security(kafka: KafkaConfig) -> None:
     protocol = kafka.security_protocol
-    _require(protocol in SECURITY_PROTOCOLS, "kafka.security_protocol", f"must be one of {SECURITY_PROTOCOLS}",
-             protocol)
     if protocol.startswith("SASL_"):
         _require(kafka.sasl_mechanism in SASL_MECHANISMS, "kafka.sasl_mechanism",
                  f"must be one of {SASL_MECHANISMS} with kafka.security_protocol {protocol}", kafka.sasl_mechanism)
@@ -697,6 +677,59 @@ def _validate_security(kafka: KafkaConfig) -> None:
     _require(bool(kafka.ssl_certfile) == bool(kafka.ssl_keyfile), "kafka.ssl_keyfile" if kafka.ssl_certfile
              else "kafka.ssl_certfile", "kafka.ssl_certfile and kafka.ssl_keyfile must be given together",
              kafka.ssl_keyfile or kafka.ssl_certfile)
+
+
+# ---------------------------------------------------------------------------- command line
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config``, ``--set`` and the shortcut flag of every setting that declares one."""
+    parser.add_argument("--config", help="TOML configuration file (default: $STREAMFAIR_CONFIG)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override one setting (repeatable)")
+    for declared in SCHEMA.values():
+        if declared.flag:
+            rule = declared.rule
+            choices = rule.choices if isinstance(rule, OneOf) and not rule.ignore_case else None
+            parser.add_argument(declared.flag, choices=choices,
+                                help=f"{declared.key}: {declared.doc}".replace("%", "%%"))
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    """The configuration from file, environment, ``--set`` and the shortcut flags (in that order)."""
+    overrides = list(args.overrides)
+    for declared in SCHEMA.values():
+        value = getattr(args, declared.flag[2:].replace("-", "_"), None) if declared.flag else None
+        if value is not None:
+            overrides.append(f"{declared.key}={value}")
+    return load_config(args.config, overrides=overrides)
+
+
+# ---------------------------------------------------------------------------- documentation
+def _shown(value: Any) -> str:
+    if value == CONSTRUCTOR_DEFAULT:
+        return value
+    return f"`{json.dumps(value)}`"
+
+
+def config_table() -> str:
+    """The table of every key for docs/daemon.md (a test checks that the page has this one).
+
+    >>> print(config_table().splitlines()[2])
+    | `kafka.bootstrap_servers` | `["127.0.0.1:9092"]` | list of strings (host:port) | the brokers to connect to first |
+    """
+    rows = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
+    for key, declared in SCHEMA.items():
+        doc = declared.doc
+        name = declared.name
+        if declared.section == "postprocessor" and name in PARAMETERS:
+            variants = [variant for variant, names in VARIANT_PARAMETERS.items() if name in names]
+            if len(variants) < len(VARIANTS):
+                doc += f" ({', '.join(variants)})"
+        rows.append(f"| `{key}` | {_shown(declared.default)} | {declared.allowed()} | {doc} |")
+    rows.append("| `consumer.<name>`, `producer.<name>` | kafka-python's | its type | any other kafka-python "
+                "`KafkaConsumer` / `KafkaProducer` setting with a number, string or boolean value (e.g. "
+                "`consumer.client_rack`, `producer.max_request_size`), passed as given; those the daemon sets itself "
+                "are refused |")
+    return "\n".join(rows) + "\n"
 
 
 def log_level(config: Config) -> int:

@@ -26,7 +26,6 @@ its own exit code.  A stop signal exits 0 in every state.
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import signal
@@ -44,12 +43,15 @@ from kafka.structs import OffsetAndMetadata
 
 from connectors.kafka.checkpoint import Checkpoint, checkpoint_key
 from connectors.kafka.codec import FeedbackParser, InputParser, dead_letter_headers
-from connectors.kafka.config import CODEC_PACKAGES, Config, ConfigError, load_config, log_level
+from connectors.kafka.config import (
+    CODEC_PACKAGES, Config, ConfigError, add_config_arguments, config_from_args, log_level,
+)
 from connectors.kafka.clients import TopicLayout, ensure_topics, make_consumer, make_producer, read_latest, topic_id
 from connectors.kafka.logs import log_event, setup_logging
 from connectors.kafka.models import BaseModels
 from connectors.kafka.observer import DaemonObserver, DaemonStats
 from connectors.kafka.task import PartitionTask
+from connectors.prometheus import make_observer
 
 #: Seconds the final checkpoint and closing the clients are planned to take after a stop signal.
 SHUTDOWN_BUDGET_S = 7.0
@@ -787,50 +789,14 @@ class Daemon:
 
 # ---------------------------------------------------------------------------- command line
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="TOML configuration file (default: $STREAMFAIR_CONFIG)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                        help="override one setting (repeatable)")
-    parser.add_argument("--bootstrap-servers", help="kafka.bootstrap_servers (comma-separated host:port)")
-    parser.add_argument("--group-id", help="kafka.group_id")
-    parser.add_argument("--input-topic", help="topics.input")
-    parser.add_argument("--output-topic", help="topics.output")
-    parser.add_argument("--guarantee", choices=("at_least_once", "exactly_once"), help="processing.guarantee")
-    parser.add_argument("--log-level", help="log.level")
-    parser.add_argument("--metrics-port", type=int, help="metrics.port (0: off)")
+    add_config_arguments(parser)
     parser.add_argument("--once", action="store_true", help="stop when every owned partition is drained")
     parser.add_argument("--max-messages", type=int, default=None, help="stop after about this many input records")
 
 
-_SHORTCUTS = {
-    "bootstrap_servers": "kafka.bootstrap_servers",
-    "group_id": "kafka.group_id",
-    "input_topic": "topics.input",
-    "output_topic": "topics.output",
-    "guarantee": "processing.guarantee",
-    "log_level": "log.level",
-    "metrics_port": "metrics.port",
-}
-
-
-def config_from_args(args: argparse.Namespace) -> Config:
-    """The configuration from file, environment, ``--set`` and the shortcut flags (in that order)."""
-    overrides = list(args.overrides)
-    for name, key in _SHORTCUTS.items():
-        value = getattr(args, name, None)
-        if value is not None:
-            overrides.append(f"{key}={value}")
-    return load_config(args.config, overrides=overrides)
-
-
 def metrics_observers(config: Config) -> list[DaemonObserver]:
-    """``connectors.prometheus.metrics.make_observer(config)`` when ``metrics.port`` is set."""
-    if not config.metrics.port:
-        return []
-    try:
-        module = importlib.import_module("connectors.prometheus.metrics")
-    except ModuleNotFoundError:
-        raise ConfigError("metrics.port: set, but the connectors.prometheus.metrics module is not installed") from None
-    return [module.make_observer(config)]
+    """:func:`connectors.prometheus.make_observer` when ``metrics.port`` is set."""
+    return [make_observer(config)] if config.metrics.port else []
 
 
 def _give_up(logger: logging.Logger) -> None:

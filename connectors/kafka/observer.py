@@ -4,7 +4,7 @@ A metrics exporter subclasses :class:`DaemonObserver` and overrides the events i
 daemon calls every observer on its own (the consumer's) thread, so an observer may read
 ``daemon.stats``, ``daemon.tasks`` (each task's ``fair.diagnostics()``) and ``daemon.lag()``
 safely from inside a callback.  ``on_loop`` runs after every poll and is the place to sample
-gauges.  With ``metrics.port`` set, the daemon asks ``connectors.prometheus.metrics.make_observer(config)``
+gauges.  With ``metrics.port`` set, the daemon asks ``connectors.prometheus.make_observer(config)``
 for an observer (that module belongs to the metrics work).
 
 Examples

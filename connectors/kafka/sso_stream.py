@@ -20,7 +20,7 @@ partitions the interleaving of the partitions' batches follows the fetches.  A r
 valid JSON with a finite ``x`` of the right size and a finite ``y`` is skipped and counted in
 :attr:`SSOStream.invalid` (it is still committed with its batch).
 
-Each step updates a :class:`connectors.prometheus.metrics.SurrogateMetrics` when one is given.
+Each step updates a :class:`connectors.prometheus.SurrogateMetrics` when one is given.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from kafka.structs import OffsetAndMetadata
 from streamfair.surrogates import SSO, SSOStep
 from streamfair.validation import check_integer
 
-from connectors.prometheus.metrics import SurrogateMetrics
+from connectors.prometheus import SurrogateMetrics
 
 __all__ = ["BatchStep", "SSOStream", "decode_labelled"]
 
@@ -115,7 +115,7 @@ class SSOStream:
     features
         Feature names, when ``x`` is sent as an object.
     metrics, model
-        Optional :class:`~connectors.prometheus.metrics.SurrogateMetrics` updated after every step, and the
+        Optional :class:`~connectors.prometheus.SurrogateMetrics` updated after every step, and the
         ``model`` label to use.
     consumer_settings
         Extra :class:`kafka.KafkaConsumer` settings (they override the defaults above).

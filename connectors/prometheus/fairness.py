@@ -1,0 +1,228 @@
+"""The post-processor's metrics on a registry: live fairness without S, convergence, audited fairness, DRO.
+
+:class:`StreamfairMetrics` is what a library user calls from their own loop; the daemon's
+:class:`~connectors.prometheus.daemon.DaemonMetrics` samples its tasks' post-processors through it.
+
+Examples
+--------
+A library loop with its own registry (``serve(metrics.registry, port=9100)`` would expose it):
+
+>>> from prometheus_client import generate_latest
+>>> from streamfair import FairRegressionPostProcessor
+>>> fair = FairRegressionPostProcessor(L=5, n_groups=2, ks=0.05)
+>>> metrics = StreamfairMetrics(groups=["0", "1"], ks=fair.ks)
+>>> for i in range(200):
+...     with metrics.time_update():
+...         fair.learn_one(0.5 if i % 2 else -0.5, [0.8, 0.2] if i % 2 else [0.2, 0.8])
+>>> diagnostics, audited = metrics.observe(fair)
+>>> text = generate_latest(metrics.registry).decode()
+>>> 'streamfair_postprocessor_samples{partition="0"} 200.0' in text
+True
+>>> metrics.registry.get_sample_value("streamfair_update_seconds_count")
+200.0
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+from prometheus_client import CollectorRegistry, Gauge
+
+from streamfair.evaluation import FairnessReport
+
+from connectors.prometheus.audit import AuditWindow
+from connectors.prometheus.collectors import WeightedHistogram, remove_series
+
+
+class StreamfairMetrics:
+    """Metrics of one or more post-processors (one per ``partition`` label) on a registry.
+
+    Parameters
+    ----------
+    groups
+        Group labels in the column order of tau (the ``group`` label values).
+    eps
+        The post-processors' per-atom slack (the paper's constraints): one number or one per group,
+        exported as ``streamfair_fairness_eps``.
+    ks
+        Or their KS target (the default constraints), exported as ``streamfair_fairness_ks_target``
+        next to the live and audited KS.  Exactly one of ``eps`` and ``ks`` is given.
+    registry
+        Where the metrics are registered; ``None``: a new :class:`~prometheus_client.CollectorRegistry`
+        (so two instances never clash, and the process-wide default registry stays untouched).
+    audit_window
+        Labelled samples per partition in the audited sliding window.
+
+    Attributes
+    ----------
+    registry : CollectorRegistry
+        Expose it with :func:`serve`, :func:`prometheus_client.generate_latest` or a push gateway.
+    """
+
+    def __init__(self, groups: Sequence[Any], eps: float | Sequence[float] | None = None,
+                 registry: CollectorRegistry | None = None, audit_window: int = 1000,
+                 ks: float | Sequence[float] | None = None):
+        self.groups = [str(g) for g in groups]
+        if len(self.groups) < 2 or len(set(self.groups)) != len(self.groups):
+            raise ValueError(f"groups must be at least 2 distinct labels, got {list(groups)!r}")
+        if (eps is None) == (ks is None):
+            raise ValueError(f"give exactly one of eps and ks, got eps={eps!r}, ks={ks!r}")
+        name, target = ("eps", eps) if ks is None else ("ks", ks)
+        k = len(self.groups)
+        target = np.broadcast_to(np.asarray(target, float), (k,)) if np.ndim(target) == 0 else np.asarray(target, float)
+        if target.shape != (k,) or not np.all(np.isfinite(target)) or np.any(target < 0):
+            raise ValueError(f"{name} must be one number >= 0 or {k} of them, got {target.tolist()!r}")
+        if not (isinstance(audit_window, int) and audit_window >= 1):
+            raise ValueError(f"audit_window must be an integer >= 1, got {audit_window!r}")
+        self.audit_window = audit_window
+        self.registry = CollectorRegistry() if registry is None else registry
+        reg, pg, p = self.registry, ["partition", "group"], ["partition"]
+        self.update_seconds = WeightedHistogram(
+            "streamfair_update_seconds", "Time of one post-processor update, per sample learned.", reg)
+        if name == "eps":
+            self.target = Gauge("streamfair_fairness_eps", "Per-atom fairness tolerance eps of each group.", ["group"],
+                                registry=reg)
+        else:
+            self.target = Gauge("streamfair_fairness_ks_target",
+                                "Fairness target: the largest KS distance allowed for each group.", ["group"],
+                                registry=reg)
+        for group, value in zip(self.groups, target):
+            self.target.labels(group).set(float(value))
+        # live, from tau (no S): Diagnostics of the served predictor over the last `window` samples
+        self.live_gap = Gauge("streamfair_live_fairness_gap",
+                              "Plug-in estimate (no S) of max_l |P(l|s) - P(l)|, the group's worst-atom gap.", pg,
+                              registry=reg)
+        self.live_ks = Gauge("streamfair_live_fairness_ks",
+                             "Plug-in estimate (no S) of the KS distance between the group's and the overall "
+                             "prediction distributions.", pg, registry=reg)
+        self.live_mean = Gauge("streamfair_live_prediction_mean",
+                               "Plug-in estimate (no S) of the mean prediction E[Y_hat | S=s].", pg, registry=reg)
+        self.live_violation = Gauge("streamfair_live_violation",
+                                    "sqrt(sum_{l,s} (|gap| - eps_s)_+^2) of the live estimate.", p, registry=reg)
+        # convergence
+        self.samples = Gauge("streamfair_postprocessor_samples", "Samples learned by the post-processor.", p,
+                             registry=reg)
+        self.clipped = Gauge("streamfair_postprocessor_clipped_samples",
+                             "Samples whose prediction was clipped to [-B, B].", p, registry=reg)
+        self.epoch = Gauge("streamfair_postprocessor_epoch",
+                           "Completed epochs (paper profile) or memory windows (anytime profile).", p, registry=reg)
+        self.progress = Gauge("streamfair_postprocessor_epoch_progress_ratio",
+                              "Fraction of the current epoch or memory window done.", p, registry=reg)
+        self.horizon = Gauge("streamfair_postprocessor_epoch_horizon_samples",
+                             "Samples in the current epoch (paper profile) or in the memory (anytime profile).", p,
+                             registry=reg)
+        self.gradient_norm = Gauge("streamfair_postprocessor_gradient_mapping_norm",
+                                   "Norm of the plug-in gradient mapping at the served dual point.", p, registry=reg)
+        self.dual_norm = Gauge("streamfair_postprocessor_dual_norm", "Norm of each dual multiplier (lambda, v).",
+                               ["partition", "multiplier"], registry=reg)
+        # audited, from labelled feedback (y and S) over a sliding window
+        self.audited_gap = Gauge("streamfair_audited_fairness_gap",
+                                 "max_l |P(l|s) - P(l)| over the audit window (true groups).", pg, registry=reg)
+        self.audited_ks = Gauge("streamfair_audited_fairness_ks",
+                                "KS distance of the group's predictions to all predictions over the audit window.",
+                                pg, registry=reg)
+        self.audited_risk = Gauge("streamfair_audited_squared_error",
+                                  "Mean squared error (expected over the randomization) over the audit window.", p,
+                                  registry=reg)
+        self.audited_group_risk = Gauge("streamfair_audited_group_squared_error",
+                                        "Mean squared error within the group over the audit window.", pg, registry=reg)
+        self.audited_count = Gauge("streamfair_audited_window_samples", "Labelled samples of the group in the window.",
+                                   pg, registry=reg)
+        # DRO: set by set_dro_weights() once a post-processor keeps DRO weights
+        self.dro_weight = Gauge("streamfair_dro_weight", "Current DRO weight of the group.", pg, registry=reg)
+        self.dro_value = Gauge("streamfair_dro_robust_value", "Current robust (worst-case weighted) risk.", p,
+                               registry=reg)
+        self._audits: dict[str, AuditWindow] = {}
+
+    # -------------------------------------------------------------- updates
+    @contextlib.contextmanager
+    def time_update(self, n: int = 1) -> Iterator[None]:
+        """Time the block as an update of ``n`` samples (``with metrics.time_update(): fair.learn_one(...)``)."""
+        started = time.perf_counter()
+        yield
+        self.update_seconds.observe((time.perf_counter() - started) / max(n, 1), n)
+
+    def observe(self, fair: Any, partition: Any = "0") -> tuple[Any, FairnessReport | None]:
+        """Set the live fairness and convergence gauges from ``fair.diagnostics()`` and the audited
+        ones from the partition's window; returns the diagnostics and the audited report (or ``None``).
+
+        The live fairness gauges appear with the first sample learned (an empty window estimates nothing).
+        """
+        diagnostics = fair.diagnostics()
+        part = str(partition)
+        if diagnostics.group_unfairness.shape != (len(self.groups),):
+            raise ValueError(f"fair has {diagnostics.group_unfairness.size} groups, expected {len(self.groups)}")
+        if diagnostics.n_samples > 0:
+            for g, group in enumerate(self.groups):
+                self.live_gap.labels(part, group).set(float(diagnostics.group_unfairness[g]))
+                self.live_ks.labels(part, group).set(float(diagnostics.group_ks[g]))
+                self.live_mean.labels(part, group).set(float(diagnostics.group_mean[g]))
+            self.live_violation.labels(part).set(diagnostics.violation)
+        self.samples.labels(part).set(diagnostics.n_samples)
+        self.clipped.labels(part).set(diagnostics.n_clipped)
+        self.epoch.labels(part).set(diagnostics.epoch)
+        self.progress.labels(part).set(diagnostics.epoch_progress)
+        self.horizon.labels(part).set(diagnostics.epoch_horizon)
+        self.gradient_norm.labels(part).set(diagnostics.gradient_mapping_norm)
+        for name, value in zip(("lambda", "v"), diagnostics.dual_norms):
+            self.dual_norm.labels(part, name).set(value)
+        return diagnostics, self.observe_audit(part)
+
+    def add_feedback(self, partition: Any, atoms: Sequence[float], proba: Any, y: Any, groups: Any) -> None:
+        """Labelled samples: the served distributions ``proba`` over ``atoms``, labels ``y``, group
+        indices ``groups`` (columns of tau).  A change of ``atoms`` starts a new window."""
+        part = str(partition)
+        window = self._audits.get(part)
+        if window is None or not np.array_equal(window.atoms, np.asarray(atoms, dtype=float)):
+            window = self._audits[part] = AuditWindow(atoms, len(self.groups), self.audit_window)
+        window.add(proba, y, groups)
+
+    def audited_samples(self, partition: Any = "0") -> int:
+        """Labelled samples held in the partition's window."""
+        window = self._audits.get(str(partition))
+        return 0 if window is None else window.count
+
+    def observe_audit(self, partition: Any = "0") -> FairnessReport | None:
+        """Set the audited gauges of the partition from its window; returns the report (or ``None``)."""
+        part = str(partition)
+        window = self._audits.get(part)
+        if window is None:
+            return None
+        for group, count in zip(self.groups, window.group_counts()):
+            self.audited_count.labels(part, group).set(int(count))
+        report = window.report()
+        if report is not None:
+            for g, group in enumerate(self.groups):
+                self.audited_gap.labels(part, group).set(float(report.atom_unfairness[g]))
+                self.audited_ks.labels(part, group).set(float(report.ks_unfairness[g]))
+                self.audited_group_risk.labels(part, group).set(float(report.group_risk[g]))
+            self.audited_risk.labels(part).set(report.risk)
+        return report
+
+    def set_dro_weights(self, partition: Any, weights: Sequence[float], robust_value: float | None = None) -> None:
+        """Export a post-processor's current DRO group weights (and robust risk value)."""
+        weights = np.asarray(weights, dtype=float)
+        if weights.shape != (len(self.groups),) or not np.all(np.isfinite(weights)) or np.any(weights < 0):
+            raise ValueError(f"weights must be {len(self.groups)} finite numbers >= 0, got {weights.tolist()!r}")
+        part = str(partition)
+        for group, value in zip(self.groups, weights):
+            self.dro_weight.labels(part, group).set(float(value))
+        if robust_value is not None:
+            self.dro_value.labels(part).set(float(robust_value))
+
+    def forget_partition(self, partition: Any) -> None:
+        """Drop every series of the partition (its post-processor moved to another instance)."""
+        part = str(partition)
+        self._audits.pop(part, None)
+        for gauge in (self.live_gap, self.live_ks, self.live_mean, self.audited_gap, self.audited_ks,
+                      self.audited_group_risk, self.audited_count, self.dro_weight):
+            for group in self.groups:
+                remove_series(gauge, part, group)
+        for gauge in (self.live_violation, self.samples, self.clipped, self.epoch, self.progress, self.horizon,
+                      self.gradient_norm, self.audited_risk, self.dro_value):
+            remove_series(gauge, part)
+        for name in ("lambda", "v"):
+            remove_series(self.dual_norm, part, name)

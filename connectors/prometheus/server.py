@@ -1,0 +1,95 @@
+r"""The metrics endpoint: ``/metrics`` plus ``/healthz`` (liveness) and ``/readyz`` (readiness) over HTTP.
+
+>>> import urllib.request
+>>> from prometheus_client import CollectorRegistry
+>>> server = serve(CollectorRegistry(), port=0, host="127.0.0.1")
+>>> with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{HEALTH_PATH}", timeout=5) as response:
+...     response.status, response.read()
+(200, b'ok\n')
+>>> server.close()
+"""
+
+from __future__ import annotations
+
+import threading
+from socketserver import ThreadingMixIn
+from typing import Any, Callable
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+
+METRICS_PATH, HEALTH_PATH, READY_PATH = "/metrics", "/healthz", "/readyz"
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # scrapes every few seconds would flood stderr
+        pass
+
+
+Probe = Callable[[], "tuple[bool, str]"]
+
+
+class MetricsServer:
+    """``/metrics`` (Prometheus text or OpenMetrics), ``/healthz`` and ``/readyz`` in a background thread.
+
+    Parameters
+    ----------
+    registry
+        What ``/metrics`` exposes.
+    port
+        TCP port; 0 picks a free one (see :attr:`port`).
+    host
+        Bind address (``"0.0.0.0"``: every interface, as a container needs).
+    live, ready
+        ``() -> (ok, message)`` for ``/healthz`` and ``/readyz`` (200 if ok, else 503); ``None``: always ok.
+
+    Attributes
+    ----------
+    port : int
+        The port actually bound.
+    """
+
+    def __init__(self, registry: CollectorRegistry, port: int = 0, host: str = "0.0.0.0",
+                 live: Probe | None = None, ready: Probe | None = None):
+        if not (isinstance(port, int) and 0 <= port <= 65535):
+            raise ValueError(f"port must be an integer in 0..65535, got {port!r}")
+        self._metrics = make_wsgi_app(registry)
+        self._probes = {HEALTH_PATH: live or _always_ok, READY_PATH: ready or _always_ok}
+        self._server = make_server(host, port, self._app, server_class=_Server, handler_class=_QuietHandler)
+        self.host, self.port = host, int(self._server.server_port)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="streamfair-metrics", daemon=True)
+        self._thread.start()
+
+    def _app(self, environ: dict, start_response: Callable) -> list[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path == METRICS_PATH:
+            return self._metrics(environ, start_response)
+        if path in self._probes:
+            ok, message = self._probes[path]()
+            status = "200 OK" if ok else "503 Service Unavailable"
+        elif path == "/":
+            status, message = "200 OK", f"streamfair: {METRICS_PATH} {HEALTH_PATH} {READY_PATH}"
+        else:
+            status, message = "404 Not Found", f"no such path {path!r}"
+        start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
+        return [(message + "\n").encode("utf-8")]
+
+    def close(self) -> None:
+        """Stop serving and free the port."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+def _always_ok() -> tuple[bool, str]:
+    return True, "ok"
+
+
+def serve(registry: CollectorRegistry, port: int = 0, host: str = "0.0.0.0", live: Probe | None = None,
+          ready: Probe | None = None) -> MetricsServer:
+    """Start a :class:`MetricsServer` (close it with ``.close()``)."""
+    return MetricsServer(registry, port, host, live, ready)
