@@ -85,3 +85,16 @@ def sample_index(proba: np.ndarray, u: float) -> int:
     """
     cdf = proba.cumsum()
     return min(int(np.count_nonzero(cdf <= u * float(cdf[-1]))), proba.shape[0] - 1)
+
+
+def keyed_sample_indices(seed: int, keys: Sequence[Key], proba: np.ndarray) -> np.ndarray:
+    """Row ``i``'s index drawn from ``proba[i]`` by the inverse CDF at ``keyed_uniform(seed, keys[i])``.
+
+    The draw of a sampled prediction keyed by its message id: a replayed message draws the same index.
+
+    >>> proba = np.array([[0.5, 0.5], [0.1, 0.9]])
+    >>> u = keyed_uniforms(7, ["a", "b"])
+    >>> keyed_sample_indices(7, ["a", "b"], proba).tolist() == sample_indices(proba, u).tolist()
+    True
+    """
+    return sample_indices(proba, keyed_uniforms(seed, keys))

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from connectors.kafka.codec import FeedbackParser, InputParser
+from connectors.kafka.records import TaskResult
 from connectors.kafka.task import PartitionTask
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
@@ -96,16 +97,17 @@ def play(task: PartitionTask, stream: list[Record], labels: list[Record]) -> dic
     outputs: list[list] = []
     dead: list[list] = []
 
-    def emit(key, value, timestamp, partition, headers):
-        outputs.append([key.decode(), value.decode(), timestamp, partition])
-
-    def dead_letter(record, reason, detail, *error_type):
-        dead.append([record.topic, record.offset, reason, detail, *error_type])
+    def collect(result: TaskResult) -> None:
+        for output in result.outputs:
+            outputs.append([output.key.decode(), output.value.decode(), output.timestamp, output.partition])
+        for letter in result.dead_letters:
+            error_type = [] if letter.error_type is None else [letter.error_type]
+            dead.append([letter.source.topic, letter.source.offset, letter.reason, letter.detail, *error_type])
 
     for start in range(0, len(stream), 37):
-        task.process(stream[start : start + 37], emit, dead_letter)
+        collect(task.process(stream[start : start + 37]))
     if task.robust:
-        task.add_feedback(labels, dead_letter)
+        collect(task.add_feedback(labels))
     return {"outputs": outputs, "dead": dead, "checkpoint": task.checkpoint().to_bytes().decode()}
 
 

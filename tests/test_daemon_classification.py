@@ -14,7 +14,7 @@ from collections import Counter
 import numpy as np
 from river import linear_model, preprocessing
 
-from connectors.kafka.daemon import Daemon
+from connectors.kafka.loop import Daemon
 from connectors.kafka.models import BaseModels
 from streamfair import FairClassificationPostProcessor
 from test_daemon_kafka import POSTPROCESSOR, _ensure, produce, read_topic, settings
@@ -134,7 +134,7 @@ def test_classification_parsers_and_models_without_a_broker():
     with pytest.raises(Invalid, match="missing_prediction"):  # regression does not read proba
         InputParser(2, 1024).parse(b'{"id": 1, "proba": [1, 0, 0], "tau": [1, 0]}')
     feedback = FeedbackParser(["0", "1"], 1024, classes=[0, 1, 2])
-    assert feedback.parse(b'{"id": 1, "features": {"x1": 1}, "y": "2", "s": 1}')[2] == 2  # matched as a string
+    assert feedback.parse(b'{"id": 1, "features": {"x1": 1}, "y": "2", "s": 1}').y == 2  # matched as a string
     for y in (b'3', b'0.5', b'null'):
         with pytest.raises(Invalid, match="bad_label"):
             feedback.parse(b'{"id": 1, "features": {"x1": 1}, "y": ' + y + b', "s": 1}')

@@ -16,6 +16,7 @@ from river import linear_model
 from connectors.kafka.checkpoint import Checkpoint
 from connectors.kafka.codec import REASONS, FeedbackParser, InputParser, Invalid, dead_letter_headers, encode_output
 from connectors.kafka.models import BaseModels
+from connectors.kafka.records import InputSample
 from connectors.kafka.task import PartitionTask
 from streamfair import FairRegressionPostProcessor
 
@@ -99,11 +100,12 @@ def test_features_without_models_are_dead_letters():
 
 
 def test_valid_messages_parse(parser):
-    assert parser.parse(b'{"id": 7, "eta": -2, "tau": [1, 0], "extra": "ignored"}') == (7, -2.0, [1.0, 0.0], None, False)
-    assert parser.parse(b'{"id": "q", "features": {"a": 1, "b": "red"}, "distribution": true}') == (
-        "q", None, None, {"a": 1, "b": "red"}, True)
+    assert parser.parse(b'{"id": 7, "eta": -2, "tau": [1, 0], "extra": "ignored"}') == InputSample(
+        None, 7, -2.0, [1.0, 0.0], None, False)
+    record = Record("in", 0, 3, 0, None, b'{"id": "q", "features": {"a": 1, "b": "red"}, "distribution": true}', [])
+    assert parser.parse(record.value, record) == InputSample(record, "q", None, None, {"a": 1, "b": "red"}, True)
     # a sum off by less than the library's tolerance is accepted
-    assert parser.parse(b'{"id": "q", "eta": 0, "tau": [0.3333333, 0.6666667]}')[2] == [0.3333333, 0.6666667]
+    assert parser.parse(b'{"id": "q", "eta": 0, "tau": [0.3333333, 0.6666667]}').tau == [0.3333333, 0.6666667]
 
 
 @pytest.mark.parametrize(
@@ -124,8 +126,9 @@ def test_feedback_reasons(value, reason):
 
 def test_feedback_group_labels_match_booleans_and_strings():
     feedback = FeedbackParser([0, 1], 1000)
-    assert feedback.parse(b'{"id": 1, "features": {"a": 1}, "y": 2, "s": true}')[2:] == (2.0, True)
-    assert feedback.parse(b'{"id": 1, "features": {"a": 1}, "y": 2, "s": "0"}')[3] == "0"
+    parsed = feedback.parse(b'{"id": 1, "features": {"a": 1}, "y": 2, "s": true}')
+    assert (parsed.y, parsed.s) == (2.0, True)
+    assert feedback.parse(b'{"id": 1, "features": {"a": 1}, "y": 2, "s": "0"}').s == "0"
 
 
 def test_output_is_compact_json_with_fixed_fields():
@@ -179,8 +182,9 @@ def _run(task, records, splits):
     outputs, dead = [], []
     bounds = [0, *splits, len(records)]
     for start, stop in zip(bounds[:-1], bounds[1:]):
-        task.process(records[start:stop], lambda k, v, t, p, h: outputs.append((k, v, t, p)),
-                     lambda r, reason, detail: dead.append((r.offset, reason)))
+        result = task.process(records[start:stop])
+        outputs += [(out.key, out.value, out.timestamp, out.partition) for out in result.outputs]
+        dead += [(letter.source.offset, letter.reason) for letter in result.dead_letters]
     return outputs, dead
 
 
@@ -271,16 +275,15 @@ def test_feature_messages_use_the_models_and_feedback_is_learned_at_checkpoints(
     task = PartitionTask("in", 0, FairRegressionPostProcessor(L=5, n_groups=2), parser=InputParser(2, 1000, models=True),
                          models=models, learn_models=True, feedback_parser=FeedbackParser(["0", "1"], 1000))
     feature = Record("in", 0, 0, 0, b"1", b'{"id": 1, "features": {"x": 1.0}}', [])
-    outputs = []
-    task.process([feature], lambda k, v, t, p, h: outputs.append(v), None)
+    outputs = [out.value for out in task.process([feature]).outputs]
     feedback = [Record("fb", 0, i, 0, None, json.dumps({"id": i, "features": {"x": 1.0}, "y": 0.8, "s": 1}).encode(),
                        []) for i in range(20)]
-    task.add_feedback(feedback, None)
-    task.process([feature._replace(offset=1)], lambda k, v, t, p, h: outputs.append(v), None)
+    assert [f.id for f in task.add_feedback(feedback).feedback] == list(range(20))
+    outputs += [out.value for out in task.process([feature._replace(offset=1)]).outputs]
     assert json.loads(outputs[0])["eta"] == json.loads(outputs[1])["eta"] == 0.0  # not learned yet
     point = task.checkpoint()
     assert point.feedback_offset == 20 and point.models is not None
-    task.process([feature._replace(offset=2)], lambda k, v, t, p, h: outputs.append(v), None)
+    outputs += [out.value for out in task.process([feature._replace(offset=2)]).outputs]
     assert json.loads(outputs[2])["eta"] > 0.3  # learned y = 0.8 at the checkpoint
     restored_regressor, _ = pickle.loads(point.models)
     assert restored_regressor.predict_one({"x": 1.0}) == json.loads(outputs[2])["eta"]
@@ -317,7 +320,7 @@ def test_every_tau_the_parser_accepts_is_accepted_by_the_library():
             assert error.reason in ("tau_not_distribution",)
             rejected += 1
             continue
-        fair.proba_many([parsed[1]], [parsed[2]])
-        fair.learn_one(parsed[1], parsed[2])
+        fair.proba_many([parsed.prediction], [parsed.tau])
+        fair.learn_one(parsed.prediction, parsed.tau)
         accepted += 1
     assert accepted > 500 and rejected > 500

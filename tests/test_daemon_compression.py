@@ -12,7 +12,7 @@ from kafka import KafkaProducer
 
 from connectors.kafka.broker import die_with_parent
 from connectors.kafka.config import available_codecs
-from connectors.kafka.daemon import EXIT_UNSUPPORTED_CODEC, Daemon
+from connectors.kafka.loop import EXIT_UNSUPPORTED_CODEC, Daemon
 from connectors.kafka.observer import DaemonObserver
 from test_daemon_kafka import REPO, _ensure, check_outputs, messages, read_topic, reference, settings, write_toml
 
@@ -29,7 +29,7 @@ def produce_compressed(broker, topic: str, stream, codec: str) -> None:
 
 class ProducerCodec(DaemonObserver):
     def on_start(self, daemon):
-        self.used = daemon._producer.config["compression_type"]
+        self.used = daemon.sender.producer.config["compression_type"]
 
 
 def test_every_codec_is_available_with_the_connectors_extra():

@@ -8,8 +8,9 @@ import json
 import pytest
 from kafka.admin import KafkaAdminClient
 
-from connectors.kafka.daemon import EXIT_OUT_OF_RANGE, Daemon
+from connectors.kafka.loop import Daemon
 from connectors.kafka.logs import setup_logging
+from connectors.kafka.positions import EXIT_OUT_OF_RANGE
 from test_daemon_kafka import (_ensure, checkpoints, messages, produce, produce_messages, read_topic, settings,
                                wait_for)
 
@@ -36,16 +37,16 @@ def test_an_output_the_producer_refuses_is_dead_lettered_and_checkpoints_stay_ex
     items = _items(messages(600, seed=21))
     produce(kafka_broker, config.topics.input, items)
     daemon = Daemon(config)
-    send = daemon._emit
+    send = daemon.sender.send_output
     calls = []
 
-    def refusing(key, value, timestamp, partition, headers):
-        calls.append(key)
+    def refusing(output):
+        calls.append(output.key)
         if len(calls) % 97 == 0:  # mid-poll, after the poll's state has been computed
             raise RuntimeError("refused by the producer")
-        send(key, value, timestamp, partition, headers)
+        send(output)
 
-    daemon._emit = refusing
+    daemon.sender.send_output = refusing
     assert daemon.run(once=True) == 0
     outputs = read_topic(kafka_broker, config.topics.output)
     dead = read_topic(kafka_broker, config.topics.dead_letter)
@@ -62,16 +63,16 @@ def test_a_failure_of_the_daemon_itself_mid_poll_goes_back_to_the_last_checkpoin
     items = _items(messages(450, seed=22), bad_every=23)
     produce(kafka_broker, config.topics.input, items)
     daemon = Daemon(config)
-    dead_letter = daemon._dead
+    dead_letter = daemon.sender.send_dead_letter
     failures = []
 
-    def failing_once(record, *args):
-        if not failures and record.offset > 30:  # after a checkpoint, with outputs of the poll already queued
-            failures.append(record.offset)
+    def failing_once(dead):
+        if not failures and dead.source.offset > 30:  # after a checkpoint, with outputs of earlier polls queued
+            failures.append(dead.source.offset)
             raise RuntimeError("dead-letter path broken once")
-        dead_letter(record, *args)
+        dead_letter(dead)
 
-    daemon._dead = failing_once
+    daemon.sender.send_dead_letter = failing_once
     assert daemon.run(once=True) == 0
     assert failures and daemon.stats.rewinds >= 1 and daemon.stats.errors["process_failed"] == 1
     outputs = read_topic(kafka_broker, config.topics.output)

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from river import linear_model
 
 from connectors.kafka.codec import REASONS, InputParser
-from connectors.kafka.daemon import Daemon
+from connectors.kafka.loop import Daemon
 from connectors.kafka.models import BaseModels
+from connectors.kafka.sender import deliver
 from connectors.kafka.task import PartitionTask
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
@@ -114,8 +115,9 @@ def run_task(task: PartitionTask, values: list, poll: int) -> tuple[list, list]:
     records = [Record("in", 0, i, i, None, v, []) for i, v in enumerate(values)]
     outputs, dead = [], []
     for start in range(0, len(records), poll):
-        task.process(records[start:start + poll], lambda k, v, t, p, h: outputs.append((k, v, t)),
-                     lambda record, reason, detail, error_type=None: dead.append((record.offset, reason, error_type)))
+        result = task.process(records[start:start + poll])
+        outputs += [(output.key, output.value, output.timestamp) for output in result.outputs]
+        dead += [(letter.source.offset, letter.reason, letter.error_type) for letter in result.dead_letters]
     return outputs, dead
 
 
@@ -182,14 +184,15 @@ def test_an_output_that_cannot_be_sent_is_a_dead_letter_and_the_rest_goes_out():
     values = [_dumps({**VALID, "id": f"m{i}"}) for i in range(5)]
     sent, dead = [], []
 
-    def emit(key, value, timestamp, partition, headers):
-        if key == b"m2":
+    def send_output(output):
+        if output.key == b"m2":
             raise ValueError("the producer refused it")
-        sent.append(key)
+        sent.append(output.key)
 
     records = [Record("in", 0, i, i, None, v, []) for i, v in enumerate(values)]
-    task.process(records, emit, lambda record, reason, detail, error_type=None: dead.append((record.offset, error_type)))
+    deliver(task.process(records), send_output, lambda letter: dead.append((letter.source.offset, letter.error_type)))
     assert sent == [b"m0", b"m1", b"m3", b"m4"] and dead == [(2, "ValueError")] and task.offset == 5
+    assert task.fair.n_samples == 5  # the refused output's sample stays learned
 
 
 # ---------------------------------------------------------------------------- on the real broker

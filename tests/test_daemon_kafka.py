@@ -25,7 +25,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from connectors.kafka.broker import Broker, die_with_parent
 from connectors.kafka.config import load_config
-from connectors.kafka.daemon import Daemon
+from connectors.kafka.loop import Daemon
 from connectors.kafka.clients import ensure_topics
 from connectors.kafka.observer import DaemonObserver
 from streamfair import FairRegressionPostProcessor

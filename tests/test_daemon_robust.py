@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from connectors.kafka.checkpoint import Checkpoint, restore_postprocessor
-from connectors.kafka.daemon import Daemon
+from connectors.kafka.loop import Daemon
 from connectors.kafka.observer import DaemonObserver
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
 from test_daemon_kafka import POSTPROCESSOR, _ensure, check_outputs, messages, produce, produce_messages, read_topic, settings
@@ -143,10 +143,10 @@ def test_a_checkpoint_restores_its_own_class_and_a_class_change_is_refused():
     for i in range(7):
         fair.learn_one(0.1 * i - 0.3, [0.3, 0.7], key=f"k{i}")
     data = Checkpoint(robust.topics.input, 0, 7, None, fair.state_dict()).to_bytes()
-    task = Daemon(robust)._new_task(0, data)
+    task = Daemon(robust).partitions.new_task(0, data)
     assert type(task.fair) is GroupRobustFairRegressionPostProcessor
     assert task.fair.state_dict()["dro"] == fair.state_dict()["dro"] and task.fair.learn_label("k6", 0.2)
     plain = load_config(env={})
     with pytest.raises(ConfigError, match="^postprocessor: the changelog 'streamfair.changelog' holds a "
                                           "GroupRobustFairRegressionPostProcessor"):
-        Daemon(plain)._new_task(0, data)
+        Daemon(plain).partitions.new_task(0, data)

@@ -20,7 +20,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from connectors.kafka.broker import die_with_parent, free_port, tansu_binary
-from connectors.kafka.daemon import Daemon
+from connectors.kafka.loop import Daemon
 from connectors.kafka.clients import ensure_topics
 from connectors.kafka.observer import DaemonObserver
 from test_daemon_kafka import (_ensure, check_outputs, messages, produce, produce_messages, read_topic, reference,
@@ -171,7 +171,7 @@ class ClientSettings(DaemonObserver):
     """Keeps the settings the daemon's clients were made with."""
 
     def on_start(self, daemon):
-        self.consumer, self.producer = dict(daemon._consumer.config), dict(daemon._producer.config)
+        self.consumer, self.producer = dict(daemon.consumer.config), dict(daemon.sender.producer.config)
 
 
 def test_client_pass_through_static_membership_and_cooperative_sticky_assignor(kafka_broker):

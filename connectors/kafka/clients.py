@@ -212,7 +212,7 @@ def read_latest(
                         found.pop(tp.partition, None)
                     else:
                         found[tp.partition] = record.value
-        if all(_caught_up(consumer, tp) for tp in partitions):
+        if caught_up(consumer, partitions):
             break
         if time.monotonic() > deadline:
             raise TimeoutError(f"reading {topic!r} partitions {sorted(keys)} took more than {timeout_s} s")
@@ -232,9 +232,19 @@ def topic_id(client: Any, topic: str) -> str | None:
     return None if found is None else str(found)
 
 
-def _caught_up(consumer: KafkaConsumer, tp: TopicPartition) -> bool:
-    highwater = consumer.highwater(tp)
-    if highwater is None:
-        return False
-    position = consumer.position(tp, timeout_ms=0)
-    return position is not None and position >= highwater
+def caught_up(consumer: KafkaConsumer, partitions: Iterable[TopicPartition]) -> bool:
+    """Whether ``consumer`` has read every partition of ``partitions`` up to its fetch high-watermark.
+
+    The fetch high-watermark (``consumer.highwater``), not ``end_offsets``, which Tansu gets wrong.
+    False for no partitions, and while a partition's high-watermark or position is not known yet
+    (before its first fetch).
+    """
+    partitions = list(partitions)
+    for tp in partitions:
+        highwater = consumer.highwater(tp)
+        if highwater is None:
+            return False
+        position = consumer.position(tp, timeout_ms=0)
+        if position is None or position < highwater:
+            return False
+    return bool(partitions)

@@ -14,14 +14,15 @@ Output (compact JSON, fixed key order, so replays are byte-identical)::
     {"id":"order-1","prediction":0.24,"eta":0.42,"state_version":1523,"partition":0,"offset":1530}
     {"id":"c-9","prediction":"b","state_version":80,"partition":1,"offset":95}     # classification
 
-A message that cannot be used raises :class:`Invalid` with one of :data:`REASONS`; the daemon then
-copies the original bytes to the dead-letter topic with :func:`dead_letter_headers`.
+Messages parse into the records of :mod:`connectors.kafka.records`.  A message that cannot be used
+raises :class:`Invalid` with one of :data:`REASONS`; the daemon then copies the original bytes to the
+dead-letter topic with the headers of :func:`dead_letter_headers` (:func:`encode_dead_letter`).
 
 Examples
 --------
 >>> parser = InputParser(n_groups=2, max_bytes=1024)
 >>> parser.parse(b'{"id": "a", "eta": 0.5, "tau": [0.25, 0.75]}')
-('a', 0.5, [0.25, 0.75], None, False)
+InputSample(source=None, id='a', prediction=0.5, tau=[0.25, 0.75], features=None, distribution=False)
 >>> try:
 ...     parser.parse(b'{"id": "a", "eta": 0.5, "tau": [0.5, 0.6]}')
 ... except Invalid as error:
@@ -38,6 +39,8 @@ import math
 from typing import Any, Sequence
 
 from streamfair.validation import SUM_TOLERANCE
+
+from connectors.kafka.records import DeadLetter, Feedback, InputSample
 
 #: Every dead-letter reason, in the order the checks run.
 REASONS: tuple[str, ...] = (
@@ -68,8 +71,6 @@ REASONS: tuple[str, ...] = (
     "bad_group",  # feedback "s" not one of the configured group labels
     "processing_error",  # anything else raised while handling the message (its type in a header)
 )
-#: The reason of a message whose handling raised an unexpected exception.
-PROCESSING_ERROR = "processing_error"
 
 MAX_ID_LENGTH = 256
 #: ``|sum(tau) - 1|`` allowed here: half the post-processor's own tolerance, so that no tau accepted
@@ -206,8 +207,8 @@ class InputParser:
         probabilities, instead of ``"eta"`` (``None``: regression).
 
     >>> parser = InputParser(2, 1024, n_classes=3)
-    >>> parser.parse(b'{"id": 1, "proba": [0.2, 0.5, 0.3], "tau": [1, 0]}')
-    (1, [0.2, 0.5, 0.3], [1.0, 0.0], None, False)
+    >>> parser.parse(b'{"id": 1, "proba": [0.2, 0.5, 0.3], "tau": [1, 0]}').prediction
+    [0.2, 0.5, 0.3]
     >>> try:
     ...     parser.parse(b'{"id": 1, "proba": [0.2, 0.5], "tau": [1, 0]}')
     ... except Invalid as error:
@@ -224,8 +225,11 @@ class InputParser:
         self.n_classes = None if n_classes is None else int(n_classes)
         self._score = "eta" if n_classes is None else "proba"
 
-    def parse(self, value: bytes | None) -> tuple[int | str, Any, list[float] | None, dict | None, bool]:
-        """``(id, eta or proba, tau, features, distribution)``: scores, or features (then the scores are None)."""
+    def parse(self, value: bytes | None, source: Any = None) -> InputSample:
+        """The sample of message ``value`` (read from the consumer record ``source``).
+
+        It carries scores (``eta`` or ``proba``, and ``tau``), or features (then the scores are ``None``).
+        """
         obj = _decode(value, self.max_bytes)
         ident = _check_id(obj)
         flag = obj.get("distribution", False)
@@ -238,11 +242,11 @@ class InputParser:
                 raise Invalid("ambiguous_input", f"give either {score} and tau, or features, not both")
             if not self.models:
                 raise Invalid("no_models", "features given but no base models are configured (models.eta, models.tau)")
-            return ident, None, None, _check_features(obj["features"], self.features), flag
+            return InputSample(source, ident, None, None, _check_features(obj["features"], self.features), flag)
         if score not in obj or "tau" not in obj:
             raise Invalid("missing_prediction", f"needs {score} and tau, or features")
         prediction = self._eta(obj["eta"]) if self.n_classes is None else self.check_proba(obj["proba"])
-        return ident, prediction, self.check_tau(obj["tau"]), None, flag
+        return InputSample(source, ident, prediction, self.check_tau(obj["tau"]), None, flag)
 
     @staticmethod
     def _eta(eta: Any) -> float:
@@ -298,9 +302,11 @@ class FeedbackParser:
     class labels (compared by :func:`group_label`) and is returned as that label.
 
     >>> FeedbackParser(["0", "1"], 1024, labels_only=True).parse(b'{"id": 3, "y": 0.5}')
-    (3, None, 0.5, None)
-    >>> FeedbackParser(["0", "1"], 1024, classes=["no", "yes"]).parse(b'{"id": 3, "features": {"a": 1}, "y": "yes", "s": 0}')
-    (3, {'a': 1}, 'yes', 0)
+    Feedback(source=None, id=3, features=None, y=0.5, s=None)
+    >>> parser = FeedbackParser(["0", "1"], 1024, classes=["no", "yes"])
+    >>> feedback = parser.parse(b'{"id": 3, "features": {"a": 1}, "y": "yes", "s": 0}')
+    >>> feedback.features, feedback.y, feedback.s
+    ({'a': 1}, 'yes', 0)
     """
 
     def __init__(self, groups: Sequence[str], max_bytes: int, features: Sequence[str] | None = None,
@@ -320,8 +326,8 @@ class FeedbackParser:
             raise Invalid("bad_label", f"y must be a number, got {_short(y)}")
         return _finite_float(y, "y")
 
-    def parse(self, value: bytes | None) -> tuple[int | str, dict | None, float, Any]:
-        """``(id, features, y, s)`` with ``s`` as given in the message (matched by ``group_label``)."""
+    def parse(self, value: bytes | None, source: Any = None) -> Feedback:
+        """The feedback of message ``value`` (read from the consumer record ``source``)."""
         obj = _decode(value, self.max_bytes)
         ident = _check_id(obj)
         if "features" not in obj and not self.labels_only:
@@ -331,11 +337,11 @@ class FeedbackParser:
             raise Invalid("missing_label", "feedback needs y" + ("" if self.labels_only else " and s"))
         y = self._label(obj["y"])
         if "s" not in obj:
-            return ident, features, y, None
+            return Feedback(source, ident, features, y, None)
         s = obj["s"]
         if type(s) not in (int, str, bool) or group_label(s) not in self.groups:
             raise Invalid("bad_group", f"s must be one of {sorted(self.groups)}, got {_short(s)}")
-        return ident, features, y, s
+        return Feedback(source, ident, features, y, s)
 
 
 # ---------------------------------------------------------------------------- output
@@ -404,3 +410,21 @@ def dead_letter_headers(
     if error_type is not None:
         headers.append((HEADER_PREFIX + "error_type", error_type.encode("utf-8", "replace")))
     return headers
+
+
+def encode_dead_letter(dead: DeadLetter) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]:
+    """``(key, value, headers)`` of the dead-letter record of ``dead``: the source's bytes, why, and where from.
+
+    A record needs a key or a value: a source with neither gets the empty key.
+
+    >>> from collections import namedtuple
+    >>> Record = namedtuple("Record", "topic partition offset timestamp key value headers")
+    >>> key, value, headers = encode_dead_letter(DeadLetter(Record("in", 1, 5, 0, None, None, []), "empty", "null"))
+    >>> key, value, headers[0]
+    (b'', None, ('streamfair.reason', b'empty'))
+    """
+    source = dead.source
+    headers = dead_letter_headers(dead.reason, dead.detail, source.topic, source.partition, source.offset,
+                                  list(source.headers or []), dead.error_type)
+    key = source.key if source.key is not None or source.value is not None else b""
+    return key, source.value, headers

@@ -68,8 +68,8 @@ class DaemonObserver:
     def on_dead_letter(self, daemon: Any, reason: str, topic: str, partition: int) -> None:
         """One record sent to the dead-letter topic."""
 
-    def on_feedback(self, daemon: Any, task: Any, accepted: Sequence[tuple]) -> None:
-        """Valid feedback records ``(record, id, features, y, s)`` for ``task``."""
+    def on_feedback(self, daemon: Any, task: Any, accepted: Sequence[Any]) -> None:
+        """Valid feedback records for ``task``: :class:`~connectors.kafka.records.Feedback` records."""
 
     def on_checkpoint(self, daemon: Any, partitions: Sequence[int], seconds: float, ok: bool) -> None:
         """A checkpoint of ``partitions`` finished (``ok=False``: it failed and will be retried)."""

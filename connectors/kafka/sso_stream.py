@@ -38,6 +38,7 @@ from kafka.structs import OffsetAndMetadata
 from streamfair.surrogates import SSO, SSOStep
 from streamfair.validation import check_integer
 
+from connectors.kafka.clients import caught_up
 from connectors.prometheus import SurrogateMetrics
 
 __all__ = ["BatchStep", "SSOStream", "decode_labelled"]
@@ -180,7 +181,7 @@ class SSOStream:
                     learned.append(self._learn(TopicPartition(self.topic, partition), buffer))
             if max_batches is not None and len(learned) >= max_batches:
                 break
-            if self._caught_up():
+            if caught_up(self.consumer, self.consumer.assignment()):
                 break
             for tp, records in sorted(self.consumer.poll(timeout_ms=100).items()):
                 buffer = self._buffers.setdefault(tp.partition, [])
@@ -217,14 +218,3 @@ class SSOStream:
         done = BatchStep(tp.partition, batch[0][0], batch[-1][0], X, y, step)
         self.steps.append(done)
         return done
-
-    def _caught_up(self) -> bool:
-        assigned = self.consumer.assignment()
-        if not assigned:
-            return False
-        for tp in assigned:
-            highwater = self.consumer.highwater(tp)
-            position = self.consumer.position(tp, timeout_ms=0) if highwater is not None else None
-            if highwater is None or position is None or position < highwater:
-                return False
-        return True

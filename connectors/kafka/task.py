@@ -8,7 +8,8 @@ Semantics, per partition, in offset order:
   (``learn_many(..., batch_size=b)``), and messages are predicted with the state after the last
   completed batch.  Either way the result depends only on the partition's message sequence, not on
   how records arrive in polls, so a replay from a checkpoint reproduces every output byte for byte.
-* **draws keyed by id**: a sampled prediction is the atom drawn by ``keyed_uniform(seed, id)``.
+* **draws keyed by id**: a sampled prediction is the atom drawn by ``keyed_uniform(seed, id)``
+  (:func:`streamfair.keyed_random.keyed_sample_indices`).
 * Each prediction block is computed as a ``(b, ...)`` array with the message at row ``i mod b``,
   padded when a poll ends mid-batch, so floating-point results never depend on poll boundaries.
 * Feedback (labels for the base models) is buffered and learned at the next checkpoint, so base
@@ -25,10 +26,9 @@ Examples
 >>> task = PartitionTask("in", 0, FairRegressionPostProcessor(L=5, n_groups=2),
 ...                      parser=InputParser(2, 1024))
 >>> rec = Record("in", 0, 7, 0, b"a", b'{"id":"a","eta":0.3,"tau":[0.5,0.5]}', [])
->>> out = []
->>> task.process([rec], lambda *a: out.append(a), lambda *a: None)
->>> out[0][0], task.offset, task.fair.n_samples
-(b'a', 8, 1)
+>>> result = task.process([rec])
+>>> result.outputs[0].key, result.dead_letters, task.offset, task.fair.n_samples
+(b'a', [], 8, 1)
 """
 
 from __future__ import annotations
@@ -40,22 +40,12 @@ import numpy as np
 
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
-from streamfair.keyed_random import keyed_uniforms, sample_index, sample_indices
+from streamfair.keyed_random import keyed_sample_indices
 
 from connectors.kafka.checkpoint import Checkpoint, restore_postprocessor
-from connectors.kafka.codec import PROCESSING_ERROR, FeedbackParser, InputParser, Invalid, encode_output, message_key
+from connectors.kafka.codec import FeedbackParser, InputParser, Invalid, encode_output, message_key
 from connectors.kafka.models import BaseModels
-
-#: ``emit(key, value, timestamp_ms, partition, headers)`` sends one prediction (``headers``: a list or None).
-Emit = Callable[[bytes, bytes, int, int, Any], None]
-#: ``dead(record, reason, detail[, error_type])`` sends one record to the dead-letter topic;
-#: ``error_type`` names the exception when something other than validation failed.
-Dead = Callable[..., None]
-
-
-def _dead_on_error(dead: Dead, record: Any, error: Exception) -> None:
-    """Dead-letter ``record`` for an unexpected exception raised while handling it."""
-    dead(record, PROCESSING_ERROR, f"{type(error).__name__}: {error}", type(error).__name__)
+from connectors.kafka.records import DeadLetter, Feedback, InputSample, Output, TaskResult
 
 
 class PartitionTask:
@@ -141,7 +131,7 @@ class PartitionTask:
                              f"got {len(pending_keys)}")
         self._pending_keys = list(pending_keys) if self.robust else []
         self._labels: list[tuple[Any, float]] = []  # feedback labels for the robust post-processor
-        self._feedback: list[tuple[dict, float, Any]] = []
+        self._feedback: list[Feedback] = []  # for the base models
         self._feedback_next: int | None = None
         k = fair.n_groups
         self._fill_tau = [1.0 / k] * k
@@ -183,8 +173,8 @@ class PartitionTask:
             else:
                 self.labels_unmatched += 1
         self._labels.clear()
-        for features, y, s in self._feedback:
-            if not self._applies(self.models.learn, features, y, s):
+        for feedback in self._feedback:
+            if not self._applies(self.models.learn, feedback.features, feedback.y, feedback.s):
                 self.feedback_failed += 1
         self._feedback.clear()
         if self._feedback_next is not None:
@@ -211,40 +201,37 @@ class PartitionTask:
             return False
 
     # ------------------------------------------------------------------ input
-    def process(self, records: Sequence[Any], emit: Emit, dead: Dead) -> None:
-        """Predict (then learn) every valid record in order; invalid ones go to ``dead``.
+    def process(self, records: Sequence[Any]) -> TaskResult:
+        """Predict (then learn) every valid record in order; every invalid one becomes a dead letter.
 
-        Whatever goes wrong with one message sends that message to ``dead``: :class:`Invalid` with its
-        reason, any other exception as ``"processing_error"`` with the exception's type.  A message
-        whose prediction raises is undone, as if it had never been sent; one whose output ``emit``
-        refuses stays learned (its prediction was made).
+        Whatever goes wrong with one message makes that message a dead letter: :class:`Invalid` with
+        its reason, any other exception as ``"processing_error"`` with the exception's type.  A message
+        whose prediction raises is undone, as if it had never been sent.  The outputs come in input
+        order; the dead letters of messages that did not parse come first (in input order), then those
+        of messages whose prediction raised.
         """
         parse = self.parser.parse
         models = self.models
-        valid = []
+        valid: list[InputSample] = []
+        dead: list[DeadLetter] = []
         for record in records:
             try:
-                ident, eta, tau, features, want = parse(record.value)
-                if features is not None:
-                    eta, tau = models.score(features)
+                sample = parse(record.value, record)
+                if sample.features is not None:
+                    eta, tau = models.score(sample.features)
+                    sample = sample._replace(prediction=eta, tau=tau)
             except Invalid as error:
-                dead(record, error.reason, error.detail)
+                dead.append(DeadLetter(record, error.reason, error.detail))
                 continue
             except Exception as error:  # noqa: BLE001 -- one message's failure, whatever it is, is that message's
-                _dead_on_error(dead, record, error)
+                dead.append(DeadLetter.of_error(record, error))
                 continue
-            valid.append((record, ident, eta, tau, want or self.distribution))
-        if valid:
-            for record, key, value in self._predict_isolated(valid, dead):
-                try:
-                    if self.key_from_input and record.key is not None:
-                        key = record.key
-                    emit(key, value, record.timestamp, self.partition, record.headers and self._headers(record))
-                except Exception as error:  # noqa: BLE001 -- e.g. an output the producer refuses
-                    _dead_on_error(dead, record, error)
+            valid.append(sample)
+        outputs = self._predict_isolated(valid, dead) if valid else []
         if records:
             self.offset = records[-1].offset + 1
             self.processed += len(records)
+        return TaskResult(outputs, dead, [])
 
     def _headers(self, record: Any) -> list[tuple[str, bytes]] | None:
         """The input's headers named in ``propagate_headers``, in their order (``None``: none)."""
@@ -252,32 +239,39 @@ class PartitionTask:
             return None
         return [(name, value) for name, value in record.headers if name.lower() in self.propagate_headers] or None
 
-    def _predict_isolated(self, valid: list, dead: Dead) -> list[tuple[Any, bytes, bytes]]:
-        """``(record, key, value)`` of every output; a message whose prediction raises goes to ``dead``.
+    def _output(self, sample: InputSample, prediction: Any, version: int, proba: np.ndarray) -> Output:
+        """The output of ``sample``: its fair ``prediction`` made by the state after ``version`` samples."""
+        record = sample.source
+        eta = None if self.classification else sample.prediction
+        if sample.distribution or self.distribution:
+            value = encode_output(sample.id, prediction, eta, version, self.partition, record.offset,
+                                  self._labels_out, proba)
+        else:
+            value = encode_output(sample.id, prediction, eta, version, self.partition, record.offset)
+        key = record.key if self.key_from_input and record.key is not None else message_key(sample.id)
+        return Output(record, key, value, record.timestamp, self.partition, record.headers and self._headers(record))
+
+    def _predict_isolated(self, valid: list[InputSample], dead: list[DeadLetter]) -> list[Output]:
+        """The output of every sample; a sample whose prediction raises is appended to ``dead`` instead.
 
         The poll is computed at once; if that raises, the state goes back to before the poll and the
-        messages are computed one at a time, each failing one dead-lettered and undone.  Outputs never
+        samples are computed one at a time, each failing one dead-lettered and undone.  Outputs never
         depend on poll boundaries, so the survivors get the same bytes either way.
         """
         predict = self._predict_learn if self.batch_size == 1 and not self.robust else self._predict_batches
         before = self._snapshot()
-        outputs: list[tuple[Any, bytes, bytes]] = []
         try:
-            predict(valid, outputs.append)
-            return outputs
+            return predict(valid)
         except Exception:  # noqa: BLE001 -- find the message(s) responsible below
             self._restore(before)
-        outputs = []
-        for item in valid:
+        outputs: list[Output] = []
+        for sample in valid:
             before = self._snapshot()
-            one: list[tuple[Any, bytes, bytes]] = []
             try:
-                predict([item], one.append)
+                outputs += predict([sample])
             except Exception as error:  # noqa: BLE001
                 self._restore(before)
-                _dead_on_error(dead, item[0], error)
-                continue
-            outputs.extend(one)
+                dead.append(DeadLetter.of_error(sample.source, error))
         return outputs
 
     def _snapshot(self) -> tuple:
@@ -290,79 +284,64 @@ class PartitionTask:
         self.fair = type(self.fair).from_state_dict(state)
         self._pending_eta, self._pending_tau, self._pending_keys = pending_eta, pending_tau, pending_keys
 
-    def _predict_batches(self, valid: list, out: Callable[[tuple], None]) -> None:
+    def _predict_batches(self, valid: list[InputSample]) -> list[Output]:
         """Predict in blocks of the pending mini-batch; learn each batch once it is full."""
         b = self.batch_size
+        outputs: list[Output] = []
         i, n = 0, len(valid)
         while i < n:
             start = len(self._pending_eta)
             chunk = valid[i : i + b - start]
-            self._emit_chunk(start, chunk, out)
-            for _, ident, eta, tau, _ in chunk:
-                self._pending_eta.append(eta)
-                self._pending_tau.append(tau)
+            outputs += self._predict_chunk(start, chunk)
+            for sample in chunk:
+                self._pending_eta.append(sample.prediction)
+                self._pending_tau.append(sample.tau)
                 if self.robust:
-                    self._pending_keys.append(ident)
+                    self._pending_keys.append(sample.id)
             if len(self._pending_eta) == b:
                 self._learn()
             i += len(chunk)
+        return outputs
 
-    def _predict_learn(self, valid: list, out: Callable[[tuple], None]) -> None:
+    def _predict_learn(self, valid: list[InputSample]) -> list[Output]:
         """``batch_size = 1``: every message predicted, then learned, in one post-processor call per poll.
 
         The same floats as predicting each message (``proba_many`` of one row) and then learning it
         (``learn_one``): the post-processor's ``proba_learn_many`` is bit for bit that sequence.
         """
-        fair, labels, mode, partition = self.fair, self._labels_out, self.mode, self.partition
+        fair, labels, mode = self.fair, self._labels_out, self.mode
         version = fair.n_samples  # samples learned when the first message is predicted
         started = time.perf_counter()
-        probas = fair.proba_learn_many([c[2] for c in valid], [c[3] for c in valid])
+        probas = fair.proba_learn_many([sample.prediction for sample in valid], [sample.tau for sample in valid])
         self.learn_seconds += time.perf_counter() - started  # the predictions are included
         self.learned += len(valid)
         if mode == "sample":
-            u = keyed_uniforms(fair.seed, [c[1] for c in valid]).tolist()
-        for j, (record, ident, eta, _, want) in enumerate(valid):
-            proba = probas[j]
-            if mode == "sample":
-                prediction = labels[sample_index(proba, u[j])]
-            elif mode == "mode":
-                prediction = labels[int(proba.argmax())]
-            else:  # "mean" (regression): the 1-row product of the batch path, for the same bits
-                prediction = float((proba[None, :] @ fair.atoms)[0])
-            if self.classification:
-                eta = None
-            if want:
-                value = encode_output(ident, prediction, eta, version + j, partition, record.offset, labels, proba)
-            else:
-                value = encode_output(ident, prediction, eta, version + j, partition, record.offset)
-            out((record, message_key(ident), value))
+            predictions = [labels[i] for i in keyed_sample_indices(fair.seed, [sample.id for sample in valid], probas)]
+        elif mode == "mode":
+            predictions = [labels[int(proba.argmax())] for proba in probas]
+        else:  # "mean" (regression): the 1-row product of the batch path, for the same bits
+            predictions = [float((proba[None, :] @ fair.atoms)[0]) for proba in probas]
+        return [self._output(sample, predictions[j], version + j, probas[j]) for j, sample in enumerate(valid)]
 
-    def _emit_chunk(self, start: int, chunk: list, out: Callable[[tuple], None]) -> None:
+    def _predict_chunk(self, start: int, chunk: list[InputSample]) -> list[Output]:
+        """The outputs of ``chunk``, the samples at rows ``start ...`` of the pending mini-batch."""
         fair, b = self.fair, self.batch_size
-        etas = [c[2] for c in chunk]
-        taus = [c[3] for c in chunk]
+        etas = [sample.prediction for sample in chunk]
+        taus = [sample.tau for sample in chunk]
         if b > 1:  # rows at their position within the batch, padding elsewhere: shape-stable floats
             stop = start + len(chunk)
             fill = self._fill_prediction
             etas = [fill] * start + etas + [fill] * (b - stop)
             taus = [self._fill_tau] * start + taus + [self._fill_tau] * (b - stop)
         proba = fair.proba_many(etas, taus)
+        rows = proba[start : start + len(chunk)]
         if self.mode == "sample":
-            u = keyed_uniforms(fair.seed, [c[1] for c in chunk])
             labels = self._labels_out
-            predictions = [labels[i] for i in sample_indices(proba[start : start + len(chunk)], u)]
+            predictions = [labels[i] for i in keyed_sample_indices(fair.seed, [sample.id for sample in chunk], rows)]
         else:
             predictions = fair.predict_many(etas, taus, mode=self.mode)[start : start + len(chunk)].tolist()
         version = fair.n_samples
-        partition = self.partition
-        for j, (record, ident, eta, _, want) in enumerate(chunk):
-            eta = None if self.classification else eta
-            if want:
-                value = encode_output(ident, predictions[j], eta, version, partition, record.offset,
-                                      self._labels_out, proba[start + j])
-            else:
-                value = encode_output(ident, predictions[j], eta, version, partition, record.offset)
-            out((record, message_key(ident), value))
+        return [self._output(sample, predictions[j], version, rows[j]) for j, sample in enumerate(chunk)]
 
     def _learn(self) -> None:
         started = time.perf_counter()
@@ -378,26 +357,30 @@ class PartitionTask:
         self._pending_tau.clear()
 
     # ------------------------------------------------------------------ feedback
-    def add_feedback(self, records: Sequence[Any], dead: Dead) -> list[tuple[Any, Any, dict, float, Any]]:
-        """Parse feedback records; buffer them for the models.  Returns the valid ``(record, id, x, y, s)``."""
-        accepted = []
+    def add_feedback(self, records: Sequence[Any]) -> TaskResult:
+        """Parse feedback records and buffer them (learned at the next checkpoint).
+
+        The result's ``feedback`` holds the valid records, its ``dead_letters`` the others (input order).
+        """
+        accepted: list[Feedback] = []
+        dead: list[DeadLetter] = []
         for record in records:
             try:
-                ident, features, y, s = self.feedback_parser.parse(record.value)
+                feedback = self.feedback_parser.parse(record.value, record)
             except Invalid as error:
-                dead(record, error.reason, error.detail)
+                dead.append(DeadLetter(record, error.reason, error.detail))
                 continue
             except Exception as error:  # noqa: BLE001 -- one message's failure is that message's
-                _dead_on_error(dead, record, error)
+                dead.append(DeadLetter.of_error(record, error))
                 continue
-            accepted.append((record, ident, features, y, s))
+            accepted.append(feedback)
             if self.learn_models:
-                self._feedback.append((features, y, s))
+                self._feedback.append(feedback)
             if self.robust:
-                self._labels.append((ident, y))
+                self._labels.append((feedback.id, feedback.y))
         if records:
             self._feedback_next = records[-1].offset + 1
-        return accepted
+        return TaskResult([], dead, accepted)
 
     @property
     def next_feedback_offset(self) -> int | None:

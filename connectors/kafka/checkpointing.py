@@ -1,0 +1,179 @@
+"""When and how the daemon makes its progress durable, and how it goes back to it after a failure.
+
+Every ``checkpoint_every_messages`` records or ``checkpoint_every_seconds`` seconds -- and on
+revocation and shutdown -- :meth:`Checkpointer.checkpoint` writes one changelog record per changed
+task:
+
+* ``at_least_once`` (default): flush outputs and dead letters (wait for the acks), write the
+  changelog records and flush again, then commit the covered offsets.  A crash between checkpoints
+  replays from the last one; the replayed outputs are byte-identical.
+* ``exactly_once``: outputs, dead letters, changelog records and the offsets are one Kafka
+  transaction (``send_offsets_to_transaction`` + ``commit_transaction``).
+
+A failed send, flush or transaction makes :meth:`Checkpointer.rewind` put every task back to its last
+durable checkpoint (deterministic replay) after an exponential back-off.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from kafka import TopicPartition
+from kafka.errors import KafkaError
+from kafka.structs import OffsetAndMetadata
+
+from connectors.kafka.checkpoint import Checkpoint
+from connectors.kafka.logs import log_event
+
+if TYPE_CHECKING:
+    from connectors.kafka.loop import Daemon
+
+
+class Checkpointer:
+    """The checkpoints of one daemon's tasks.
+
+    Attributes
+    ----------
+    dirty : set[int]
+        Partitions whose task changed since its last checkpoint.
+    since_checkpoint : int
+        Input records processed since the last checkpoint.
+    """
+
+    def __init__(self, daemon: Daemon):
+        self.daemon = daemon
+        self.dirty: set[int] = set()
+        self.since_checkpoint = 0
+        self._last_checkpoint = time.monotonic()
+        self._retry_at = 0.0
+
+    def processed(self, partition: int, n_input: int) -> None:
+        """Records of ``partition`` processed (``n_input`` of them input records)."""
+        self.dirty.add(partition)
+        self.since_checkpoint += n_input
+
+    def forget(self, partition: int) -> None:
+        """``partition`` is not owned any more."""
+        self.dirty.discard(partition)
+
+    def due(self, now: float) -> bool:
+        """Whether a checkpoint is due (and not waiting for a retry after a failed one)."""
+        if not self.dirty or now < self._retry_at:
+            return False
+        processing = self.daemon.config.processing
+        return (self.since_checkpoint >= processing.checkpoint_every_messages
+                or now - self._last_checkpoint >= processing.checkpoint_every_seconds)
+
+    def checkpoint(self, timeout: float | None = None, commit_async: bool = False) -> bool:
+        """Make the progress of every changed task durable, then commit its offsets."""
+        daemon = self.daemon
+        sender, partitions_state = daemon.sender, daemon.partitions
+        tasks = partitions_state.tasks
+        partitions = sorted(p for p in self.dirty if p in tasks)
+        if sender.failure is not None:
+            return False
+        if not partitions and not sender.in_transaction:
+            return True
+        timeout = timeout if timeout is not None else daemon.config.kafka.max_block_ms / 1000
+        started = time.monotonic()
+        topics = daemon.config.topics
+        producer = sender.producer
+        try:
+            if not sender.exactly_once:
+                producer.flush(timeout=timeout)  # every output before the checkpoint is acknowledged
+                if sender.failure is not None:
+                    raise sender.failure
+            sender.begin()
+            points = {p: tasks[p].checkpoint() for p in partitions}
+            data = {p: point.to_bytes() for p, point in points.items()}
+            futures = [producer.send(topics.changelog, key=points[p].key, value=data[p], partition=p)
+                       for p in partitions]
+            offsets = self._offsets(points)
+            if sender.exactly_once:
+                if offsets:
+                    producer.send_offsets_to_transaction(offsets, daemon.consumer.group_metadata())
+                producer.commit_transaction()
+                sender.in_transaction = False
+            else:
+                producer.flush(timeout=timeout)
+                for future in futures:
+                    future.get(timeout=0)
+        except (KafkaError, TimeoutError) as error:
+            self._failed(error, partitions, time.monotonic() - started)
+            return False
+        partitions_state.checkpointed(data)
+        self.dirty.clear()
+        self.since_checkpoint = 0
+        self._last_checkpoint = now = time.monotonic()
+        seconds = now - started
+        stats = daemon.stats
+        stats.checkpoints += len(partitions)
+        stats.checkpoint_seconds += seconds
+        stats.last_checkpoint = now
+        daemon.backoff.reset()
+        if offsets and not sender.exactly_once:
+            self._commit(offsets, commit_async)
+        log_event(daemon.log, logging.DEBUG, "checkpoint", partitions=partitions, seconds=round(seconds, 4),
+                  offsets={p: points[p].offset for p in partitions},
+                  n_samples={p: points[p].n_samples for p in partitions})
+        daemon.notify("on_checkpoint", partitions, seconds, True)
+        return True
+
+    def _offsets(self, points: dict[int, Checkpoint]) -> dict[TopicPartition, OffsetAndMetadata]:
+        topics = self.daemon.config.topics
+        offsets = {}
+        for p, point in points.items():
+            if point.offset is not None:
+                offsets[TopicPartition(topics.input, p)] = OffsetAndMetadata(point.offset, "", -1)
+            if topics.feedback and point.feedback_offset is not None:
+                offsets[TopicPartition(topics.feedback, p)] = OffsetAndMetadata(point.feedback_offset, "", -1)
+        return offsets
+
+    def _commit(self, offsets: dict, commit_async: bool) -> None:
+        """Group offsets are informational (the changelog decides where a task resumes): failures only log."""
+        daemon = self.daemon
+        if daemon.consumer is None:
+            return
+        try:
+            if commit_async:
+                daemon.consumer.commit_async(offsets)
+            else:
+                daemon.consumer.commit(offsets)
+        except KafkaError as error:
+            daemon.stats.errors["commit_failed"] += 1
+            log_event(daemon.log, logging.WARNING, "commit_failed", error=repr(error))
+
+    def _failed(self, error: BaseException, partitions: list[int], seconds: float) -> None:
+        daemon, sender = self.daemon, self.daemon.sender
+        daemon.stats.errors["checkpoint_failed"] += 1
+        if sender.exactly_once and sender.in_transaction:
+            try:
+                sender.producer.abort_transaction()
+            except KafkaError as abort_error:
+                log_event(daemon.log, logging.WARNING, "abort_failed", error=repr(abort_error))
+            sender.in_transaction = False
+        sender.fail(error)
+        delay = daemon.backoff.next()
+        self._retry_at = time.monotonic() + delay
+        log_event(daemon.log, logging.WARNING, "checkpoint_failed", error=repr(error), partitions=partitions,
+                  retry_in_s=delay)
+        daemon.notify("on_checkpoint", partitions, seconds, False)
+
+    def rewind(self) -> None:
+        """A new producer, every task back to its last durable checkpoint, the consumer seeks there."""
+        daemon, sender = self.daemon, self.daemon.sender
+        error = sender.failure
+        daemon.wait_after("rewind", error)
+        try:
+            sender.renew()
+        except KafkaError as producer_error:  # broker still away: try again at the next iteration
+            log_event(daemon.log, logging.WARNING, "producer_unavailable", error=repr(producer_error))
+            return
+        sender.failure = None
+        daemon.partitions.back_to_checkpoints()
+        self.dirty.clear()
+        self.since_checkpoint = 0
+        daemon.stats.rewinds += 1
+        daemon.notify("on_rewind", repr(error))

@@ -1,0 +1,382 @@
+"""The daemon's consume-predict-produce loop (:class:`Daemon`, run by ``streamfair serve``).
+
+One :class:`~connectors.kafka.task.PartitionTask` per assigned input partition
+(:mod:`connectors.kafka.partitions`).  The loop polls, hands each partition's records to its task,
+which returns its outputs and dead letters (:class:`~connectors.kafka.records.TaskResult`), sends
+them (:mod:`connectors.kafka.sender`) and checkpoints when due (:mod:`connectors.kafka.checkpointing`).
+A failed send, flush or transaction makes every task go back to its last checkpoint (deterministic
+replay) after an exponential back-off; a missing broker is waited for the same way.
+
+Whatever goes wrong with one message dead-letters that message (the task isolates it).  A position
+outside the input log (the topic created again, beyond its high-watermark, before its start) is an
+error handled by ``processing.out_of_range`` (:mod:`connectors.kafka.positions`); a codec the client
+cannot read stops the daemon with its own exit code.  A stop signal exits 0 in every state.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import Any, Sequence
+
+from kafka import TopicPartition
+from kafka.errors import KafkaConfigurationError, KafkaError, UnsupportedCodecError
+
+from connectors.kafka.checkpointing import Checkpointer
+from connectors.kafka.clients import TopicLayout, caught_up, ensure_topics, make_consumer
+from connectors.kafka.codec import FeedbackParser, InputParser
+from connectors.kafka.config import CODEC_PACKAGES, Config
+from connectors.kafka.logs import log_event
+from connectors.kafka.models import BaseModels
+from connectors.kafka.observer import DaemonObserver, DaemonStats
+from connectors.kafka.partitions import Partitions, RebalanceListener
+from connectors.kafka.positions import LogPositions
+from connectors.kafka.sender import Sender
+from connectors.kafka.task import PartitionTask
+
+#: Seconds the final checkpoint and closing the clients are planned to take after a stop signal.
+SHUTDOWN_BUDGET_S = 7.0
+#: Exit code when a topic holds record batches compressed with a codec this installation cannot read.
+EXIT_UNSUPPORTED_CODEC = 4
+
+
+class Backoff:
+    """Exponential back-off delays: ``initial * 2**k`` capped at ``maximum``; :meth:`reset` on success.
+
+    >>> backoff = Backoff(0.1, 0.5)
+    >>> [backoff.next() for _ in range(4)]
+    [0.1, 0.2, 0.4, 0.5]
+    """
+
+    def __init__(self, initial: float = 0.1, maximum: float = 5.0):
+        self.initial, self.maximum = initial, maximum
+        self._delay = initial
+
+    def next(self) -> float:
+        delay = self._delay
+        self._delay = min(self.maximum, self._delay * 2)
+        return delay
+
+    def reset(self) -> None:
+        self._delay = self.initial
+
+
+class Daemon:
+    """The consume-predict-produce loop with per-partition state.
+
+    Parameters
+    ----------
+    config
+        A validated :class:`~connectors.kafka.config.Config`.
+    observers
+        :class:`~connectors.kafka.observer.DaemonObserver` instances (metrics).
+    logger
+        Where structured events go (default: the ``streamfair`` logger).
+
+    Attributes
+    ----------
+    stats : DaemonStats
+        Counters for metrics.
+    partitions : Partitions
+        The owned partitions' tasks (:attr:`tasks`), their restore and revocation.
+    sender : Sender
+        The producer: outputs, dead letters, transactions, the failure that triggers a rewind.
+    checkpoints : Checkpointer
+        When and how the tasks' progress is made durable.
+    positions : LogPositions
+        Positions outside the logs and ``processing.out_of_range``.
+    consumer, restorer
+        The group consumer and the unassigned consumer that reads the changelog (``None`` when closed).
+    """
+
+    def __init__(self, config: Config, observers: Sequence[DaemonObserver] = (), logger: logging.Logger | None = None):
+        self.config = config
+        self.observers = list(observers)
+        self.log = logger or logging.getLogger("streamfair")
+        self.stats = DaemonStats()
+        self.layout: TopicLayout | None = None
+        self.stopping = threading.Event()
+        self.lock = threading.RLock()
+        self.backoff = Backoff()
+        classes = config.classes()
+        self.parser = InputParser(config.n_groups, config.processing.max_message_bytes,
+                                  config.models.features or None, models=config.models.enabled,
+                                  n_classes=None if classes is None else len(classes))
+        self.feedback_parser = FeedbackParser(config.group_labels(), config.processing.max_message_bytes,
+                                              config.models.features or None,
+                                              labels_only=config.postprocessor.robust and not config.models.learn,
+                                              classes=classes)
+        self.consumer = self.restorer = None
+        self.closing = False
+        self.partitions = Partitions(self)
+        self.sender = Sender(config, self.stats, self.log, self.notify)
+        self.checkpoints = Checkpointer(self)
+        self.positions = LogPositions(self)
+        self._fatal: tuple[int, str] | None = None  # (exit code, why) when the daemon stops on its own
+        self._unassigned_since: float | None = None  # since when no partition is assigned (after subscribing)
+        self._progress = (time.monotonic(), 0, 0)  # time, consumed and produced at the last progress line
+
+    # ------------------------------------------------------------------ public
+    @property
+    def tasks(self) -> dict[int, PartitionTask]:
+        """Tasks of the input partitions currently owned."""
+        return self.partitions.tasks
+
+    def stop(self) -> None:
+        """Ask the loop to finish: safe from signal handlers and other threads."""
+        self.stopping.set()
+
+    @property
+    def ready(self) -> bool:
+        """Assigned at least one partition and every assigned task restored (for readiness probes)."""
+        return bool(self.tasks) and not self.partitions.to_restore
+
+    def lag(self) -> dict[int, int]:
+        """Records behind the fetch high-watermark, per owned input partition (call on the daemon's thread)."""
+        lags = {}
+        if self.consumer is None:
+            return lags
+        for partition, task in self.tasks.items():
+            try:
+                highwater = self.consumer.highwater(TopicPartition(self.config.topics.input, partition))
+            except KafkaError:
+                continue
+            if highwater is not None and task.offset is not None:
+                lags[partition] = max(0, highwater - task.offset)
+        return lags
+
+    def run(self, once: bool = False, max_messages: int | None = None) -> int:
+        """Process until :meth:`stop` (or, with ``once``, until every owned partition is drained).
+
+        Returns 0 after :meth:`stop` (a failed final checkpoint is then only a warning: at-least-once
+        replays cover it), 1 if the final checkpoint of a bounded run failed, and
+        :data:`~connectors.kafka.positions.EXIT_OUT_OF_RANGE` or :data:`EXIT_UNSUPPORTED_CODEC` when
+        the daemon stopped itself.
+        """
+        if not self._open():  # stopped while waiting for the broker: nothing to checkpoint
+            log_event(self.log, logging.INFO, "stopped", ok=True, consumed=0, produced=0, dead_letters={},
+                      checkpoints=0)
+            return 0
+        ok = False
+        try:
+            self.notify("on_start")
+            while not self.stopping.is_set():
+                self._iterate()
+                if once and self._drained():
+                    log_event(self.log, logging.INFO, "drained", consumed=self.stats.consumed)
+                    break
+                if max_messages is not None and self.stats.consumed >= max_messages:
+                    break
+            requested = self.stopping.is_set()  # by stop() (a signal), rather than --once / --max-messages
+            deadline = time.monotonic() + SHUTDOWN_BUDGET_S
+            with self.lock:
+                ok = self.checkpoints.checkpoint(timeout=max(0.5, (deadline - time.monotonic()) / 2))
+            self.notify("on_stop")
+        finally:
+            self._close()
+        log_event(self.log, logging.INFO, "stopped", ok=ok, consumed=self.stats.consumed, produced=self.stats.produced,
+                  dead_letters=dict(self.stats.dead_letters), checkpoints=self.stats.checkpoints,
+                  **({"fatal": self._fatal[1]} if self._fatal else {}))
+        if self._fatal is not None:
+            return self._fatal[0]
+        if not ok and requested:  # a stop signal: the work since the last checkpoint is replayed, not lost
+            log_event(self.log, logging.WARNING, "final_checkpoint_failed",
+                      detail="the next owner of these partitions replays them from their last checkpoint "
+                             "(byte-identical outputs)")
+            return 0
+        return 0 if ok else 1
+
+    # ------------------------------------------------------------------ for the daemon's parts
+    def notify(self, event: str, *args: Any) -> None:
+        """Call ``event`` on every observer; an observer that raises is counted and logged, never fatal."""
+        for observer in self.observers:
+            try:
+                getattr(observer, event)(self, *args)
+            except Exception as error:  # an observer must never stop the daemon
+                self.stats.errors["observer_failed"] += 1
+                log_event(self.log, logging.WARNING, "observer_failed", observer=type(observer).__name__,
+                          hook=event, error=repr(error))
+
+    def wait_after(self, kind: str, error: BaseException) -> None:
+        """Count and log the error ``kind``, then wait the next back-off delay (or until stopped)."""
+        delay = self.backoff.next()
+        self.stats.errors[kind] += 1
+        log_event(self.log, logging.WARNING, kind, error=repr(error), retry_in_s=delay)
+        self.stopping.wait(delay)
+
+    def give_up(self, code: int, reason: str) -> None:
+        """Stop after this iteration (with a final checkpoint of what was processed) and exit with ``code``."""
+        self._fatal = (code, reason)
+        self.stopping.set()
+
+    def unsupported_codec(self, error: UnsupportedCodecError, topic: str) -> None:
+        """A batch no retry can read: stop with a message saying what to install, not a silent poll loop."""
+        packages = ", ".join(f"{codec}: {package}" for codec, package in CODEC_PACKAGES.items())
+        self.stats.errors["unsupported_codec"] += 1
+        log_event(self.log, logging.ERROR, "unsupported_codec", topic=topic, error=str(error),
+                  fix=f"install the codec's package ({packages}; all come with streamfair[connectors])")
+        self.give_up(EXIT_UNSUPPORTED_CODEC, f"{topic}: {error}")
+
+    # ------------------------------------------------------------------ set-up
+    def _open(self) -> bool:
+        """Topics, models and clients; waits for the broker with back-off.  False if stopped meanwhile."""
+        config = self.config
+        if config.models.enabled:
+            self.partitions.models = BaseModels.load(config.models.eta, config.models.tau, config.group_labels(),
+                                                     config.classes())
+        if config.ignored_variables:
+            log_event(self.log, logging.WARNING, "unknown_variables", variables=list(config.ignored_variables),
+                      hint="ignored: not STREAMFAIR_<SECTION>_<NAME> settings (Kubernetes adds such variables for "
+                           "Services whose name starts with streamfair; enableServiceLinks: false stops that)")
+        if config.processing.guarantee == "exactly_once":
+            self.sender.transactional_id = config.processing.transactional_id or (
+                f"{config.kafka.client_id}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        while not self.stopping.is_set():
+            try:
+                self.closing = False
+                self.layout = ensure_topics(config)
+                self.sender.renew()
+                self.restorer = make_consumer(config, group=False)
+                self.consumer = make_consumer(config)
+                break
+            except KafkaConfigurationError as error:
+                self._close()
+                raise ValueError(f"kafka: {error}") from None
+            except KafkaError as error:
+                self._close()
+                self.wait_after("broker_unavailable", error)
+        else:
+            return False
+        self.backoff.reset()
+        layout = self.layout
+        self.sender.co_partitioned = layout.output_partitions >= layout.input_partitions
+        self.sender.dead_co_partitioned = layout.dead_letter_partitions >= layout.input_partitions
+        topics = [config.topics.input] + ([config.topics.feedback] if config.topics.feedback else [])
+        self.consumer.subscribe(topics, listener=RebalanceListener(self.partitions))
+        self._unassigned_since = now = time.monotonic()
+        self._progress = (now, self.stats.consumed, self.stats.produced)
+        log_event(self.log, logging.INFO, "started", topics=topics, group_id=config.kafka.group_id,
+                  guarantee=config.processing.guarantee, partitions=layout.input_partitions,
+                  batch_size=config.processing.batch_size)
+        return True
+
+    def _close(self) -> None:
+        self.closing = True
+        for name in ("consumer", "restorer"):
+            client = getattr(self, name)
+            setattr(self, name, None)
+            if client is None:
+                continue
+            try:
+                client.close(autocommit=False, timeout_ms=1000)
+            except Exception as error:  # closing must not mask the real outcome
+                log_event(self.log, logging.WARNING, "close_failed", client=name, error=repr(error))
+        self.sender.close()
+
+    # ------------------------------------------------------------------ the loop
+    def _iterate(self) -> None:
+        with self.lock:
+            if self.sender.failure is not None:
+                self.checkpoints.rewind()
+            if self.partitions.to_restore:
+                self.partitions.restore()
+        try:
+            batch = self.consumer.poll(timeout_ms=self.config.kafka.poll_timeout_ms)
+        except UnsupportedCodecError as error:
+            self.unsupported_codec(error, ", ".join(sorted({tp.topic for tp in self.consumer.assignment()})))
+            return
+        except KafkaError as error:
+            self.wait_after("poll_failed", error)
+            return
+        with self.lock:
+            try:
+                self._process(batch)
+            except Exception as error:  # noqa: BLE001 -- tasks isolate messages; this is the daemon's own
+                # failure (e.g. a dead letter that could not be sent): the half-processed poll is dropped
+                # by going back to the last checkpoint, and no checkpoint is written before that.
+                self.sender.fail(error)
+                self.stats.errors["process_failed"] += 1
+                log_event(self.log, logging.ERROR, "process_failed", error=repr(error))
+            now = time.monotonic()
+            self.stats.last_loop = now
+            if self.checkpoints.due(now):
+                self.checkpoints.checkpoint()
+            self._watch_assignment(now)
+            if self.config.log.progress_seconds and now - self._progress[0] >= self.config.log.progress_seconds:
+                self._log_progress(now)
+            self.notify("on_loop")
+
+    def _process(self, batch: dict) -> None:
+        """Each partition's records through its task; the results go out through the sender."""
+        input_topic = self.config.topics.input
+        partitions = self.partitions
+        moved = self.positions.check()
+        for tp, records in batch.items():
+            task = partitions.tasks.get(tp.partition)
+            if task is None or tp.partition in partitions.to_restore or (tp.topic, tp.partition) in moved:
+                continue  # not ours any more, not restored yet, or repositioned (the seek will re-fetch)
+            partitions.reading(tp.topic, tp.partition, records[0].offset)
+            started = time.monotonic()
+            dead_before = sum(self.stats.dead_letters.values())
+            if tp.topic == input_topic:
+                if self.stats.first_record is None:
+                    self.stats.first_record = started
+                self.sender.deliver(task.process(records))
+                self.stats.consumed += len(records)
+                self.checkpoints.processed(tp.partition, len(records))
+            else:
+                result = task.add_feedback(records)
+                self.sender.deliver(result)
+                self.stats.feedback += len(result.feedback)
+                self.notify("on_feedback", task, result.feedback)
+                self.checkpoints.processed(tp.partition, 0)
+            self.notify("on_records", tp.partition, len(records),
+                        sum(self.stats.dead_letters.values()) - dead_before, time.monotonic() - started)
+
+    def _drained(self) -> bool:
+        """Every owned partition read up to its fetch high-watermark (the ``--once`` end)."""
+        if not self.tasks or self.partitions.to_restore:
+            return False
+        try:
+            return caught_up(self.consumer, self.consumer.assignment())
+        except KafkaError:
+            return False
+
+    # ------------------------------------------------------------------ what an operator sees
+    def _watch_assignment(self, now: float) -> None:
+        """A WARNING each session timeout during which this member owns no partition."""
+        if self.tasks or self.partitions.to_restore:
+            self._unassigned_since = None
+            return
+        if self._unassigned_since is None:
+            self._unassigned_since = now
+        seconds = now - self._unassigned_since
+        session = self.config.kafka.session_timeout_ms / 1000
+        if seconds < session:
+            return
+        self._unassigned_since = now  # the next warning after another session timeout
+        config = self.config
+        layout = self.layout
+        log_event(self.log, logging.WARNING, "no_assignment", seconds=round(seconds, 1), group_id=config.kafka.group_id,
+                  topic=config.topics.input, partitions=layout.input_partitions if layout else None,
+                  check=("members of kafka.group_id beyond the input's partition count get nothing (scale down or "
+                         "add partitions); another member may hold the partitions; a broker that wedges a group "
+                         "whose member left during its first join (Tansu does) recovers after minutes, or with a "
+                         "new kafka.group_id"))
+
+    def _log_progress(self, now: float) -> None:
+        """The INFO ``progress`` line: rates since the last one, lag, dead letters by reason."""
+        since, consumed, produced = self._progress
+        interval = max(now - since, 1e-9)
+        stats = self.stats
+        log_event(self.log, logging.INFO, "progress", partitions=sorted(self.tasks), consumed=stats.consumed,
+                  produced=stats.produced, interval_s=round(interval, 3),
+                  consumed_per_s=round((stats.consumed - consumed) / interval, 1),
+                  produced_per_s=round((stats.produced - produced) / interval, 1),
+                  lag={str(p): lag for p, lag in sorted(self.lag().items())}, dead_letters=dict(stats.dead_letters),
+                  checkpoints=stats.checkpoints, rewinds=stats.rewinds, errors=dict(stats.errors))
+        self._progress = (now, stats.consumed, stats.produced)

@@ -1,0 +1,211 @@
+"""The daemon's owned partitions: one task each, from assignment (restore) to revocation.
+
+On assignment the new partitions are paused, and at the next iteration each one's task is restored
+from the latest changelog record for its partition; the consumer seeks to the offsets stored in it
+(the changelog, not the group offset, is the source of truth) and resumes.  On revocation the tasks
+are checkpointed (unless the partitions were lost) and dropped.  The last durable checkpoint of
+every task is kept, so that a failure can put every task back there (:meth:`Partitions.back_to_checkpoints`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Sequence
+
+from kafka import TopicPartition
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.errors import KafkaError, UnsupportedCodecError
+
+from connectors.kafka.checkpoint import Checkpoint, checkpoint_key
+from connectors.kafka.clients import read_latest, topic_id
+from connectors.kafka.config import ConfigError
+from connectors.kafka.logs import log_event
+from connectors.kafka.models import BaseModels
+from connectors.kafka.task import PartitionTask
+
+if TYPE_CHECKING:
+    from connectors.kafka.loop import Daemon
+
+RESTORE_TIMEOUT_S = 30.0
+
+
+class RebalanceListener(ConsumerRebalanceListener):
+    """Runs on kafka-python's I/O thread: must not call blocking consumer methods."""
+
+    def __init__(self, partitions: Partitions):
+        self.partitions = partitions
+
+    def on_partitions_revoked(self, revoked):
+        self.partitions.revoked(revoked, lost=False)
+
+    def on_partitions_lost(self, lost):
+        self.partitions.revoked(lost, lost=True)
+
+    def on_partitions_assigned(self, assigned):
+        self.partitions.assigned(assigned)
+
+
+class Partitions:
+    """The tasks of the input partitions a daemon owns.
+
+    Attributes
+    ----------
+    tasks : dict[int, PartitionTask]
+        Tasks of the input partitions currently owned and restored.
+    to_restore : set[int]
+        Partitions assigned whose task is not restored yet.
+    """
+
+    def __init__(self, daemon: Daemon):
+        self.daemon = daemon
+        self.tasks: dict[int, PartitionTask] = {}
+        self.to_restore: set[int] = set()
+        self._baselines: dict[int, bytes | None] = {}  # last durable checkpoint per task (None: fresh)
+        self._first_offsets: dict[tuple[str, int], int] = {}  # where a fresh task started reading
+        self.models: BaseModels | None = None  # the configured base models (copied per task when they learn)
+
+    # ------------------------------------------------------------------ tasks
+    def new_task(self, partition: int, data: bytes | None) -> PartitionTask:
+        """A task from checkpoint bytes, or a fresh one (``data=None``)."""
+        config = self.daemon.config
+        if data is not None:
+            point = Checkpoint.from_bytes(data)
+            task = PartitionTask.from_checkpoint(point, models=self._task_models(), **self._task_options())
+            expected = config.postprocessor.postprocessor_class
+            if type(task.fair) is not expected:  # its inputs would not even parse: refuse rather than guess
+                raise ConfigError(
+                    f"postprocessor: the changelog {config.topics.changelog!r} holds a {type(task.fair).__name__} "
+                    f"for partition {partition}, but the configuration builds a {expected.__name__}; "
+                    "use a new changelog topic to change the post-processor's class")
+            return task
+        return PartitionTask(config.topics.input, partition, config.postprocessor.build(),
+                             models=self._task_models(), **self._task_options())
+
+    def _task_options(self) -> dict[str, Any]:
+        daemon = self.daemon
+        config, processing = daemon.config, daemon.config.processing
+        return {
+            "parser": daemon.parser,
+            "batch_size": processing.batch_size,
+            "mode": processing.mode,
+            "distribution": processing.distribution,
+            "learn_models": config.models.learn,
+            "feedback_parser": daemon.feedback_parser if config.topics.feedback else None,
+            "output_key": processing.output_key,
+            "propagate_headers": processing.propagate_headers,
+        }
+
+    def _task_models(self) -> BaseModels | None:
+        """Tasks share the base models unless they learn online (then each has its own copy)."""
+        if self.models is None or not self.daemon.config.models.learn:
+            return self.models
+        return BaseModels.from_bytes(self.models.to_bytes(), self.models.groups, self.models.classes)
+
+    def topic_partitions(self, partitions: Sequence[int]) -> list[TopicPartition]:
+        """The input (and feedback) topic partitions of ``partitions``."""
+        topics = self.daemon.config.topics
+        names = [topics.input] + ([topics.feedback] if topics.feedback else [])
+        return [TopicPartition(topic, p) for topic in names for p in partitions]
+
+    # ------------------------------------------------------------------ rebalancing (I/O thread)
+    def assigned(self, assigned) -> None:
+        """Pause the newly assigned partitions until their tasks are restored."""
+        daemon = self.daemon
+        with daemon.lock:
+            partitions = sorted(tp.partition for tp in assigned if tp.topic == daemon.config.topics.input)
+            new = [p for p in partitions if p not in self.tasks]
+            self.to_restore.update(new)
+            daemon.consumer.pause(*self.topic_partitions(new))
+            log_event(daemon.log, logging.INFO, "assigned", partitions=partitions)
+
+    def revoked(self, revoked, lost: bool) -> None:
+        """Checkpoint (unless ``lost`` or closing), then drop the tasks of the revoked partitions."""
+        daemon = self.daemon
+        with daemon.lock:
+            topics = daemon.config.topics
+            partitions = sorted(tp.partition for tp in revoked if tp.topic == topics.input)
+            if not lost and not daemon.closing:  # closing: the final checkpoint has been written (or failed)
+                daemon.checkpoints.checkpoint(commit_async=True)
+            for partition in partitions:
+                self.tasks.pop(partition, None)
+                self._baselines.pop(partition, None)
+                daemon.checkpoints.forget(partition)
+                self.to_restore.discard(partition)
+                for topic in (topics.input, topics.feedback):
+                    self._first_offsets.pop((topic, partition), None)
+            log_event(daemon.log, logging.INFO, "lost" if lost else "revoked", partitions=partitions)
+            daemon.notify("on_revoked", partitions)
+
+    # ------------------------------------------------------------------ restore (daemon thread)
+    def restore(self) -> None:
+        """Restore the tasks of newly assigned partitions from the changelog, seek, resume."""
+        daemon = self.daemon
+        partitions = sorted(self.to_restore)
+        topics = daemon.config.topics
+        started = time.monotonic()
+        try:
+            latest = read_latest(daemon.restorer, topics.changelog,
+                                 {p: checkpoint_key(topics.input, p) for p in partitions}, RESTORE_TIMEOUT_S,
+                                 daemon.stopping)
+            daemon.restorer.topics()  # fresh metadata: the input topic's current id
+            starts = daemon.restorer.beginning_offsets([TopicPartition(topics.input, p) for p in partitions])
+        except UnsupportedCodecError as error:
+            daemon.unsupported_codec(error, topics.changelog)
+            return
+        except (KafkaError, TimeoutError) as error:
+            if not daemon.stopping.is_set():
+                daemon.wait_after("restore_failed", error)
+            return
+        positions = daemon.positions
+        positions.input_topic_id = topic_id(daemon.restorer, topics.input) or positions.input_topic_id
+        seconds = time.monotonic() - started
+        for partition in partitions:
+            data = latest.get(partition)
+            task = self.new_task(partition, data)
+            task.topic_id = task.topic_id or positions.input_topic_id
+            self.tasks[partition] = task
+            self._baselines[partition] = data
+            positions.log_start[partition] = starts.get(TopicPartition(topics.input, partition), 0)
+            if task.offset is not None:
+                daemon.consumer.seek(TopicPartition(topics.input, partition), task.offset)
+            if task.feedback_offset is not None:
+                daemon.consumer.seek(TopicPartition(topics.feedback, partition), task.feedback_offset)
+            daemon.stats.restores += data is not None
+            log_event(daemon.log, logging.INFO, "restored", partition=partition, checkpoint=data is not None,
+                      offset=task.offset, n_samples=task.fair.n_samples, seconds=round(seconds, 4))
+            daemon.notify("on_restored", partition, task.fair.n_samples, task.offset, seconds)
+        self.to_restore.difference_update(partitions)
+        daemon.consumer.resume(*self.topic_partitions(partitions))
+        daemon.backoff.reset()
+        daemon.notify("on_assigned", sorted(self.tasks))
+
+    # ------------------------------------------------------------------ checkpoints
+    def reading(self, topic: str, partition: int, first_offset: int) -> None:
+        """Records of ``topic``'s ``partition`` read from ``first_offset`` on: a fresh task's start is kept."""
+        key = (topic, partition)
+        if key not in self._first_offsets and self._baselines.get(partition) is None:
+            self._first_offsets[key] = first_offset
+
+    def checkpointed(self, data: dict[int, bytes]) -> None:
+        """The checkpoints ``data`` (bytes by partition) are durable."""
+        topics = self.daemon.config.topics
+        self._baselines.update(data)
+        for p in data:
+            self._first_offsets.pop((topics.input, p), None)
+            if topics.feedback:
+                self._first_offsets.pop((topics.feedback, p), None)
+
+    def back_to_checkpoints(self) -> None:
+        """Every task back to its last durable checkpoint (a fresh one if none), the consumer seeks there."""
+        daemon = self.daemon
+        topics = daemon.config.topics
+        for partition in list(self.tasks):
+            task = self.new_task(partition, self._baselines.get(partition))
+            self.tasks[partition] = task
+            for topic, offset in ((topics.input, task.offset), (topics.feedback, task.feedback_offset)):
+                if not topic:
+                    continue
+                offset = offset if offset is not None else self._first_offsets.get((topic, partition))
+                if offset is not None:
+                    daemon.consumer.seek(TopicPartition(topic, partition), offset)

@@ -1,0 +1,118 @@
+"""The records of the daemon's message path, one way: parsed in, processed, sent out.
+
+A consumer record is parsed by :mod:`connectors.kafka.codec` into an :class:`InputSample` (or a
+:class:`Feedback`), the partition's task turns a poll of them into a :class:`TaskResult` of
+:class:`Output` and :class:`DeadLetter` records, and the daemon sends those.  Every record is
+immutable and read by field name; each keeps its ``source``, the consumer record it came from
+(anything with ``topic``, ``partition``, ``offset``, ``timestamp``, ``key``, ``value`` and
+``headers``), so a dead letter can always point at its origin.
+
+Examples
+--------
+>>> from collections import namedtuple
+>>> Record = namedtuple("Record", "topic partition offset timestamp key value headers")
+>>> source = Record("in", 0, 7, 1000, None, b"{", [])
+>>> dead = DeadLetter(source, "invalid_json", "Expecting property name")
+>>> dead.reason, dead.source.offset, dead.error_type
+('invalid_json', 7, None)
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+#: The dead-letter reason of a message whose handling raised an unexpected exception.
+PROCESSING_ERROR = "processing_error"
+
+
+class InputSample(NamedTuple):
+    """One valid input message.
+
+    Attributes
+    ----------
+    source
+        The consumer record it was parsed from (``None`` when parsed from bare bytes).
+    id
+        The message id (a string or an integer).
+    prediction
+        The base model's prediction: ``eta`` (regression, a float) or ``proba`` (classification, the
+        class probabilities); ``None`` for a features message not scored yet.
+    tau
+        ``P(S = s | x)`` per group, or ``None`` for a features message not scored yet.
+    features
+        The raw features to score with the base models, or ``None`` for a scores message.
+    distribution
+        Whether the message asks for the full distribution in its output.
+    """
+
+    source: Any
+    id: int | str
+    prediction: Any
+    tau: list[float] | None
+    features: dict | None
+    distribution: bool
+
+
+class Feedback(NamedTuple):
+    """One valid feedback message: a label ``y`` (and, for the base models, ``features`` and group ``s``).
+
+    ``features`` and ``s`` are ``None`` when the feedback is a label for the group-robust
+    post-processor only; ``s`` is as given in the message (matched by
+    :func:`~connectors.kafka.codec.group_label`).
+    """
+
+    source: Any
+    id: int | str
+    features: dict | None
+    y: Any
+    s: Any
+
+
+class Output(NamedTuple):
+    """One prediction for the output topic.
+
+    ``timestamp`` is the input's (``-1``: none), ``partition`` the input partition (the daemon
+    writes there when the output topic is co-partitioned), ``headers`` the propagated input
+    headers (``None``: none).
+    """
+
+    source: Any
+    key: bytes
+    value: bytes
+    timestamp: int
+    partition: int
+    headers: list[tuple[str, bytes]] | None
+
+
+class DeadLetter(NamedTuple):
+    """One record for the dead-letter topic: why ``source`` could not be processed.
+
+    ``reason`` is one of :data:`~connectors.kafka.codec.REASONS`; ``error_type`` names the exception
+    when something other than validation failed (reason ``"processing_error"``).
+    """
+
+    source: Any
+    reason: str
+    detail: str
+    error_type: str | None = None
+
+    @classmethod
+    def of_error(cls, source: Any, error: Exception) -> DeadLetter:
+        """The ``"processing_error"`` dead letter of an unexpected exception raised while handling ``source``.
+
+        >>> DeadLetter.of_error(None, KeyError("x"))
+        DeadLetter(source=None, reason='processing_error', detail="KeyError: 'x'", error_type='KeyError')
+        """
+        return cls(source, PROCESSING_ERROR, f"{type(error).__name__}: {error}", type(error).__name__)
+
+
+class TaskResult(NamedTuple):
+    """What a task made of one poll of one partition, each list in input order.
+
+    ``outputs`` and ``dead_letters`` for input records; ``feedback`` (the valid feedback records)
+    and ``dead_letters`` for feedback records.
+    """
+
+    outputs: list[Output]
+    dead_letters: list[DeadLetter]
+    feedback: list[Feedback]

@@ -1,0 +1,175 @@
+"""The daemon's producer: outputs and dead letters out, and the failure that sends everything back.
+
+:class:`Sender` owns the producer (created again after a failure: its idempotence or transaction
+state may be unusable), the open transaction in ``exactly_once`` mode, and :attr:`Sender.failure`:
+the error that failed the interval since the last checkpoint.  Once it is set nothing more is sent;
+the daemon rewinds every task to its last checkpoint and replays.
+
+:meth:`Sender.deliver` sends what a task made of a poll (:class:`~connectors.kafka.records.TaskResult`):
+its dead letters, then its outputs in input order.  An output the producer refuses (too large, say)
+becomes a ``processing_error`` dead letter; its sample stays learned (its prediction was made).  A
+dead letter too large for the producer keeps its reason and source position and drops the bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from kafka.errors import KafkaError, MessageSizeTooLargeError
+
+from connectors.kafka.clients import make_producer
+from connectors.kafka.codec import encode_dead_letter
+from connectors.kafka.config import Config
+from connectors.kafka.logs import log_event
+from connectors.kafka.observer import DaemonStats
+from connectors.kafka.records import DeadLetter, Output, TaskResult
+
+
+def deliver(result: TaskResult, send_output: Callable[[Output], None],
+            send_dead_letter: Callable[[DeadLetter], None]) -> None:
+    """Send ``result``'s dead letters, then its outputs; an output ``send_output`` refuses is dead-lettered.
+
+    An exception of ``send_dead_letter`` is the caller's (nothing is dropped silently).
+
+    >>> from connectors.kafka.records import TaskResult
+    >>> sent, dead = [], []
+    >>> def refuse_b(output):
+    ...     if output.key == b"b":
+    ...         raise ValueError("too large")
+    ...     sent.append(output.key)
+    >>> outputs = [Output(None, key, b"{}", 0, 0, None) for key in (b"a", b"b", b"c")]
+    >>> deliver(TaskResult(outputs, [], []), refuse_b, dead.append)
+    >>> sent, [(letter.reason, letter.error_type) for letter in dead]
+    ([b'a', b'c'], [('processing_error', 'ValueError')])
+    """
+    for dead in result.dead_letters:
+        send_dead_letter(dead)
+    for output in result.outputs:
+        try:
+            send_output(output)
+        except Exception as error:  # noqa: BLE001 -- e.g. an output the producer refuses: that message's failure
+            send_dead_letter(DeadLetter.of_error(output.source, error))
+
+
+class Sender:
+    """Queues outputs and dead letters on the daemon's producer (see the module's description).
+
+    Parameters
+    ----------
+    config
+        The daemon's configuration (topics, guarantee, producer settings).
+    stats
+        The daemon's counters: ``produced`` and ``dead_letters`` are counted here.
+    log
+        Where structured events go.
+    notify
+        ``notify(event, *args)`` calls the daemon's observers (``on_dead_letter``).
+
+    Attributes
+    ----------
+    producer
+        The current producer (``None`` before :meth:`renew` and after :meth:`close`).
+    failure
+        The error that failed the interval since the last checkpoint (``None``: none).
+    in_transaction
+        ``exactly_once``: a transaction is open.
+    """
+
+    def __init__(self, config: Config, stats: DaemonStats, log: logging.Logger, notify: Callable[..., None]):
+        self.config, self.stats, self.log, self.notify = config, stats, log, notify
+        self.exactly_once = config.processing.guarantee == "exactly_once"
+        self.transactional_id: str | None = None
+        self.producer = None
+        self.failure: BaseException | None = None
+        self.in_transaction = False
+        self.co_partitioned = False  # outputs go to the input's partition number
+        self.dead_co_partitioned = False  # ... and so do dead letters
+        self._generation = 0
+        self._errback: Callable[[BaseException], None] | None = None
+
+    def renew(self) -> None:
+        """(Re)create the producer: after a failure its idempotence/transaction state may be unusable."""
+        old, self.producer = self.producer, None
+        self.in_transaction = False
+        if old is not None:
+            try:
+                old.close(timeout=0)
+            except Exception as error:  # a broken producer may fail to close; it is dropped anyway
+                log_event(self.log, logging.DEBUG, "close_failed", client="producer", error=repr(error))
+        producer = make_producer(self.config, self.transactional_id)
+        if self.transactional_id:
+            producer.init_transactions()
+        self.producer = producer
+        self._generation += 1
+        generation = self._generation
+        self._errback = lambda error: self._on_send_error(error, generation)
+
+    def close(self) -> None:
+        """Close the producer (waiting up to a second for queued records); errors only log."""
+        producer, self.producer = self.producer, None
+        if producer is None:
+            return
+        try:
+            producer.close(timeout=1.0)
+        except Exception as error:  # closing must not mask the real outcome
+            log_event(self.log, logging.WARNING, "close_failed", client="producer", error=repr(error))
+
+    def fail(self, error: BaseException) -> None:
+        """Fail the interval since the last checkpoint (the first failure is kept)."""
+        self.failure = self.failure or error
+
+    def begin(self) -> None:
+        """``exactly_once``: open a transaction unless one is open."""
+        if self.exactly_once and not self.in_transaction:
+            self.producer.begin_transaction()
+            self.in_transaction = True
+
+    def deliver(self, result: TaskResult) -> None:
+        """Send what a task made of a poll (see :func:`deliver`)."""
+        deliver(result, self.send_output, self.send_dead_letter)
+
+    def send_output(self, output: Output) -> None:
+        """Queue one prediction on the output topic."""
+        self._send(self.config.topics.output, value=output.value, key=output.key,
+                   partition=output.partition if self.co_partitioned else None,
+                   timestamp_ms=output.timestamp if output.timestamp >= 0 else None, headers=output.headers)
+        self.stats.produced += 1
+
+    def send_dead_letter(self, dead: DeadLetter) -> None:
+        """Queue one record on the dead-letter topic: the source's bytes with why and where from."""
+        source = dead.source
+        key, value, headers = encode_dead_letter(dead)
+        partition = source.partition if self.dead_co_partitioned else None
+        topic = self.config.topics.dead_letter
+        try:
+            self._send(topic, value=value, key=key, headers=headers, partition=partition)
+        except MessageSizeTooLargeError:  # keep the reason and the source position, drop the bytes
+            headers.append(("streamfair.value_dropped", b"too large for the producer"))
+            self._send(topic, value=None, key=key if key is not None else b"", headers=headers, partition=partition)
+        self.stats.dead_letters[dead.reason] += 1
+        self.notify("on_dead_letter", dead.reason, source.topic, source.partition)
+        log_event(self.log, logging.DEBUG, "dead_letter", reason=dead.reason, topic=source.topic,
+                  partition=source.partition, offset=source.offset,
+                  **({"error_type": dead.error_type} if dead.error_type else {}))
+
+    def _send(self, topic: str, **record: Any) -> None:
+        """Queue one record.
+
+        A record too large for the producer raises :class:`MessageSizeTooLargeError` (it is that
+        record's problem).  Any other Kafka error fails the interval since the last checkpoint, which
+        is replayed after the rewind, so the rest of the poll is not sent.
+        """
+        if self.failure is not None:
+            return
+        try:
+            self.begin()
+            self.producer.send(topic, **record).add_errback(self._errback)
+        except MessageSizeTooLargeError:
+            raise
+        except KafkaError as error:
+            self.failure = error
+
+    def _on_send_error(self, error: BaseException, generation: int) -> None:  # producer I/O thread
+        if self.failure is None and generation == self._generation:
+            self.failure = error
