@@ -38,8 +38,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
-from streamfair.dro import GroupRobustFairRegressionPostProcessor
+from streamfair import DualPostProcessor
 from streamfair.keyed_random import keyed_uniforms, sample_index, sample_indices
 
 from connectors.kafka.checkpoint import Checkpoint, restore_postprocessor
@@ -97,7 +96,7 @@ class PartitionTask:
         self,
         topic: str,
         partition: int,
-        fair: FairRegressionPostProcessor | FairClassificationPostProcessor,
+        fair: DualPostProcessor,
         *,
         parser: InputParser,
         batch_size: int = 1,
@@ -132,10 +131,10 @@ class PartitionTask:
         self.offset = offset
         self.feedback_offset = feedback_offset
         self.topic_id = topic_id
-        self.classification = isinstance(fair, FairClassificationPostProcessor)
+        self.classification = fair.prediction_input == "proba"
         self._pending_eta = [[float(q) for q in x] if self.classification else float(x) for x in pending_eta]
         self._pending_tau = [[float(x) for x in row] for row in pending_tau]
-        self.robust = isinstance(fair, GroupRobustFairRegressionPostProcessor)
+        self.robust = fair.uses_labels
         if self.robust and len(pending_keys) != len(self._pending_eta):
             raise ValueError(f"pending_keys must have one id per pending sample ({len(self._pending_eta)}), "
                              f"got {len(pending_keys)}")
@@ -147,7 +146,7 @@ class PartitionTask:
         self._fill_tau = [1.0 / k] * k
         m = len(fair.atoms)
         self._fill_prediction = [1.0 / m] * m if self.classification else 0.0
-        self._labels_out = fair.classes.tolist() if self.classification else fair.atoms.tolist()
+        self._labels_out = fair.labels.tolist()
         self.processed = 0  # input records handled since this task was created (valid or not)
         self.learned = 0  # samples learned by this task object, and the time it took (for metrics)
         self.learn_seconds = 0.0
@@ -259,7 +258,7 @@ class PartitionTask:
         messages are computed one at a time, each failing one dead-lettered and undone.  Outputs never
         depend on poll boundaries, so the survivors get the same bytes either way.
         """
-        predict = self._predict_learn if self.batch_size == 1 and not self.robust else self._predict_batches
+        predict = self._predict_learn if self.batch_size == 1 else self._predict_batches
         before = self._snapshot()
         outputs: list[tuple[Any, bytes, bytes]] = []
         try:
@@ -311,12 +310,12 @@ class PartitionTask:
         """``batch_size = 1``: every message predicted, then learned, in one post-processor call per poll.
 
         The same floats as predicting each message (``proba_many`` of one row) and then learning it
-        (``learn_one``): the post-processor's ``proba_learn_many`` is bit for bit that sequence.
+        (``learn_one`` under its id): the post-processor's ``proba_learn_many`` is bit for bit that sequence.
         """
         fair, labels, mode, partition = self.fair, self._labels_out, self.mode, self.partition
         version = fair.n_samples  # samples learned when the first message is predicted
         started = time.perf_counter()
-        probas = fair.proba_learn_many([c[2] for c in valid], [c[3] for c in valid])
+        probas = fair.proba_learn_many([c[2] for c in valid], [c[3] for c in valid], keys=[c[1] for c in valid])
         self.learn_seconds += time.perf_counter() - started  # the predictions are included
         self.learned += len(valid)
         if mode == "sample":
