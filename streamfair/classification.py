@@ -107,6 +107,8 @@ class FairClassificationPostProcessor(DualPostProcessor):
     True
     """
 
+    prediction_modes = ExpectedCosts.prediction_modes
+
     def __init__(
         self,
         n_classes: int | None = None,

@@ -194,6 +194,8 @@ class DualPostProcessor:
 
     #: Whether :meth:`learn_label` does anything (a variant whose weighting learns from labels sets it).
     uses_labels = False
+    #: The ``mode`` values of the ``predict_*`` methods: a variant names its cost model's (readable on the class).
+    prediction_modes: tuple[str, ...] = ("sample", "mode")
 
     def __init__(
         self,
@@ -273,11 +275,6 @@ class DualPostProcessor:
     def prediction_input(self) -> str:
         """What base prediction a sample carries: ``"eta"`` (a number) or ``"proba"`` (class probabilities)."""
         return self.cost.prediction_input
-
-    @property
-    def prediction_modes(self) -> tuple[str, ...]:
-        """The ``mode`` values of the ``predict_*`` methods."""
-        return self.cost.prediction_modes
 
     # ------------------------------------------------------------------ costs and weighting hooks
     def _check_predictions(self, predictions: Any, n_rows: int | None) -> np.ndarray:

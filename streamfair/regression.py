@@ -90,6 +90,8 @@ class FairRegressionPostProcessor(DualPostProcessor):
     True
     """
 
+    prediction_modes = SquaredCosts.prediction_modes
+
     def __init__(
         self,
         B: float = 1.0,
