@@ -4,8 +4,9 @@ The dual method of Chzhen, Hebiri & Taturyan (NeurIPS 2024) is stated for regres
 Remark 2.2 notes that it carries over to multiclass classification: the atoms are the classes and
 the per-sample cost of predicting class ``j`` is the expected loss under the base model's class
 probabilities, ``r_j(x) = sum_i P(Y = i | x) L[i, j]`` (``1 - P(Y = j | x)`` for the 0-1 loss).
-Everything else -- the entropic dual, the stochastic optimizers, randomized predictions, state and
-diagnostics -- is :class:`~streamfair.postprocessor.DualPostProcessor`.
+Those costs are the cost model :class:`~streamfair.costs.ExpectedCosts`; everything else -- the
+entropic dual, the stochastic optimizers, randomized predictions, state and diagnostics -- is
+:class:`~streamfair.postprocessor.DualPostProcessor`.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .keyed_random import Key
+from .costs import ExpectedCosts
 from .postprocessor import PROFILES, DualPostProcessor
-from .validation import check_choice, check_distributions, check_integer
+from .validation import check_choice, check_integer
 
 #: ``anytime`` profile: the per-class rate gap when ``eps`` is not given.
 DEFAULT_RATE_GAP = 0.02
@@ -85,8 +86,8 @@ class FairClassificationPostProcessor(DualPostProcessor):
     ----------
     atoms : ndarray of shape (n,)
         The class indices ``0, ..., n - 1`` as floats (what the engine calls atoms).
-    classes : ndarray of shape (n,)
-        The labels the predictions are reported in.
+    classes, labels : ndarray of shape (n,)
+        The labels the predictions are reported in (the same array).
 
     Examples
     --------
@@ -106,7 +107,7 @@ class FairClassificationPostProcessor(DualPostProcessor):
     True
     """
 
-    prediction_modes = ("sample", "mode")
+    prediction_modes = ExpectedCosts.prediction_modes
 
     def __init__(
         self,
@@ -147,14 +148,13 @@ class FairClassificationPostProcessor(DualPostProcessor):
         if eps is None:
             eps = PAPER_EPS if check_choice("profile", profile, PROFILES) == "paper" else DEFAULT_RATE_GAP
         super().__init__(
-            np.arange(self.n_classes, dtype=float),
+            ExpectedCosts(self.classes, self.cost_matrix),
             slack=eps,
             constraint="atom",
             p=p,
             n_groups=n_groups,
             beta=beta,
             profile=profile,
-            risk_scale=float(np.max(self.cost_matrix)),
             optimizer=optimizer,
             memory=memory,
             horizon=horizon,
@@ -164,20 +164,6 @@ class FairClassificationPostProcessor(DualPostProcessor):
             window=window,
             serve=serve,
         )
-
-    def _check_predictions(self, predictions: Any, n_rows: int | None) -> np.ndarray:
-        return check_distributions("proba", predictions, n_rows, self.n_classes)
-
-    def _scaled_costs(self, predictions: np.ndarray, tau: np.ndarray, learning: bool) -> np.ndarray:
-        return self.beta * (predictions @ self.cost_matrix)
-
-    def predict_many(self, predictions: Any, tau: Any, mode: str = "sample", keys: Sequence[Key] | None = None):
-        """Fair class labels for ``n`` samples (``predictions``: class-probability rows)."""
-        return self.classes[super().predict_many(predictions, tau, mode, keys).astype(int)]
-
-    def predict_one(self, prediction: Any, tau: Sequence[float], mode: str = "sample", key: Key | None = None):
-        """A fair class label for one sample; ``mode`` and ``key`` as in the engine's ``predict_one``."""
-        return self.classes[int(super().predict_one(prediction, tau, mode, key))]
 
     def _config(self) -> dict:
         return {

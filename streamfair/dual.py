@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .softmax import softmax
+
 __all__ = [
     "regression_grid",
     "group_features",
@@ -76,11 +78,7 @@ def _log_sum_exp(scores: np.ndarray) -> np.ndarray:
 
 def policy(w: np.ndarray, t: np.ndarray, r: np.ndarray, beta: float) -> np.ndarray:
     """The randomized prediction ``pi(. | x_i)`` for each row: shape ``(n, m)``, rows sum to one."""
-    scores = _scores(w, t, r, beta)
-    scores -= scores.max(axis=1, keepdims=True)
-    np.exp(scores, out=scores)
-    scores /= scores.sum(axis=1, keepdims=True)
-    return scores
+    return softmax(_scores(w, t, r, beta), overwrite=True)
 
 
 def objective(w, t, r, weights, eps, beta) -> float:

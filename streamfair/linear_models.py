@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .softmax import softmax
 from .validation import check_finite, check_integer
 
 
@@ -49,13 +50,6 @@ def _check_design(X) -> np.ndarray:
         row = int(np.flatnonzero(~np.isfinite(array).all(axis=1))[0])
         raise ValueError(f"X must be finite; row {row} is not")
     return array
-
-
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    np.exp(shifted, out=shifted)
-    shifted /= shifted.sum(axis=1, keepdims=True)
-    return shifted
 
 
 @dataclass(frozen=True)
@@ -85,7 +79,7 @@ class SoftmaxModel:
         X = _check_design(X)
         if X.shape[1] != self.coef.shape[0]:
             raise ValueError(f"X must have {self.coef.shape[0]} columns, got shape {X.shape}")
-        return _softmax(X @ self.coef + self.intercept)
+        return softmax(X @ self.coef + self.intercept, overwrite=True)
 
 
 def fit_least_squares(X, y) -> LinearModel:
@@ -154,7 +148,7 @@ def logistic_objective(coef, intercept, X, labels, l2: float = 1.0) -> tuple[flo
     top = logits.max(axis=1)
     log_norm = top + np.log(np.exp(logits - top[:, None]).sum(axis=1))
     value = float(np.sum(log_norm - logits[np.arange(X.shape[0]), labels]) + 0.5 * l2 * np.sum(coef**2))
-    residual = _softmax(logits)
+    residual = softmax(logits)
     residual[np.arange(X.shape[0]), labels] -= 1.0
     return value, X.T @ residual + l2 * coef, residual.sum(axis=0)
 
@@ -220,7 +214,7 @@ def fit_logistic(X, labels, n_classes: int | None = None, l2: float = 1.0, tol: 
         grad = np.vstack([grad_coef, grad_intercept])
         if np.abs(grad).max() <= tol * n:
             return SoftmaxModel(theta[:d].copy(), theta[d].copy())
-        proba = _softmax(Z @ theta)
+        proba = softmax(Z @ theta, overwrite=True)
         hessian = _hessian(Z, proba, l2)
         hessian[d * k :, d * k :] += 1.0 / k  # + v v^T, v = ones(K) / sqrt(K) on the intercepts
         try:

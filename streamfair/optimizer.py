@@ -172,8 +172,8 @@ class DualOptimizer:
         if ended is not None:
             self._restart(ended)
 
-    def state(self) -> dict:
-        """Arrays and counters that restore the optimizer exactly (see :meth:`load_state`)."""
+    def state_dict(self) -> dict:
+        """Arrays and counters that restore the optimizer exactly (see :meth:`load_state_dict`)."""
         return {
             "step_constants": (self.schedule.smoothness, self.schedule.mu),
             "w": self.w.copy(),
@@ -181,11 +181,11 @@ class DualOptimizer:
             "epoch_output": self._epoch_output.copy(),
             "prox_centre": self.prox_centre.copy(),
             "prox_weight": self.prox_weight,
-            "schedule": self.schedule.state(),
+            "schedule": self.schedule.state_dict(),
         }
 
-    def load_state(self, state: dict) -> None:
-        """Restore what :meth:`state` returned."""
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what :meth:`state_dict` returned."""
         self.schedule.retune(*state["step_constants"])
         for name in ("w", "w_ag", "_epoch_output", "prox_centre"):
             value = np.asarray(state[name.lstrip("_")], dtype=float)
@@ -193,6 +193,6 @@ class DualOptimizer:
                 raise ValueError(f"state {name!r} has shape {value.shape}, expected {self.w.shape}")
             getattr(self, name)[...] = value
         self.prox_weight = float(state["prox_weight"])
-        self.schedule.load_state(state["schedule"])
+        self.schedule.load_state_dict(state["schedule"])
         self._refresh_offset()
         self.served_version += 1

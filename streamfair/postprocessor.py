@@ -1,9 +1,38 @@
-"""The streaming demographic-parity post-processor, generic over its atoms and per-sample costs.
+"""The streaming demographic-parity post-processor, generic over its atoms, costs and sample weights.
 
-:class:`DualPostProcessor` is the engine shared by regression (atoms are grid points, costs are
-squared errors to the base prediction) and classification (atoms are classes, costs are expected
-losses).  Subclasses say how a base prediction becomes a cost vector; everything else -- the
-stochastic dual updates, randomized predictions, diagnostics, state -- lives here.
+:class:`DualPostProcessor` is the engine shared by every variant: regression (atoms are grid
+points, costs are squared errors to the base prediction), classification (atoms are classes, costs
+are expected losses) and group-robust regression (costs weighted by worst-case group weights).
+The stochastic dual updates, randomized predictions, diagnostics and state live here; a variant is
+made of three parts, each with a fixed contract, so that every public method -- the fused
+``proba_learn_one``, ``proba_learn_many`` and ``predict_learn_one`` included -- is valid for every
+variant without the engine inspecting which methods a subclass overrides:
+
+* the **constraint family** (:mod:`streamfair.constraints`), chosen by name;
+* the **cost model** (:mod:`streamfair.costs`), given to the constructor: validation of the base
+  predictions, their per-atom costs, the output labels and the prediction modes;
+* the **sample weighting**, a set of hooks a subclass overrides (uniform here).  It is hooks rather
+  than a separate object because the group-robust weights are learned from the engine's own
+  running policy.  The contract:
+
+  ``_sample_weights(tau, p)``
+      ``omega(x) >= 0`` for each row of ``tau`` (a row's weight never depends on the other rows),
+      or ``None`` for uniform weights; the scaled costs are ``beta omega(x) r(x)``.  ``p`` is the
+      group shares a sample is learned or served with (one row per sample, or one for all), so
+      that costs computed for many samples at once are those of one sample at a time.
+  ``_reweight_horizon()``
+      How many more samples may be learned before ``_sample_weights`` may change (``None``: never).
+      The engine learns in runs that never cross it, with the costs of a run computed at once.
+  ``_learned(predictions, tau, keys)``
+      Called after each such run is learned, with its validated rows and keys (``None`` or one key
+      or ``None`` per row); the only place the weights may change.
+  ``learn_label(key, y)`` and ``uses_labels``
+      A delayed label of a sample learned under ``key``; ``uses_labels`` says whether it does anything.
+
+Every variant has the same signatures (``key`` names a sample: the draw of a sampled prediction,
+and the sample a later ``learn_label`` refers to) and the capability attributes ``labels``,
+``prediction_input`` and ``uses_labels``, which adapters read instead of testing classes.
+:mod:`streamfair.checks` verifies the contract on any post-processor.
 
 The sensitive attribute S is never an input: each sample brings the base model's prediction and
 the group posterior ``tau(x) = P(S = . | x)``.
@@ -18,21 +47,27 @@ Two *profiles* set the defaults:
   cost scale (Lemma 3.3), with no horizon.
 * ``"paper"``: the settings of Chzhen, Hebiri & Taturyan (NeurIPS 2024) -- SGD3 with AC-SA^2, ``L``
   and ``beta`` from a horizon ``T``, outputs served per completed epoch -- for reproduction.
+
+State: :meth:`DualPostProcessor.state_dict` and the classmethod :meth:`DualPostProcessor.from_state_dict`
+(a self-describing state); the optimizers it owns save with ``state_dict()`` too and restore in
+place with ``load_state_dict(state)``, since their configuration belongs to the post-processor.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Hashable, Sequence
 
 import numpy as np
 
 from . import dual
 from .keyed_random import Key, keyed_uniform, keyed_uniforms, sample_index, sample_indices
 from .constraints import CONSTRAINTS
+from .costs import ExpectedCosts, SquaredCosts
 from .optimizer import DualOptimizer
 from .schedule import OPTIMIZERS as SCHEDULED, Schedule
+from .softmax import softmax
 from .tracking import TrackingOptimizer
 from .validation import (
     check_choice,
@@ -98,8 +133,11 @@ class DualPostProcessor:
 
     Parameters
     ----------
-    atoms
-        The ``m`` output values.
+    cost
+        The cost model (:mod:`streamfair.costs`): the ``m`` atoms, the base predictions' validation
+        and costs, the output labels and prediction modes, the cost scale ``risk_scale`` (``B^2``
+        for regression on ``[-B, B]``, the largest misclassification cost for classification) of
+        the ``anytime`` default of ``beta``.
     slack
         The constraints' slack: one number or one per group, each ``>= 0``.
     constraint
@@ -116,9 +154,6 @@ class DualPostProcessor:
         profile's (:func:`anytime_beta` of ``risk_scale``, or :func:`default_beta` of the horizon).
     profile
         ``"anytime"`` or ``"paper"``: which defaults apply (see the module docstring).
-    risk_scale
-        The scale of the per-sample costs (``B^2`` for regression on ``[-B, B]``, the largest
-        misclassification cost for classification), for the ``anytime`` default of ``beta``.
     optimizer
         ``"tracking"`` (the ``anytime`` profile's), or one of the paper's ``"sgd"``, ``"acsa"``,
         ``"acsa2"``, ``"sgd3"`` (the ``paper`` profile's); ``None``: the profile's.
@@ -142,13 +177,29 @@ class DualPostProcessor:
         completed epoch (the paper's output after ``T`` samples; before it, the soft-rounded base
         prediction); ``"live"``: the running output, updated every sample (as the paper's
         convergence plots do; not covered by theory).
+
+    Attributes
+    ----------
+    atoms : ndarray of shape (m,)
+        The outcomes as floats (grid points, or class indices).
+    labels : ndarray of shape (m,)
+        What the predictions are reported in (the atoms, or class labels).
+    prediction_input : str
+        ``"eta"`` (a number per sample) or ``"proba"`` (a probability row per sample).
+    prediction_modes : tuple of str
+        The ``mode`` values of the ``predict_*`` methods.
+    uses_labels : bool
+        Whether :meth:`learn_label` does anything.
     """
 
+    #: Whether :meth:`learn_label` does anything (a variant whose weighting learns from labels sets it).
+    uses_labels = False
+    #: The ``mode`` values of the ``predict_*`` methods: a variant names its cost model's (readable on the class).
     prediction_modes: tuple[str, ...] = ("sample", "mode")
 
     def __init__(
         self,
-        atoms: np.ndarray,
+        cost: SquaredCosts | ExpectedCosts,
         *,
         slack: float | Sequence[float],
         constraint: str,
@@ -156,7 +207,6 @@ class DualPostProcessor:
         n_groups: int | None,
         beta: float | None,
         profile: str,
-        risk_scale: float,
         optimizer: str | None,
         memory: int | None,
         horizon: int | None,
@@ -167,7 +217,8 @@ class DualPostProcessor:
         serve: str | None,
     ):
         mu_arg = mu
-        self.atoms = np.asarray(atoms, dtype=float)
+        self.cost = cost
+        self.atoms = cost.atoms
         self.profile = check_choice("profile", profile, PROFILES)
         self.constraints = CONSTRAINTS[constraint](self.atoms.size)
         self.n_groups = self._infer_groups(p, slack, n_groups, SLACK_NAMES[constraint])
@@ -177,7 +228,7 @@ class DualPostProcessor:
         tracking = optimizer == "tracking"
         self.horizon = None if tracking else reference_horizon(horizon)
         if beta is None:
-            beta = default_beta(reference_horizon(horizon)) if profile == "paper" else anytime_beta(self.atoms.size, risk_scale)
+            beta = default_beta(reference_horizon(horizon)) if profile == "paper" else anytime_beta(self.atoms.size, cost.risk_scale)
         self.beta = check_positive("beta", beta)
         self.mu_given = None if mu is None else check_positive("mu", mu)
         self.seed = check_seed(seed)
@@ -214,14 +265,56 @@ class DualPostProcessor:
         self._coefficients = np.empty((0, self.atoms.size, k))  # see _served_coefficients
         self._coefficients_version = -1
 
-    # ------------------------------------------------------------------ subclass hooks
+    # ------------------------------------------------------------------ capabilities
+    @property
+    def labels(self) -> np.ndarray:
+        """What the predictions are reported in: the atoms (regression) or the class labels."""
+        return self.cost.labels
+
+    @property
+    def prediction_input(self) -> str:
+        """What base prediction a sample carries: ``"eta"`` (a number) or ``"proba"`` (class probabilities)."""
+        return self.cost.prediction_input
+
+    # ------------------------------------------------------------------ costs and weighting hooks
     def _check_predictions(self, predictions: Any, n_rows: int | None) -> np.ndarray:
         """Validate base predictions (one row per sample)."""
-        raise NotImplementedError
+        return self.cost.check(predictions, n_rows)
 
-    def _scaled_costs(self, predictions: np.ndarray, tau: np.ndarray, learning: bool) -> np.ndarray:
-        """``beta * r(x)`` for each sample (``tau`` is its group posterior): shape ``(n, m)``."""
-        raise NotImplementedError
+    def _scaled_costs(self, predictions: np.ndarray, tau: np.ndarray, learning: bool,
+                      p: np.ndarray | None = None) -> np.ndarray:
+        """``beta omega(x) r(x)`` for each sample (``tau`` is its group posterior): shape ``(n, m)``.
+
+        ``learning``: count the clipped predictions in ``n_clipped``.  ``p``: the group shares in
+        use at each row, shape ``(n, K)`` (``None``: :attr:`p` for every row).
+        """
+        clipped = self.cost.clip(predictions)
+        if learning and clipped is not predictions:
+            self.n_clipped += int(np.count_nonzero(clipped != predictions))
+        costs = self.beta * self.cost.costs(clipped)
+        weights = self._sample_weights(tau, self.p if p is None else p)
+        if weights is not None:
+            costs *= weights[:, None]
+        return costs
+
+    def _sample_weights(self, tau: np.ndarray, p: np.ndarray) -> np.ndarray | None:
+        """The weights ``omega(x)`` of the rows of ``tau`` under the shares ``p``; ``None``: uniform."""
+        return None
+
+    def _reweight_horizon(self) -> int | None:
+        """Samples that may still be learned before the weights change; ``None``: they never do."""
+        return None
+
+    def _learned(self, predictions: np.ndarray, tau: np.ndarray, keys: Sequence[Hashable | None] | None) -> None:
+        """Samples just learned (in order, within the reweight horizon): a weighting updates here."""
+
+    def learn_label(self, key: Hashable, y: Any) -> bool:
+        """The label ``y`` of the sample learned under ``key``; ``False`` if it is not used.
+
+        The engine's uniform weighting uses no labels (``uses_labels`` is ``False``); a variant
+        whose weighting does returns ``True`` when it matched the key.
+        """
+        return False
 
     # ------------------------------------------------------------------ set-up helpers
     @staticmethod
@@ -330,36 +423,61 @@ class DualPostProcessor:
         self._recent_count = min(self.window, self._recent_count + n)
 
     # ------------------------------------------------------------------ learning
-    def learn_one(self, prediction: Any, tau: Sequence[float]) -> None:
-        """One unlabeled sample: one stochastic-gradient step of the optimizer."""
-        predictions = self._check_predictions([prediction], 1)
-        taus = check_distribution("tau", tau, self.n_groups)[None, :]
+    def _check_one(self, prediction: Any, tau: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+        """One sample's validated prediction and ``tau``, as one-row arrays."""
+        return self._check_predictions([prediction], 1), check_distribution("tau", tau, self.n_groups)[None, :]
+
+    def _check_many(self, predictions: Any, tau: Any, keys: Sequence | None) -> tuple[np.ndarray, np.ndarray]:
+        """``n`` samples' validated predictions and ``tau`` rows; ``keys`` (if any) must be ``n``."""
+        predictions = self._check_predictions(predictions, None)
+        taus = self._check_tau(tau, predictions.shape[0])
+        check_keys(keys, taus.shape[0])
+        return predictions, taus
+
+    def learn_one(self, prediction: Any, tau: Sequence[float], key: Hashable | None = None) -> None:
+        """One unlabeled sample: one stochastic-gradient step of the optimizer.
+
+        ``key`` (the message id) names the sample for a later :meth:`learn_label`.
+        """
+        predictions, taus = self._check_one(prediction, tau)
         costs = self._scaled_costs(predictions, taus, learning=True)
         self._remember(predictions, taus)
-        features = self._learning_features(taus)
-        self._step(features[0], costs[0])
+        self._step(self._learning_features(taus)[0], costs[0])
+        self._learned(predictions, taus, None if key is None else [key])
 
-    def learn_many(self, predictions: Any, tau: Any, batch_size: int | None = None) -> None:
-        """Learn from ``n`` samples in order.
+    def learn_many(self, predictions: Any, tau: Any, batch_size: int | None = None,
+                   keys: Sequence[Hashable | None] | None = None) -> None:
+        """Learn from ``n`` samples in order (``keys``: ``None``, or one key or ``None`` per sample).
 
         With ``batch_size=None`` the result is bit-for-bit that of ``n`` calls to :meth:`learn_one`.
         With ``batch_size=b`` each step averages the stochastic gradient over ``b`` consecutive
         samples (variance ``sigma^2 / b``); the schedule then counts steps, not samples.  Each
         sample's features use the running ``p`` estimate after that sample, as in sequential mode;
         an epoch restart re-derives the step sizes from the estimate at the end of its last batch.
+        Mini-batches never straddle a change of the sample weights.
         """
-        predictions = self._check_predictions(predictions, None)
-        taus = self._check_tau(tau, predictions.shape[0])
+        predictions, taus = self._check_many(predictions, tau, keys)
         if batch_size is not None:
             batch_size = check_integer("batch_size", batch_size, 1)
         step_rows = batch_size or 1
         piece_rows = step_rows * max(1, CHUNK_ROWS // step_rows)  # whole mini-batches: none straddles two pieces
-        for piece in chunks(taus.shape[0], piece_rows):
-            self._learn_piece(predictions[piece], taus[piece], batch_size)
+        start, n = 0, taus.shape[0]
+        while start < n:  # runs within which the sample weights stay put
+            horizon = self._reweight_horizon()
+            stop = n if horizon is None else min(n, start + horizon)
+            for piece in chunks(stop - start, piece_rows):
+                rows = slice(start + piece.start, start + piece.stop)
+                self._learn_piece(predictions[rows], taus[rows], batch_size)
+            self._learned(predictions[start:stop], taus[start:stop], None if keys is None else keys[start:stop])
+            start = stop
 
     def _learn_piece(self, predictions: np.ndarray, taus: np.ndarray, batch_size: int | None) -> None:
         """:meth:`learn_many` of at most ``CHUNK_ROWS`` (validated) samples: their costs exist at once."""
-        costs = self._scaled_costs(predictions, taus, learning=True)
+        if self.p_given is None:  # the running p before each sample, as learn_one's costs see it
+            sums = np.cumsum(np.vstack([self._tau_sum, taus[:-1]]), axis=0)
+            costs = self._scaled_costs(predictions, taus, True, sums / (self._tau_count + np.arange(len(sums)))[:, None])
+        else:
+            costs = self._scaled_costs(predictions, taus, learning=True)
         self._remember(predictions, taus)
         start, n = 0, taus.shape[0]
         while start < n:  # one chunk per epoch, so a restart sees the running p at its own sample
@@ -375,19 +493,12 @@ class DualPostProcessor:
                     self._step_batch(features[rows], costs[start:stop][rows])
             start = stop
 
-    def _fusable(self) -> bool:
-        """Whether the fused single-sample path computes what ``proba_one`` + ``learn_one`` do here."""
-        cls = type(self)
-        return (cls.learn_one is DualPostProcessor.learn_one and cls.proba_one is DualPostProcessor.proba_one
-                and cls._proba is DualPostProcessor._proba)
-
-    def proba_learn_one(self, prediction: Any, tau: Sequence[float]) -> np.ndarray:
+    def proba_learn_one(self, prediction: Any, tau: Sequence[float], key: Hashable | None = None) -> np.ndarray:
         """``pi(. | x)`` at the current state, then learn the sample: :meth:`proba_one` then :meth:`learn_one`.
 
         The same distribution and the same state, bit for bit, as the two calls (prequential
         serving: the prediction never depends on its own sample), with the input validated and the
         costs computed once.  An invalid input raises ``ValueError`` before anything changes.
-        Subclasses that override :meth:`learn_one` or :meth:`proba_one` get the two calls.
 
         >>> from streamfair import FairRegressionPostProcessor
         >>> a, b = FairRegressionPostProcessor(L=5, n_groups=2), FairRegressionPostProcessor(L=5, n_groups=2)
@@ -395,25 +506,21 @@ class DualPostProcessor:
         >>> bool((b.proba_learn_one(0.3, [0.2, 0.8]) == proba).all()), a.n_samples == b.n_samples == 1
         (True, True)
         """
-        if not self._fusable():
-            proba = self.proba_one(prediction, tau)
-            self.learn_one(prediction, tau)
-            return proba
-        predictions = self._check_predictions([prediction], 1)
-        taus = check_distribution("tau", tau, self.n_groups)[None, :]
+        predictions, taus = self._check_one(prediction, tau)
         costs = self._scaled_costs(predictions, taus, learning=True)  # ``learning`` only counts (e.g. clips)
         proba = self._served_proba(self._serving_features(taus), costs)[0]  # p before this sample, as proba_one
         self._remember(predictions, taus)
         self._step(self._learning_features(taus)[0], costs[0])
+        self._learned(predictions, taus, None if key is None else [key])
         return proba
 
-    def proba_learn_many(self, predictions: Any, tau: Any) -> np.ndarray:
+    def proba_learn_many(self, predictions: Any, tau: Any, keys: Sequence[Hashable | None] | None = None) -> np.ndarray:
         """For each sample in order, ``pi(. | x_i)`` at the state that learned the samples before it, then learn it.
 
         Bit for bit the same rows and state as ``n`` calls to :meth:`proba_learn_one` (that is,
-        :meth:`proba_one` then :meth:`learn_one` per sample), with the inputs validated at once as
-        :meth:`learn_many` does (an invalid row raises ``ValueError`` before anything changes) and
-        the group features of all samples computed together.  Shape ``(n, m)``.
+        :meth:`proba_one` then :meth:`learn_one` per sample, with its key), with the inputs
+        validated at once as :meth:`learn_many` does (an invalid row raises ``ValueError`` before
+        anything changes) and the group features of all samples computed together.  Shape ``(n, m)``.
 
         >>> from streamfair import FairRegressionPostProcessor
         >>> a, b = FairRegressionPostProcessor(L=5, n_groups=2), FairRegressionPostProcessor(L=5, n_groups=2)
@@ -421,11 +528,8 @@ class DualPostProcessor:
         >>> bool((b.proba_learn_many([0.1, -0.4, 0.8], [[0.3, 0.7]] * 3) == rows).all())
         True
         """
-        predictions = self._check_predictions(predictions, None)
-        taus = self._check_tau(tau, predictions.shape[0])
+        predictions, taus = self._check_many(predictions, tau, keys)
         n = taus.shape[0]
-        if not self._fusable():
-            return np.array([self.proba_learn_one(predictions[i], taus[i]) for i in range(n)]).reshape(n, -1)
         if self.p_given is not None:
             serving = learning = dual.group_features(taus, self.p_given)
         else:  # the running p before and after each sample: the cumulative sums of learn_many
@@ -442,44 +546,38 @@ class DualPostProcessor:
             if self.p_given is None:  # an epoch restart inside _step reads p, as after learn_one's update
                 self._tau_sum, self._tau_count = sums[i + 1], int(counts[i + 1])
             self._step(learning[i], costs[0])
+            self._learned(predictions[rows], taus[rows], None if keys is None else keys[rows])
         if self.p_given is None and n:
             self._tau_sum = sums[n].copy()
         return proba
 
     def predict_learn_one(self, prediction: Any, tau: Sequence[float], mode: str = "sample", key: Key | None = None):
-        """A fair prediction, then learn the sample: :meth:`predict_one` then :meth:`learn_one`, fused.
+        """A fair prediction, then learn the sample: :meth:`predict_one` then :meth:`learn_one` (both with ``key``), fused.
 
         The same prediction and state, bit for bit, as the two calls (see :meth:`proba_learn_one`).
-        Subclasses whose :meth:`predict_one` maps atoms to something else (class labels) get the two calls.
 
         >>> from streamfair import FairRegressionPostProcessor
         >>> a, b = FairRegressionPostProcessor(L=5, n_groups=2), FairRegressionPostProcessor(L=5, n_groups=2)
-        >>> first = a.predict_one(0.3, [0.2, 0.8], key="m1"); a.learn_one(0.3, [0.2, 0.8])
+        >>> first = a.predict_one(0.3, [0.2, 0.8], key="m1"); a.learn_one(0.3, [0.2, 0.8], key="m1")
         >>> bool(b.predict_learn_one(0.3, [0.2, 0.8], key="m1") == first)
         True
         """
-        if type(self).predict_one is not DualPostProcessor.predict_one or not self._fusable():
-            output = self.predict_one(prediction, tau, mode, key)
-            self.learn_one(prediction, tau)
-            return output
         self._check_mode(mode)
         if mode != "sample":
-            return self._reduce(self.proba_learn_one(prediction, tau)[None, :], mode)[0]
-        predictions = self._check_predictions([prediction], 1)
-        taus = check_distribution("tau", tau, self.n_groups)[None, :]
+            return self._reduce(self.proba_learn_one(prediction, tau, key)[None, :], mode)[0]
+        predictions, taus = self._check_one(prediction, tau)
         costs = self._scaled_costs(predictions, taus, learning=True)  # ``learning`` only counts (e.g. clips)
         index = self._sample_index(self._serving_features(taus), costs, self._uniform(key))  # as predict_one
         self._remember(predictions, taus)
         self._step(self._learning_features(taus)[0], costs[0])
-        return self.atoms[index]
+        self._learned(predictions, taus, None if key is None else [key])
+        return self.labels[index]
 
     def _step(self, features: np.ndarray, scaled_costs: np.ndarray) -> None:
         constraints = self.constraints
         scores = constraints.atoms_of(self._optimizer.begin_step(self.beta)) @ features
         scores -= scaled_costs
-        scores -= scores.max()
-        np.exp(scores, out=scores)
-        scores /= scores.sum()
+        softmax(scores, overwrite=True)
         self._optimizer.end_step(np.multiply.outer(self._optimizer.center(constraints.rows_of(scores)), features))
         self.n_samples += 1
 
@@ -488,9 +586,7 @@ class DualPostProcessor:
         constraints = self.constraints
         scores = features @ constraints.atoms_of(self._optimizer.begin_step(self.beta)).T
         scores -= scaled_costs
-        scores -= scores.max(axis=1, keepdims=True)
-        np.exp(scores, out=scores)
-        scores /= scores.sum(axis=1, keepdims=True)
+        softmax(scores, overwrite=True)
         gap = self._optimizer.center(constraints.rows_of(scores)).T @ features
         gap /= n
         self._optimizer.end_step(gap)
@@ -515,10 +611,7 @@ class DualPostProcessor:
         """``pi(. | x_i) = softmax(features coefficients^T - beta r)`` for each row: shape ``(n, m)``."""
         scores = features @ coefficients.T
         scores -= scaled_costs
-        scores -= scores.max(axis=1, keepdims=True)
-        np.exp(scores, out=scores)
-        scores /= scores.sum(axis=1, keepdims=True)
-        return scores
+        return softmax(scores, overwrite=True)
 
     def _served_proba(self, features: np.ndarray, scaled_costs: np.ndarray) -> np.ndarray:
         """The served policy: the uniform mixture of the policies at the optimizer's ``k`` served points."""
@@ -530,10 +623,7 @@ class DualPostProcessor:
         for rows in chunks(features.shape[0], max(1, CHUNK_ROWS // k)):  # k policies a row: O(CHUNK_ROWS m) memory
             scores = self._mixture_scores(features[rows], coefficients)
             scores -= scaled_costs[rows, None, :]
-            scores -= scores.max(axis=2, keepdims=True)
-            np.exp(scores, out=scores)
-            scores /= scores.sum(axis=2, keepdims=True)
-            proba[rows] = scores.mean(axis=1)
+            proba[rows] = softmax(scores, overwrite=True).mean(axis=1)
         return proba
 
     @staticmethod
@@ -571,16 +661,15 @@ class DualPostProcessor:
 
     def proba_one(self, prediction: Any, tau: Sequence[float]) -> np.ndarray:
         """``pi(. | x)`` over the atoms for one sample: shape ``(m,)``."""
-        predictions = self._check_predictions([prediction], 1)
-        return self._proba(predictions, check_distribution("tau", tau, self.n_groups)[None, :])[0]
+        return self._proba(*self._check_one(prediction, tau))[0]
 
     def _check_mode(self, mode: str) -> None:
         if mode not in self.prediction_modes:
             raise ValueError(f"mode must be one of {self.prediction_modes}, got {mode!r}")
 
     def _reduce(self, proba: np.ndarray, mode: str) -> np.ndarray:
-        """The deterministic modes of the rows of ``proba``: the most likely atom, or the mean."""
-        return self.atoms[proba.argmax(axis=1)] if mode == "mode" else proba @ self.atoms
+        """The deterministic modes of the rows of ``proba``: the label of the most likely atom, or the mean atom."""
+        return self.labels[proba.argmax(axis=1)] if mode == "mode" else proba @ self.atoms
 
     def _uniform(self, key: Key | None) -> float:
         """The keyed uniform of one draw; without a key the draw counter (part of the state) supplies one."""
@@ -590,31 +679,31 @@ class DualPostProcessor:
         return keyed_uniform(self.seed, key)
 
     def _uniforms(self, n: int, keys: Sequence[Key] | None) -> np.ndarray:
-        """:meth:`_uniform` of ``n`` draws."""
+        """:meth:`_uniform` of ``n`` draws (``keys``: ``None`` or ``n`` keys)."""
         if keys is None:
             keys = [f"draw:{self._draws + i}" for i in range(n)]
             self._draws += n
-        elif len(keys) != n:
-            raise ValueError(f"keys must have one key per sample ({n}), got {len(keys)}")
         return keyed_uniforms(self.seed, keys)
 
     def predict_many(self, predictions: Any, tau: Any, mode: str = "sample", keys: Sequence[Key] | None = None):
-        """Fair predictions for ``n`` samples (see :meth:`predict_one` for ``mode`` and ``keys``)."""
+        """Fair predictions for ``n`` samples, in :attr:`labels` (see :meth:`predict_one` for ``mode`` and ``keys``)."""
         self._check_mode(mode)
-        predictions = self._check_predictions(predictions, None)
-        taus = self._check_tau(tau, predictions.shape[0])
+        predictions, taus = self._check_many(predictions, tau, keys)
         n = taus.shape[0]
-        if keys is not None and len(keys) != n:
-            raise ValueError(f"keys must have one key per sample ({n}), got {len(keys)}")
-        fair = np.empty(n)
+        if mode == "mean":
+            fair = np.empty(n)
+            for rows in chunks(n):
+                fair[rows] = self._reduce(self._proba(predictions[rows], taus[rows]), mode)
+            return fair
+        indices = np.empty(n, dtype=np.intp)
         for rows in chunks(n):
             if mode == "sample":
                 u = self._uniforms(rows.stop - rows.start, None if keys is None else keys[rows])
                 costs = self._scaled_costs(predictions[rows], taus[rows], learning=False)
-                fair[rows] = self.atoms[self._sample_indices(self._serving_features(taus[rows]), costs, u)]
+                indices[rows] = self._sample_indices(self._serving_features(taus[rows]), costs, u)
             else:
-                fair[rows] = self._reduce(self._proba(predictions[rows], taus[rows]), mode)
-        return fair
+                indices[rows] = self._proba(predictions[rows], taus[rows]).argmax(axis=1)
+        return self.labels[indices]
 
     def predict_one(self, prediction: Any, tau: Sequence[float], mode: str = "sample", key: Key | None = None):
         """A fair prediction for one sample.
@@ -622,16 +711,16 @@ class DualPostProcessor:
         ``mode="sample"`` draws an atom from ``pi(. | x)``: the randomized predictor whose fairness
         the paper guarantees.  The draw is determined by ``(seed, key)``; pass the message id as
         ``key`` so that a replayed message gets the same draw.  Without a key an internal counter
-        (part of the state) supplies one.  ``"mode"`` is the most likely atom; subclasses may add
-        ``"mean"``.  Neither deterministic mode is covered by the DP guarantee.
+        (part of the state) supplies one.  ``"mode"`` is the most likely atom; regression adds
+        ``"mean"`` (see ``prediction_modes``).  Neither deterministic mode is covered by the DP
+        guarantee.  The prediction is one of :attr:`labels` (or, for ``"mean"``, a number).
         """
         self._check_mode(mode)
         if mode != "sample":
             return self._reduce(self.proba_one(prediction, tau)[None, :], mode)[0]
-        predictions = self._check_predictions([prediction], 1)
-        taus = check_distribution("tau", tau, self.n_groups)[None, :]
+        predictions, taus = self._check_one(prediction, tau)
         costs = self._scaled_costs(predictions, taus, learning=False)
-        return self.atoms[self._sample_index(self._serving_features(taus), costs, self._uniform(key))]
+        return self.labels[self._sample_index(self._serving_features(taus), costs, self._uniform(key))]
 
     # ------------------------------------------------------------------ diagnostics
     def diagnostics(self) -> Diagnostics:
@@ -700,7 +789,7 @@ class DualPostProcessor:
             "version": STATE_VERSION,
             "class": type(self).__name__,
             "config": self._config(),
-            "optimizer": self._optimizer.state(),
+            "optimizer": self._optimizer.state_dict(),
             "recent_predictions": None if self._recent_predictions is None else self._recent_predictions.copy(),
             "recent_tau": self._recent_tau.copy(),
             "recent_count": self._recent_count,
@@ -725,7 +814,7 @@ class DualPostProcessor:
                 f"expected {cls.__name__!r} version {STATE_VERSION}"
             )
         obj = cls(**state["config"])
-        obj._optimizer.load_state(state["optimizer"])
+        obj._optimizer.load_state_dict(state["optimizer"])
         recent = state["recent_predictions"]
         obj._recent_predictions = None if recent is None else np.array(recent, dtype=float)
         obj._recent_tau[...] = state["recent_tau"]
@@ -762,6 +851,18 @@ def upgrade_state_v1(state: dict) -> dict:
     upgraded["config"] = {**state["config"], "profile": "paper"}
     upgraded["optimizer"] = {**state["optimizer"], "step_constants": tuple(state["step_constants"])}
     return upgraded
+
+
+def check_keys(keys: Sequence | None, n: int) -> None:
+    """``None``, or one key per sample: else ``ValueError`` naming ``keys``.
+
+    >>> check_keys(["a"], 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: keys must have one key per sample (2), got 1
+    """
+    if keys is not None and len(keys) != n:
+        raise ValueError(f"keys must have one key per sample ({n}), got {len(keys)}")
 
 
 def chunks(n: int, size: int = CHUNK_ROWS):

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
-
-import numpy as np
+from typing import Sequence
 
 from . import dual
+from .costs import SquaredCosts
 from .postprocessor import PROFILES, DualPostProcessor, default_grid_size, reference_horizon
-from .validation import check_choice, check_finite, check_integer, check_positive
+from .validation import check_choice, check_integer, check_positive
 
 #: ``anytime`` profile: the KS target when neither ``ks`` nor ``eps`` is given.
 DEFAULT_KS = 0.05
@@ -91,7 +90,7 @@ class FairRegressionPostProcessor(DualPostProcessor):
     True
     """
 
-    prediction_modes = ("sample", "mean", "mode")
+    prediction_modes = SquaredCosts.prediction_modes
 
     def __init__(
         self,
@@ -123,14 +122,13 @@ class FairRegressionPostProcessor(DualPostProcessor):
         if ks is None and eps is None:
             eps, ks = (PAPER_EPS, None) if paper else (None, DEFAULT_KS)
         super().__init__(
-            dual.regression_grid(self.B, self.L),
+            SquaredCosts(self.B, dual.regression_grid(self.B, self.L)),
             slack=ks if eps is None else eps,
             constraint="atom" if ks is None else "cdf",
             p=p,
             n_groups=n_groups,
             beta=beta,
             profile=profile,
-            risk_scale=self.B**2,
             optimizer=optimizer,
             memory=memory,
             horizon=horizon,
@@ -140,15 +138,6 @@ class FairRegressionPostProcessor(DualPostProcessor):
             window=window,
             serve=serve,
         )
-
-    def _check_predictions(self, predictions: Any, n_rows: int | None) -> np.ndarray:
-        return check_finite("eta", predictions, n_rows)
-
-    def _scaled_costs(self, predictions: np.ndarray, tau: np.ndarray, learning: bool) -> np.ndarray:
-        clipped = np.minimum(np.maximum(predictions, -self.B), self.B)
-        if learning:
-            self.n_clipped += int(np.count_nonzero(clipped != predictions))
-        return self.beta * dual.squared_costs(clipped, self.atoms)
 
     def _config(self) -> dict:
         return {"B": self.B, "L": self.L, **super()._config()}

@@ -190,15 +190,15 @@ class Schedule:
         plan = self.runs(self.epoch_horizon)
         return sum(run.length for run in plan[self.run_index :]) - self.step + 1
 
-    def state(self) -> dict:
+    def state_dict(self) -> dict:
         """Counters that, with the constructor arguments and ``M, mu``, restore the schedule exactly.
 
         ``stages`` is included because :meth:`retune` may have capped it for an earlier epoch.
         """
         return {"epoch": self.epoch, "run_index": self.run_index, "step": self.step, "stages": self.stages}
 
-    def load_state(self, state: dict) -> None:
-        """Restore counters produced by :meth:`state` (after :meth:`retune` to the saved ``M, mu``)."""
+    def load_state_dict(self, state: dict) -> None:
+        """Restore counters produced by :meth:`state_dict` (after :meth:`retune` to the saved ``M, mu``)."""
         self.epoch, self.run_index, self.step = int(state["epoch"]), int(state["run_index"]), int(state["step"])
         self.stages = int(state["stages"])
         self._enter_run()

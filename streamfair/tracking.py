@@ -162,13 +162,13 @@ class TrackingOptimizer:
         """Fraction of the current window already used, in ``[0, 1)``."""
         return (self.n_steps % self.memory) / self.memory
 
-    def state(self) -> dict:
-        """Arrays and counters that restore the optimizer exactly (see :meth:`load_state`)."""
+    def state_dict(self) -> dict:
+        """Arrays and counters that restore the optimizer exactly (see :meth:`load_state_dict`)."""
         return {"w": self.w.copy(), "snapshots": self.snapshots.copy(), "n_snapshots": self.n_snapshots,
                 "baseline": self.baseline.copy(), "step": self.step, "n_steps": self.n_steps}
 
-    def load_state(self, state: dict) -> None:
-        """Restore what :meth:`state` returned."""
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what :meth:`state_dict` returned."""
         for name, shape in (("w", self.w.shape), ("snapshots", self.snapshots.shape), ("baseline", self.baseline.shape)):
             value = np.asarray(state[name], dtype=float)
             if value.shape != shape:

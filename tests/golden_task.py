@@ -106,7 +106,7 @@ def play(task: PartitionTask, stream: list[Record], labels: list[Record]) -> dic
 
     for start in range(0, len(stream), 37):
         collect(task.process(stream[start : start + 37]))
-    if task.robust:
+    if task.uses_labels:
         collect(task.add_feedback(labels))
     return {"outputs": outputs, "dead": dead, "checkpoint": task.checkpoint().to_bytes().decode()}
 

@@ -149,10 +149,10 @@ class PoisonedRegression(FairRegressionPostProcessor):
 
     POISON = 0.123
 
-    def proba_learn_many(self, eta, tau):
+    def proba_learn_many(self, eta, tau, keys=None):
         if self.POISON in list(eta):
             raise ZeroDivisionError("a bug in the library")
-        return super().proba_learn_many(eta, tau)
+        return super().proba_learn_many(eta, tau, keys)
 
     def proba_many(self, eta, tau):
         if self.POISON in list(eta):

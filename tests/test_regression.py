@@ -285,7 +285,7 @@ def test_independent_groups_change_nothing(optimizer, inner, eps):
 # ---------------------------------------------------------------- streaming contract
 @pytest.mark.parametrize("optimizer,inner", OPTIMIZERS)
 def test_streaming_contract(optimizer, inner):
-    assert list(inspect.signature(FairRegressionPostProcessor.learn_one).parameters) == ["self", "prediction", "tau"]
+    assert list(inspect.signature(FairRegressionPostProcessor.learn_one).parameters) == ["self", "prediction", "tau", "key"]
     eta, tau = unfair_stream(500, 2, seed=19)
     f = small(p=tau.mean(axis=0), optimizer=optimizer, inner=inner, eps=0.001)
     f.learn_many(eta, tau)

@@ -331,7 +331,7 @@ def test_schedule_state_round_trip():
     for _ in range(77):
         a.advance()
     b = Schedule("sgd3", inner="acsa2", smoothness=40.0, mu=1.0, horizon=30)
-    b.load_state(a.state())
+    b.load_state_dict(a.state_dict())
     for _ in range(200):
         assert (b.epoch, b.run_index, b.step, b.run) == (a.epoch, a.run_index, a.step, a.run)
         assert b.coefficients(0.5) == a.coefficients(0.5)

@@ -38,8 +38,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
-from streamfair.dro import GroupRobustFairRegressionPostProcessor
+from streamfair import DualPostProcessor
 from streamfair.keyed_random import keyed_sample_indices
 
 from connectors.kafka.checkpoint import Checkpoint, restore_postprocessor
@@ -87,7 +86,7 @@ class PartitionTask:
         self,
         topic: str,
         partition: int,
-        fair: FairRegressionPostProcessor | FairClassificationPostProcessor,
+        fair: DualPostProcessor,
         *,
         parser: InputParser,
         batch_size: int = 1,
@@ -122,14 +121,14 @@ class PartitionTask:
         self.offset = offset
         self.feedback_offset = feedback_offset
         self.topic_id = topic_id
-        self.classification = isinstance(fair, FairClassificationPostProcessor)
+        self.classification = fair.prediction_input == "proba"
         self._pending_eta = [[float(q) for q in x] if self.classification else float(x) for x in pending_eta]
         self._pending_tau = [[float(x) for x in row] for row in pending_tau]
-        self.robust = isinstance(fair, GroupRobustFairRegressionPostProcessor)
-        if self.robust and len(pending_keys) != len(self._pending_eta):
+        self.uses_labels = fair.uses_labels
+        if self.uses_labels and len(pending_keys) != len(self._pending_eta):
             raise ValueError(f"pending_keys must have one id per pending sample ({len(self._pending_eta)}), "
                              f"got {len(pending_keys)}")
-        self._pending_keys = list(pending_keys) if self.robust else []
+        self._pending_keys = list(pending_keys) if self.uses_labels else []
         self._labels: list[tuple[Any, float]] = []  # feedback labels for the robust post-processor
         self._feedback: list[Feedback] = []  # for the base models
         self._feedback_next: int | None = None
@@ -137,7 +136,7 @@ class PartitionTask:
         self._fill_tau = [1.0 / k] * k
         m = len(fair.atoms)
         self._fill_prediction = [1.0 / m] * m if self.classification else 0.0
-        self._labels_out = fair.classes.tolist() if self.classification else fair.atoms.tolist()
+        self._labels_out = fair.labels.tolist()
         self.processed = 0  # input records handled since this task was created (valid or not)
         self.learned = 0  # samples learned by this task object, and the time it took (for metrics)
         self.learn_seconds = 0.0
@@ -258,7 +257,7 @@ class PartitionTask:
         samples are computed one at a time, each failing one dead-lettered and undone.  Outputs never
         depend on poll boundaries, so the survivors get the same bytes either way.
         """
-        predict = self._predict_learn if self.batch_size == 1 and not self.robust else self._predict_batches
+        predict = self._predict_learn if self.batch_size == 1 else self._predict_batches
         before = self._snapshot()
         try:
             return predict(valid)
@@ -296,7 +295,7 @@ class PartitionTask:
             for sample in chunk:
                 self._pending_eta.append(sample.prediction)
                 self._pending_tau.append(sample.tau)
-                if self.robust:
+                if self.uses_labels:
                     self._pending_keys.append(sample.id)
             if len(self._pending_eta) == b:
                 self._learn()
@@ -307,12 +306,13 @@ class PartitionTask:
         """``batch_size = 1``: every message predicted, then learned, in one post-processor call per poll.
 
         The same floats as predicting each message (``proba_many`` of one row) and then learning it
-        (``learn_one``): the post-processor's ``proba_learn_many`` is bit for bit that sequence.
+        (``learn_one`` under its id): the post-processor's ``proba_learn_many`` is bit for bit that sequence.
         """
         fair, labels, mode = self.fair, self._labels_out, self.mode
         version = fair.n_samples  # samples learned when the first message is predicted
         started = time.perf_counter()
-        probas = fair.proba_learn_many([sample.prediction for sample in valid], [sample.tau for sample in valid])
+        probas = fair.proba_learn_many([sample.prediction for sample in valid], [sample.tau for sample in valid],
+                                       keys=[sample.id for sample in valid])
         self.learn_seconds += time.perf_counter() - started  # the predictions are included
         self.learned += len(valid)
         if mode == "sample":
@@ -345,12 +345,10 @@ class PartitionTask:
 
     def _learn(self) -> None:
         started = time.perf_counter()
-        if self.robust:
-            self.fair.learn_many(np.array(self._pending_eta), np.array(self._pending_tau),
-                                 batch_size=None if self.batch_size == 1 else self.batch_size, keys=self._pending_keys)
-            self._pending_keys.clear()
-        else:
-            self.fair.learn_many(np.array(self._pending_eta), np.array(self._pending_tau), batch_size=self.batch_size)
+        keys = self._pending_keys if self.uses_labels else None  # ids are kept only when labels will follow
+        self.fair.learn_many(np.array(self._pending_eta), np.array(self._pending_tau), batch_size=self.batch_size,
+                             keys=keys)
+        self._pending_keys = []
         self.learn_seconds += time.perf_counter() - started
         self.learned += len(self._pending_eta)
         self._pending_eta.clear()
@@ -376,7 +374,7 @@ class PartitionTask:
             accepted.append(feedback)
             if self.learn_models:
                 self._feedback.append(feedback)
-            if self.robust:
+            if self.uses_labels:
                 self._labels.append((feedback.id, feedback.y))
         if records:
             self._feedback_next = records[-1].offset + 1

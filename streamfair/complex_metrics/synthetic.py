@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..softmax import softmax
 from ..validation import check_integer, check_seed
 
 __all__ = ["PRIORS", "MEANS", "COVARIANCE", "GROUP_PRIORS", "GROUP_SHARE", "sample_three_class", "posterior", "sample_two_groups"]
@@ -38,10 +39,7 @@ def posterior(x: np.ndarray) -> np.ndarray:
     precision = np.linalg.inv(COVARIANCE)
     weights = MEANS @ precision
     offsets = np.log(PRIORS) - 0.5 * np.sum(weights * MEANS, axis=1)
-    logits = np.asarray(x, dtype=float) @ weights.T + offsets
-    logits -= logits.max(axis=1, keepdims=True)
-    proba = np.exp(logits)
-    return proba / proba.sum(axis=1, keepdims=True)
+    return softmax(np.asarray(x, dtype=float) @ weights.T + offsets, overwrite=True)
 
 
 #: Class priors within each group of :func:`sample_two_groups` (a variant for fairness, not in the paper).

@@ -20,8 +20,8 @@ The robust risk is the entropy-smoothed maximum over groups (Carmon & Hausler, e
 ``T log K`` of ``max_g R_g(pi)``.  The problem ``min_pi max_q`` (fairness constraints and entropic
 regularization on ``pi`` only) is convex in ``pi`` and concave in ``q``, so at its saddle point
 ``pi*`` is the fair post-processor for the per-sample cost ``omega_{q*}(x) r_l(x)`` and
-``q* = softmax(R(pi*) / T)``.  The engine is therefore unchanged: its cost hook returns
-``beta omega_q(x) r_l(x)``, while an online DRO updater
+``q* = softmax(R(pi*) / T)``.  The engine is therefore unchanged: its sample weighting hook
+returns ``omega_q(x)`` (the costs are ``beta omega_q(x) r_l(x)``), while an online DRO updater
 (:class:`~streamfair.dro.online_group.SoftmaxGroupWeights` or the mirror-ascent
 :class:`~streamfair.dro.online_group.ExponentiatedGroupWeights`) plays ``q``.  Since
 ``E[omega_q(X)] = sum_g q_g = 1``, the cost scale is unchanged on average, and ``q = p`` gives
@@ -39,7 +39,7 @@ corrected exactly (spec section 6.3): then ``R_g`` also contains the base model'
 Timing: the weights used in the costs are refreshed every ``refresh`` learned samples (the
 surrogates of those samples are computed then, vectorized).  ``learn_many`` with
 ``batch_size=None`` is still bit-for-bit ``n`` calls to ``learn_one``; mini-batches never straddle
-a refresh.
+a refresh (the engine's ``_reweight_horizon``), and the fused ``proba_learn_*`` methods apply too.
 """
 
 from __future__ import annotations
@@ -111,6 +111,8 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
     True
     """
 
+    uses_labels = True
+
     def __init__(
         self,
         *args: Any,
@@ -145,42 +147,29 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         self.n_labels = 0
         self.n_expired = 0
 
-    # ------------------------------------------------------------------ the cost hook
+    # ------------------------------------------------------------------ the weighting hooks
     def sample_weights(self, tau: np.ndarray) -> np.ndarray:
         """``omega_q(x) = sum_g q_g tau_g(x) / p_g`` for each row of ``tau`` (mean one under ``p``)."""
         return (np.asarray(tau, dtype=float) * (self._q / self.p)).sum(axis=1)  # row-wise: same bits for any n
 
-    def _scaled_costs(self, predictions: np.ndarray, tau: np.ndarray, learning: bool) -> np.ndarray:
-        costs = super()._scaled_costs(predictions, tau, learning)
-        costs *= self.sample_weights(tau)[:, None]
-        return costs
+    def _sample_weights(self, tau: np.ndarray, p: np.ndarray) -> np.ndarray:
+        return (tau * (self._q / p)).sum(axis=1)  # row-wise: the same bits for one row or many
 
-    # ------------------------------------------------------------------ learning
-    def learn_one(self, prediction: Any, tau: Sequence[float], key: Hashable | None = None) -> None:
-        """One unlabeled sample; ``key`` (the message id) lets :meth:`learn_label` correct it later."""
-        self.learn_many([prediction], [tau], keys=None if key is None else [key])
+    def _reweight_horizon(self) -> int:
+        """The samples left before the next refresh of ``q``."""
+        return self.refresh - self._block_size
 
-    def learn_many(self, predictions: Any, tau: Any, batch_size: int | None = None, keys: Sequence | None = None) -> None:
-        """Learn ``n`` samples in order (``keys``: one message id or ``None`` per sample)."""
-        predictions = self._check_predictions(predictions, None)
-        taus = self._check_tau(tau, predictions.shape[0])
-        n = predictions.shape[0]
-        if keys is not None and len(keys) != n:
-            raise ValueError(f"keys must have one key per sample ({n}), got {len(keys)}")
-        start = 0
-        while start < n:
-            stop = min(n, start + self.refresh - self._block_size)
-            super().learn_many(predictions[start:stop], taus[start:stop], batch_size)
-            rows = slice(self._block_size, self._block_size + stop - start)
-            self._block_eta[rows], self._block_tau[rows] = predictions[start:stop], taus[start:stop]
-            if keys is not None:
-                for row, key in enumerate(keys[start:stop], start=rows.start):
-                    if key is not None:
-                        self._block_keys[key] = row
-            self._block_size = rows.stop
-            if self._block_size == self.refresh:
-                self._refresh_weights()
-            start = stop
+    def _learned(self, predictions: np.ndarray, tau: np.ndarray, keys: Sequence[Hashable | None] | None) -> None:
+        """Add the samples to the block (under their keys); at ``refresh`` samples, refresh ``q``."""
+        rows = slice(self._block_size, self._block_size + tau.shape[0])
+        self._block_eta[rows], self._block_tau[rows] = predictions, tau
+        if keys is not None:
+            for row, key in enumerate(keys, start=rows.start):
+                if key is not None:
+                    self._block_keys[key] = row
+        self._block_size = rows.stop
+        if self._block_size == self.refresh:
+            self._refresh_weights()
 
     def learning_proba(self, predictions: Any, tau: Any) -> np.ndarray:
         """``pi(. | x)`` at the optimizer's running output ``w_ag`` (what the current epoch will serve).
@@ -224,7 +213,7 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         self._block_keys = {}
 
     def learn_label(self, key: Hashable, y: float) -> bool:
-        """The label of the sample learned with ``key``: replace its surrogate loss by the true one.
+        """The label of the sample learned with ``key``: replace its surrogate loss by the true one (``uses_labels``).
 
         Returns ``False`` if the key is unknown (never learned with a key, expired, or already labelled).
         """

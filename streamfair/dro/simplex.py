@@ -1,6 +1,6 @@
 """Log-sum-exp, softmax and Euclidean projections onto the (capped) probability simplex.
 
-These are the numerical primitives shared by the worst-case weight oracles
+These (with :func:`streamfair.softmax.softmax`, re-exported here) are the numerical primitives shared by the worst-case weight oracles
 (:mod:`streamfair.dro.weights`), the online updaters and the batch solvers.  Every exponential is
 taken after subtracting the maximum, so ``loss / temperature`` ratios of ``1e7`` and more are safe.
 
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..softmax import softmax
+
 __all__ = ["log_sum_exp", "softmax", "project_simplex", "project_capped_simplex"]
 
 
@@ -28,12 +30,6 @@ def log_sum_exp(values: np.ndarray) -> float:
     if not np.isfinite(top):
         return top
     return top + float(np.log(np.sum(np.exp(values - top))))
-
-
-def softmax(values: np.ndarray) -> np.ndarray:
-    """``exp(values) / sum(exp(values))`` of a 1-d array without overflow."""
-    shifted = np.exp(values - np.max(values))
-    return shifted / shifted.sum()
 
 
 def project_simplex(v: np.ndarray) -> np.ndarray:
