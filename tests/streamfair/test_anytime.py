@@ -19,8 +19,7 @@ from streamfair.dro import GroupRobustFairRegressionPostProcessor
 from streamfair.postprocessor import DEFAULT_MEMORY, anytime_beta
 from streamfair.regression import DEFAULT_KS
 from streamfair.tracking import SNAPSHOTS
-
-from paper_profile_stream import GOLDEN, N_STREAM, record_all, stream
+from tests.support.paper_profile_stream import GOLDEN, N_STREAM, record_all, stream
 
 
 def population(n: int = 2000, seed: int = 0):

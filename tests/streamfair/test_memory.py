@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor, postprocessor
-
-from test_regression import assert_identical, unfair_stream
+from tests.support.states import assert_identical
+from tests.support.streams import unfair_stream
 
 
 @pytest.mark.parametrize("profile", ["anytime", "paper"])

@@ -16,37 +16,10 @@ import numpy as np
 import pytest
 
 from streamfair import FairRegressionPostProcessor, dual, evaluate
+from tests.support.states import assert_identical
+from tests.support.streams import unfair_stream
 
 OPTIMIZERS = [("sgd", "acsa"), ("acsa", "acsa"), ("acsa2", "acsa"), ("sgd3", "acsa"), ("sgd3", "acsa2")]
-
-
-def unfair_stream(n, k, seed):
-    """``eta`` depends on a hidden group drawn from ``tau``; ``tau`` is the exact posterior."""
-    rng = np.random.default_rng(seed)
-    logits = rng.normal(0, 1.2, (n, k))
-    tau = np.exp(logits - logits.max(axis=1, keepdims=True))
-    tau /= tau.sum(axis=1, keepdims=True)
-    s = (rng.random((n, 1)) > np.cumsum(tau, axis=1)).sum(axis=1)
-    eta = 0.8 * (s / (k - 1)) - 0.4 + 0.25 * rng.standard_normal(n)
-    eta[rng.random(n) < 0.02] *= 5  # a few out of [-1, 1]
-    return eta, tau
-
-
-def assert_identical(a, b, path="state"):
-    """Two state dicts are equal, arrays bit for bit."""
-    assert type(a) is type(b) or (np.isscalar(a) and np.isscalar(b)), path
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), path
-        for key in a:
-            assert_identical(a[key], b[key], f"{path}.{key}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_identical(x, y, f"{path}[{i}]")
-    elif isinstance(a, np.ndarray):
-        assert a.dtype == b.dtype and np.array_equal(a, b), path
-    else:
-        assert a == b, path
 
 
 def small(**kwargs):

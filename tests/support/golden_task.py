@@ -2,17 +2,16 @@
 
 ``run(case)`` feeds a fixed record stream (valid messages, broken ones, feedback labels) through one
 partition's task, takes a checkpoint half way and at the end, and returns every byte the task
-produced.  ``data/golden_task.json`` holds that record from a fixed version of the code: any later
+produced.  ``tests/data/golden_task.json`` holds that record from a fixed version of the code: any later
 refactoring must reproduce it byte for byte, and its half-way checkpoints (written by that version)
 must restore and continue to the same end.  Re-recording is a deliberate act:
-``python tests/golden_task.py`` writes the file from the current code.
+``python -m tests.support.golden_task`` (from the repository's root) writes the file from the current code.
 """
 
 from __future__ import annotations
 
 import json
 from collections import namedtuple
-from pathlib import Path
 
 import numpy as np
 
@@ -20,8 +19,9 @@ from connectors.kafka.codec import FeedbackParser, InputParser
 from connectors.kafka.task import PartitionTask
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
+from tests.support import DATA
 
-GOLDEN = Path(__file__).parent / "data" / "golden_task.json"
+GOLDEN = DATA / "golden_task.json"
 Record = namedtuple("Record", "topic partition offset timestamp key value headers")
 N_MESSAGES = 600
 HALF = N_MESSAGES // 2

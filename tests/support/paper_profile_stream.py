@@ -2,25 +2,25 @@
 
 ``outputs(factory)`` runs one post-processor built by ``factory`` over the stream (learning with
 fused serving, then batch serving on probe points) and returns every float it produced, so that
-the recorded file ``data/paper_profile.npz`` pins the numerics of the version before the profiles
-existed, whose defaults ``profile="paper"`` reproduces.  Re-recording is a deliberate act:
-``python tests/paper_profile_stream.py`` writes it from the current code's ``paper`` profile.
-``data/paper_checkpoint_v1.pkl`` is the ``state_dict`` of that version's default regression
-post-processor after the first 3,000 samples of :func:`stream` (a version-1 state): an artifact of
-the old code, never re-recorded.
+the recorded file ``tests/data/paper_profile.npz`` pins the numerics of the version before the
+profiles existed, whose defaults ``profile="paper"`` reproduces.  Re-recording is a deliberate
+act: ``python -m tests.support.paper_profile_stream`` (from the repository's root) writes it from
+the current code's ``paper`` profile.  ``tests/data/paper_checkpoint_v1.pkl`` is the
+``state_dict`` of that version's default regression post-processor after the first 3,000 samples
+of :func:`stream` (a version-1 state): an artifact of the old code, never re-recorded.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
+from tests.support import DATA
 
-GOLDEN = Path(__file__).parent / "data" / "paper_profile.npz"
+GOLDEN = DATA / "paper_profile.npz"
 N_STREAM = 8000  # crosses the epoch ends at 2,500 and 7,500 of the reference horizon
 
 

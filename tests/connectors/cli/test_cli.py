@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import re
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
 
 import pytest
 
 from connectors.cli import commands as cli
-
-REPO = Path(__file__).resolve().parents[1]
-#: Words of the project's internal process that must not reach users.
-JARGON = re.compile(r"\bseed 0\d\d\b|\bsession \d|\bissues?\b|\b[AB]-T\d|\bspecs?\b|\bproposal [AB]-\d|HELPERS", re.I)
+from tests.support import REPO
+from tests.support.jargon import JARGON
 
 
 def help_text(*argv: str, capsys) -> str:

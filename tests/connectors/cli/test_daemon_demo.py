@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka.config import load_config
 from connectors.cli.demo import CONFIG_NAME, PICTURE_NAME, WINDOWS
-
-REPO = Path(__file__).resolve().parents[1]
+from connectors.kafka.config import load_config
+from tests.support import REPO
 
 
 def test_demo_reports_fairness_over_time_against_the_target_and_keeps_its_config(tmp_path):

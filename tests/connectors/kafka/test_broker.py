@@ -15,8 +15,7 @@ import pytest
 from kafka import KafkaAdminClient
 
 from connectors.kafka.broker import Broker, free_port, tansu_binary
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.support import REPO
 
 
 def _alive(pid: int) -> bool:

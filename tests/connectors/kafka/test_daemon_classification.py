@@ -17,7 +17,7 @@ from river import linear_model, preprocessing
 from connectors.kafka.daemon import Daemon
 from connectors.kafka.models import BaseModels
 from streamfair import FairClassificationPostProcessor
-from test_daemon_kafka import POSTPROCESSOR, _ensure, produce, read_topic, settings
+from tests.support.kafka_daemon import POSTPROCESSOR, ensure_topics_for, produce, read_topic, settings
 
 CLASSES = ["a", "b", "c"]
 MALFORMED = {  # partition 1, in this order, between valid messages
@@ -70,7 +70,7 @@ def test_classification_end_to_end_equals_the_library_and_bad_proba_is_dead_lett
         "models.eta": str(paths["eta"]), "models.tau": str(paths["tau"]), "models.features": ["x1", "x2"],
         "processing.checkpoint_every_messages": 100})
     del values["postprocessor.L"]  # a regression parameter: an error with classification
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     items = stream(rng, 900)
     records = [(p, str(i).encode(), json.dumps(body).encode(), None) for p, i, body in items]
     for k, value in enumerate(MALFORMED):
@@ -161,7 +161,7 @@ def test_classification_base_models_learn_class_labels_from_feedback(kafka_broke
         "models.tau": str(paths["tau"]), "models.features": ["x1"], "models.learn": True,
         "processing.checkpoint_every_messages": 50})
     del values["postprocessor.L"]
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     rng = np.random.default_rng(4)
     feedback, inputs = [], []
     for i in range(600):

@@ -14,7 +14,16 @@ from connectors.kafka.broker import die_with_parent
 from connectors.kafka.config import available_codecs
 from connectors.kafka.daemon import EXIT_UNSUPPORTED_CODEC, Daemon
 from connectors.kafka.observer import DaemonObserver
-from test_daemon_kafka import REPO, _ensure, check_outputs, messages, read_topic, reference, settings, write_toml
+from tests.support import REPO
+from tests.support.kafka_daemon import (
+    check_outputs,
+    ensure_topics_for,
+    messages,
+    read_topic,
+    reference,
+    settings,
+    write_toml,
+)
 
 CODECS = ["gzip", "snappy", "lz4", "zstd"]
 
@@ -39,7 +48,7 @@ def test_every_codec_is_available_with_the_connectors_extra():
 @pytest.mark.parametrize("codec", CODECS)
 def test_compressed_input_is_read_and_outputs_are_written_compressed(kafka_broker, codec):
     values = settings(kafka_broker, f"codec-{codec}", **{"kafka.compression_type": codec})
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     stream = messages(300, seed=40)
     produce_compressed(kafka_broker, config.topics.input, stream, codec)
     codecs = ProducerCodec()
@@ -65,7 +74,7 @@ def _serve_without_lz4(tmp_path, config_path, *args: str) -> subprocess.Complete
 
 def test_a_codec_the_client_cannot_read_stops_the_daemon_with_a_clear_error(kafka_broker, tmp_path):
     values = settings(kafka_broker, "codec-missing", **{"log.level": "INFO"})
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     produce_compressed(kafka_broker, config.topics.input, messages(30, seed=41), "lz4")
     result = _serve_without_lz4(tmp_path, write_toml(tmp_path / "missing.toml", values))
     assert result.returncode == EXIT_UNSUPPORTED_CODEC, result.stderr[-2000:]

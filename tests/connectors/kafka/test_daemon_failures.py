@@ -10,8 +10,16 @@ from kafka.admin import KafkaAdminClient
 
 from connectors.kafka.daemon import EXIT_OUT_OF_RANGE, Daemon
 from connectors.kafka.logs import setup_logging
-from test_daemon_kafka import (_ensure, checkpoints, messages, produce, produce_messages, read_topic, settings,
-                               wait_for)
+from tests.support.daemon_process import wait_for
+from tests.support.kafka_daemon import (
+    checkpoints,
+    ensure_topics_for,
+    messages,
+    produce,
+    produce_messages,
+    read_topic,
+    settings,
+)
 
 
 def _items(stream, bad_every: int = 0):
@@ -32,7 +40,7 @@ def _valid_before(items, partition: int, offset: int) -> int:
 
 def test_an_output_the_producer_refuses_is_dead_lettered_and_checkpoints_stay_exact(kafka_broker):
     values = settings(kafka_broker, "refused", **{"kafka.max_poll_records": 50})
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     items = _items(messages(600, seed=21))
     produce(kafka_broker, config.topics.input, items)
     daemon = Daemon(config)
@@ -58,7 +66,7 @@ def test_an_output_the_producer_refuses_is_dead_lettered_and_checkpoints_stay_ex
 def test_a_failure_of_the_daemon_itself_mid_poll_goes_back_to_the_last_checkpoint(kafka_broker):
     values = settings(kafka_broker, "midpoll", **{"kafka.max_poll_records": 40,
                                                    "processing.checkpoint_every_messages": 60})
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     items = _items(messages(450, seed=22), bad_every=23)
     produce(kafka_broker, config.topics.input, items)
     daemon = Daemon(config)
@@ -104,7 +112,7 @@ def _recreate_input(broker, config, n_new: int, seed: int) -> list:
 @pytest.mark.parametrize("policy, n_new", [("earliest", 60), ("earliest", 900), ("latest", 60), ("fail", 60)])
 def test_a_checkpoint_of_a_lost_input_log_is_detected_and_handled_by_the_policy(kafka_broker, policy, n_new):
     values = settings(kafka_broker, f"lostlog-{policy}-{n_new}", **{"processing.out_of_range": policy})
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     produce_messages(kafka_broker, config.topics.input, messages(300, seed=31))
     assert Daemon(config).run(once=True) == 0  # checkpoints at offset 100 of every partition
     stream = _recreate_input(kafka_broker, config, n_new, seed=32)
@@ -137,7 +145,7 @@ def test_a_checkpoint_of_a_lost_input_log_is_detected_and_handled_by_the_policy(
 def test_a_feedback_position_beyond_the_feedback_log_is_detected_and_reset(kafka_broker):
     values = settings(kafka_broker, "lostfeedback", **{"topics.feedback": "daemon-lostfeedback.feedback",
                                                         "postprocessor.robust": True})
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     stream = messages(300, seed=34)
     produce_messages(kafka_broker, config.topics.input, stream)
     labels = [(p, b"f", json.dumps({"id": ident, "y": 0.1}).encode(), None) for p, ident, _ in stream]

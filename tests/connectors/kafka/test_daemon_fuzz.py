@@ -22,7 +22,8 @@ from connectors.kafka.models import BaseModels
 from connectors.kafka.task import PartitionTask
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
-from test_daemon_kafka import _ensure, produce, read_topic, settings as daemon_settings
+from tests.support.kafka_daemon import ensure_topics_for, produce, read_topic
+from tests.support.kafka_daemon import settings as daemon_settings
 
 Record = namedtuple("Record", "topic partition offset timestamp key value headers")
 VALID = {"id": "m", "eta": 0.25, "tau": [0.3, 0.7]}
@@ -216,7 +217,7 @@ def fuzz_stream(n: int, seed: int) -> list[bytes | None]:
 
 def test_fuzzed_stream_through_the_broker_every_input_is_answered_or_dead_lettered(kafka_broker):
     values = daemon_settings(kafka_broker, "fuzz")
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     stream = fuzz_stream(900, seed=13)
     produce(kafka_broker, config.topics.input, [(i % 3, b"k", v, None) for i, v in enumerate(stream)])
     daemon = Daemon(config)

@@ -10,231 +10,32 @@ from __future__ import annotations
 import base64
 import json
 import pickle
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
-from collections import Counter, defaultdict
-from pathlib import Path
+from collections import Counter
 
 import numpy as np
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from connectors.kafka.broker import Broker, die_with_parent
-from connectors.kafka.config import load_config
-from connectors.kafka.daemon import Daemon
+from connectors.kafka.broker import Broker
 from connectors.kafka.clients import ensure_topics
+from connectors.kafka.daemon import Daemon
 from connectors.kafka.observer import DaemonObserver
-from streamfair import FairRegressionPostProcessor
-
-REPO = Path(__file__).resolve().parents[1]
-POSTPROCESSOR = {"L": 10, "memory": 160, "seed": 11}  # the default profile, a short memory: outputs move often
-
-
-# ---------------------------------------------------------------------------- helpers
-def settings(broker: Broker, name: str, session_ms: int = 3000, **extra) -> dict:
-    """Daemon settings (``{"section.key": value}``) with topics and group named after the test."""
-    name = f"daemon-{name}"  # the broker is shared by the whole session
-    values = {
-        "kafka.bootstrap_servers": [broker.bootstrap],
-        "kafka.group_id": f"{name}-group",
-        "kafka.session_timeout_ms": session_ms,
-        "kafka.heartbeat_interval_ms": session_ms // 3,
-        "topics.input": f"{name}.in",
-        "topics.output": f"{name}.out",
-        "topics.dead_letter": f"{name}.dlq",
-        "topics.changelog": f"{name}.changelog",
-        "processing.checkpoint_every_messages": 300,
-        "processing.checkpoint_every_seconds": 1.0,
-        "log.level": "DEBUG",
-        **{f"postprocessor.{k}": v for k, v in POSTPROCESSOR.items()},
-    }
-    values.update(extra)
-    return values
-
-
-def to_config(values: dict):
-    overrides = [f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in values.items()]
-    return load_config(env={}, overrides=overrides)
-
-
-def write_toml(path: Path, values: dict) -> Path:
-    sections = defaultdict(dict)
-    for key, value in values.items():
-        section, name = key.split(".")
-        sections[section][name] = value
-    lines = []
-    for section, table in sections.items():
-        lines.append(f"[{section}]")
-        for name, value in table.items():
-            text = json.dumps(value) if not isinstance(value, bool) else str(value).lower()
-            lines.append(f"{name} = {text}")
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def messages(n: int, seed: int, prefix: str = "m") -> list[tuple[int, object, dict]]:
-    """``(partition, id, body)``: an unfair stream over 3 partitions (group 1 scores higher)."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
-        s = int(rng.integers(0, 2))
-        tau = [0.8, 0.2] if s == 0 else [0.2, 0.8]
-        eta = float(np.clip(0.6 * s - 0.3 + 0.2 * rng.standard_normal(), -1, 1))
-        ident = i if i % 5 == 0 else f"{prefix}{i}"  # integer and string ids
-        body = {"id": ident, "eta": eta, "tau": tau}
-        if i % 50 == 0:
-            body["distribution"] = True
-        out.append((i % 3, ident, body))
-    return out
-
-
-def produce(broker: Broker, topic: str, items, **client) -> None:
-    """``items``: ``(partition, key, value_bytes, headers)``, sent in order (``client``: more producer settings)."""
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=2, **client)
-    for partition, key, value, headers in items:
-        producer.send(topic, key=key, value=value, partition=partition, headers=headers or [])
-    producer.flush()
-    producer.close()
-
-
-def produce_messages(broker: Broker, topic: str, stream, **client) -> None:
-    produce(broker, topic, [(p, str(i).encode(), json.dumps(body).encode(), None) for p, i, body in stream], **client)
-
-
-def read_topic(broker: Broker, topic: str, timeout: float = 20.0, **client) -> list:
-    """Every record of ``topic`` up to the fetch high-watermarks, partition by partition in order."""
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=20,
-                             **client)
-    try:
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-        consumer.assign(partitions)
-        for tp in partitions:
-            consumer.seek(tp, 0)
-        records = defaultdict(list)
-        deadline = time.monotonic() + timeout
-        while True:
-            for tp, batch in consumer.poll(timeout_ms=50).items():
-                records[tp.partition].extend(batch)
-            if all(consumer.highwater(tp) is not None and consumer.position(tp) >= consumer.highwater(tp)
-                   for tp in partitions):
-                break
-            assert time.monotonic() < deadline, f"reading {topic} timed out"
-        return [r for p in sorted(records) for r in records[p]]
-    finally:
-        consumer.close()
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(interval)
-
-
-def reference(stream, **postprocessor) -> dict:
-    """``id -> (prediction, state_version, partition, offset, proba or None)`` from the library."""
-    fair = {p: FairRegressionPostProcessor(n_groups=2, **(postprocessor or POSTPROCESSOR)) for p in range(3)}
-    offsets = Counter()
-    expected = {}
-    for partition, ident, body in stream:
-        offset = offsets[partition]
-        offsets[partition] += 1
-        if body is None:
-            continue
-        f = fair[partition]
-        proba = f.proba_one(body["eta"], body["tau"]).tolist() if body.get("distribution") else None
-        expected[ident] = (float(f.predict_one(body["eta"], body["tau"], key=ident)), f.n_samples, partition, offset, proba)
-        f.learn_one(body["eta"], body["tau"])
-    return expected
-
-
-def check_outputs(records, expected) -> Counter:
-    """Every output equals the reference; returns the number of copies of each id."""
-    copies = Counter()
-    first = {}
-    for record in records:
-        out = json.loads(record.value)
-        ident = out["id"]
-        copies[ident] += 1
-        if ident in first:
-            assert record.value == first[ident], f"duplicate of {ident!r} differs"
-            continue
-        first[ident] = record.value
-        prediction, version, partition, offset, proba = expected[ident]
-        assert (out["prediction"], out["state_version"], out["partition"], out["offset"]) == (
-            prediction, version, partition, offset), ident
-        assert record.partition == partition and record.key == str(ident).encode()
-        if proba is not None:
-            assert out["distribution"]["proba"] == proba
-        else:
-            assert "distribution" not in out
-    return copies
-
-
-def checkpoints(broker: Broker, topic: str) -> dict[int, list[tuple[int, int]]]:
-    """``partition -> [(offset, n_samples), ...]`` in changelog order."""
-    history = defaultdict(list)
-    for record in read_topic(broker, topic):
-        point = json.loads(record.value)
-        history[point["partition"]].append((point["offset"], point["state"]["n_samples"]))
-    return history
-
-
-class DaemonProcess:
-    """``streamfair serve`` in a subprocess, its JSON log lines collected from stderr."""
-
-    running: list[DaemonProcess] = []  # killed after each test, whatever its outcome
-
-    def __init__(self, config_path: Path, *args: str):
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "connectors.cli", "serve", "--config", str(config_path), *args],
-            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            env={k: v for k, v in os.environ.items() if not k.startswith("STREAMFAIR_")}, preexec_fn=die_with_parent,
-        )
-        self.events: list[dict] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        DaemonProcess.running.append(self)
-
-    def _read(self) -> None:
-        for line in self.process.stderr:
-            try:
-                self.events.append(json.loads(line))
-            except ValueError:
-                self.events.append({"event": "raw", "text": line})
-
-    def named(self, event: str) -> list[dict]:
-        return [e for e in list(self.events) if e.get("event") == event]
-
-    def wait_restored(self, partitions: set[int], timeout: float = 40.0) -> list[dict]:
-        def done():
-            assert self.process.poll() is None, f"daemon exited: {self.events[-5:]}"
-            return {e["partition"] for e in self.named("restored")} >= partitions
-        wait_for(done, timeout, f"restore of {partitions}")
-        return self.named("restored")
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
-        self.process.send_signal(sig)
-        code = self.process.wait(timeout)
-        self._reader.join(5)
-        return code
-
-
-@pytest.fixture(autouse=True)
-def _kill_leftover_daemons():
-    yield
-    while DaemonProcess.running:
-        process = DaemonProcess.running.pop().process
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+from tests.support.daemon_process import DaemonProcess, wait_for
+from tests.support.kafka_daemon import (
+    check_outputs,
+    checkpoints,
+    ensure_topics_for,
+    messages,
+    produce,
+    produce_messages,
+    read_topic,
+    reference,
+    settings,
+    write_toml,
+)
 
 
 class Producer(threading.Thread):
@@ -264,12 +65,6 @@ class Producer(threading.Thread):
         self._stop_event.set()
         self.join()
         return self.sent
-
-
-def _ensure(broker: Broker, values: dict):
-    config = to_config(values)
-    ensure_topics(config)
-    return config
 
 
 class Recorder(DaemonObserver):
@@ -311,7 +106,7 @@ class Broken(DaemonObserver):
 # ---------------------------------------------------------------------------- tests
 def test_end_to_end_three_partitions_match_the_library(kafka_broker):
     values = settings(kafka_broker, "e2e", **{"kafka.max_poll_records": 100})
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     stream = messages(1500, seed=1)
     produce_messages(kafka_broker, config.topics.input, stream)
 
@@ -338,7 +133,7 @@ def test_end_to_end_three_partitions_match_the_library(kafka_broker):
 
 def test_dead_letters_keep_bytes_reason_and_source(kafka_broker):
     values = settings(kafka_broker, "dlq", **{"processing.max_message_bytes": 300})
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     bad = {
         "empty": None,
         "oversized": json.dumps({"id": "big", "eta": 0.1, "tau": [0.5, 0.5], "pad": "x" * 400}).encode(),
@@ -399,7 +194,7 @@ def test_dead_letters_keep_bytes_reason_and_source(kafka_broker):
 def test_sigkill_at_random_points_loses_nothing_and_replays_identically(kafka_broker, tmp_path):
     values = settings(kafka_broker, "crash", **{"processing.checkpoint_every_messages": 400,
                                                 "processing.checkpoint_every_seconds": 2.0})
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     path = write_toml(tmp_path / "crash.toml", values)
     producer = Producer(kafka_broker, config.topics.input, rate=300, seed=3)
     producer.start()
@@ -430,7 +225,7 @@ def test_sigkill_at_random_points_loses_nothing_and_replays_identically(kafka_br
 
 def test_sigterm_mid_stream_then_restart_no_duplicates_no_gaps(kafka_broker, tmp_path):
     values = settings(kafka_broker, "graceful", session_ms=6000)
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     path = write_toml(tmp_path / "graceful.toml", values)
     producer = Producer(kafka_broker, config.topics.input, rate=400, seed=4)
     producer.start()
@@ -458,7 +253,7 @@ def test_sigterm_mid_stream_then_restart_no_duplicates_no_gaps(kafka_broker, tmp
 
 def test_rebalance_moves_partitions_with_their_state(kafka_broker, tmp_path):
     values = settings(kafka_broker, "rebalance", session_ms=6000)
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     path = write_toml(tmp_path / "rebalance.toml", values)
     all_messages = messages(2700, seed=5)
     phases = [all_messages[:900], all_messages[900:1800], all_messages[1800:]]
@@ -506,7 +301,7 @@ def test_broker_outage_with_data_loss_never_stalls_a_partition(tmp_path, seed, n
     with Broker() as broker:
         values = settings(broker, f"outage{seed}", **{"kafka.max_poll_records": 20,
                                                       "processing.checkpoint_every_messages": 150})
-        config = _ensure(broker, values)
+        config = ensure_topics_for(broker, values)
         path = write_toml(tmp_path / "outage.toml", values)
         produce_messages(broker, config.topics.input, messages(6000, seed=6, prefix="before"))
         daemon = DaemonProcess(path)
@@ -540,7 +335,7 @@ def test_exactly_once_mode_runs_in_transactions(kafka_broker):
     # Tansu honours init/commit (offsets move with the transaction) but shows aborted records to
     # read_committed readers, so only the committed path can be checked here.
     values = settings(kafka_broker, "eos", **{"processing.guarantee": "exactly_once"})
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     stream = messages(600, seed=8)
     produce_messages(kafka_broker, config.topics.input, stream)
     daemon = Daemon(config)
@@ -565,7 +360,7 @@ def test_raw_features_scored_by_river_models_that_learn_from_feedback(kafka_brok
     values = settings(kafka_broker, "features", **{
         "topics.feedback": "daemon-features.feedback", "models.eta": str(paths["eta"]), "models.tau": str(paths["tau"]),
         "models.features": ["x1", "x2"], "models.learn": True, "processing.checkpoint_every_messages": 50})
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     rng = np.random.default_rng(9)
     feedback, inputs = [], []
     for i in range(300):

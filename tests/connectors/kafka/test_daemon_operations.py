@@ -6,10 +6,16 @@ import signal
 import time
 
 from connectors.kafka.broker import Broker, free_port
-from test_daemon_kafka import (DaemonProcess, _ensure, _kill_leftover_daemons, messages, produce, produce_messages,
-                               read_topic, settings, wait_for, write_toml)
-
-__all__ = ["_kill_leftover_daemons"]  # the autouse fixture that kills daemons a failed test left behind
+from tests.support.daemon_process import DaemonProcess, wait_for
+from tests.support.kafka_daemon import (
+    ensure_topics_for,
+    messages,
+    produce,
+    produce_messages,
+    read_topic,
+    settings,
+    write_toml,
+)
 
 
 class Absent:
@@ -39,7 +45,7 @@ def test_without_a_broker_trouble_is_logged_once_per_retry_and_sigterm_exits_0(t
 
 def test_progress_lines_report_rates_lag_and_dead_letters(kafka_broker, tmp_path):
     values = settings(kafka_broker, "progress", **{"log.level": "INFO", "log.progress_seconds": 1.0})
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     daemon = DaemonProcess(write_toml(tmp_path / "progress.toml", values))
     daemon.wait_restored({0, 1, 2})
     produce_messages(kafka_broker, config.topics.input, messages(600, seed=60))
@@ -56,7 +62,7 @@ def test_progress_lines_report_rates_lag_and_dead_letters(kafka_broker, tmp_path
 
 def test_a_member_without_partitions_says_so_after_the_session_timeout(kafka_broker, tmp_path):
     values = settings(kafka_broker, "idle", **{"log.level": "INFO", "topics.partitions": 1})
-    _ensure(kafka_broker, values)
+    ensure_topics_for(kafka_broker, values)
     path = write_toml(tmp_path / "idle.toml", values)
     first = DaemonProcess(path)
     first.wait_restored({0})
@@ -74,7 +80,7 @@ def test_sigterm_after_the_broker_went_away_exits_0(tmp_path):
     with Broker() as broker:
         values = settings(broker, "gone", **{"log.level": "INFO", "processing.checkpoint_every_seconds": 600,
                                              "processing.checkpoint_every_messages": 100_000})  # all in hand
-        config = _ensure(broker, values)
+        config = ensure_topics_for(broker, values)
         daemon = DaemonProcess(write_toml(tmp_path / "gone.toml", values))
         daemon.wait_restored({0, 1, 2})
         produce_messages(broker, config.topics.input, messages(300, seed=61))

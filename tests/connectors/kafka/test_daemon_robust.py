@@ -17,7 +17,16 @@ from connectors.kafka.checkpoint import Checkpoint, restore_postprocessor
 from connectors.kafka.daemon import Daemon
 from connectors.kafka.observer import DaemonObserver
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
-from test_daemon_kafka import POSTPROCESSOR, _ensure, check_outputs, messages, produce, produce_messages, read_topic, settings
+from tests.support.kafka_daemon import (
+    POSTPROCESSOR,
+    check_outputs,
+    ensure_topics_for,
+    messages,
+    produce,
+    produce_messages,
+    read_topic,
+    settings,
+)
 
 ROBUST = {"robust": True, "refresh": 20, "temperature": 0.02}
 
@@ -54,7 +63,7 @@ def latest_checkpoints(broker, topic: str) -> dict[int, Checkpoint]:
 def test_robust_daemon_matches_the_library_and_restores_its_dro_state(kafka_broker):
     values = settings(kafka_broker, "robust", **{f"postprocessor.{k}": v for k, v in ROBUST.items()},
                       **{"topics.feedback": "daemon-robust.feedback", "processing.checkpoint_every_messages": 100})
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     stream = messages(900, seed=3)
     first, second = stream[:450], stream[450:]
 
@@ -111,7 +120,7 @@ def test_robust_daemon_matches_the_library_and_restores_its_dro_state(kafka_brok
 def test_robust_micro_batches_keep_their_ids_across_a_restart(kafka_broker):
     values = settings(kafka_broker, "robust-batch", **{f"postprocessor.{k}": v for k, v in ROBUST.items()},
                       **{"processing.batch_size": 8})
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     stream = messages(300, seed=4, prefix="b")
     produce_messages(kafka_broker, config.topics.input, stream[:151])  # 50 or 51 per partition: batches left open
     assert Daemon(config).run(once=True) == 0

@@ -20,11 +20,21 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from connectors.kafka.broker import die_with_parent, free_port, tansu_binary
-from connectors.kafka.daemon import Daemon
 from connectors.kafka.clients import ensure_topics
+from connectors.kafka.daemon import Daemon
 from connectors.kafka.observer import DaemonObserver
-from test_daemon_kafka import (_ensure, check_outputs, messages, produce, produce_messages, read_topic, reference,
-                               settings, to_config, wait_for)
+from tests.support.daemon_process import wait_for
+from tests.support.kafka_daemon import (
+    check_outputs,
+    ensure_topics_for,
+    messages,
+    produce,
+    produce_messages,
+    read_topic,
+    reference,
+    settings,
+    to_config,
+)
 
 HOST = "127.0.0.1"
 
@@ -152,7 +162,7 @@ def test_a_broker_certificate_the_daemon_does_not_trust_is_reported_not_used(tls
 
 def test_input_key_and_trace_headers_are_propagated_to_the_output(kafka_broker):
     values = settings(kafka_broker, "propagate", **{"processing.output_key": "input"})
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     trace = [("traceparent", b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"), ("tracestate", b"vendor=1"),
              ("b3", b"80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-1"), ("tenant", b"acme")]
     items = [(i % 3, f"order-{i}".encode(), json.dumps({"id": i, "eta": 0.1, "tau": [0.5, 0.5]}).encode(),
@@ -179,7 +189,7 @@ def test_client_pass_through_static_membership_and_cooperative_sticky_assignor(k
         "kafka.group_instance_id": "streamfair-0", "kafka.partition_assignment_strategy": "cooperative-sticky",
         "consumer.fetch_min_bytes": 2, "consumer.client_rack": "rack-a", "producer.max_request_size": 500_000,
         "producer.batch_size": 4096})
-    config = _ensure(kafka_broker, values)
+    config = ensure_topics_for(kafka_broker, values)
     stream = messages(150, seed=51)
     produce_messages(kafka_broker, config.topics.input, stream)
     clients = ClientSettings()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from golden_task import CASES, GOLDEN, HALF, N_MESSAGES, feedback, play, records, run, task_for
 
 from connectors.kafka.checkpoint import Checkpoint
+from tests.support.golden_task import CASES, GOLDEN, HALF, N_MESSAGES, feedback, play, records, run, task_for
 
 RECORDED = json.loads(GOLDEN.read_text())
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from connectors.prometheus.metrics import DaemonMetrics
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
-from test_metrics import GROUPS, FakeDaemon, FakeTask, make_config, make_task, value
+from tests.support.metrics_fakes import GROUPS, FakeDaemon, FakeTask, make_config, make_task, value
 
 
 def robust_task(partition: int, seed: int) -> FakeTask:

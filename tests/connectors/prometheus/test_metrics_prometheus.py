@@ -28,26 +28,19 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
-import pytest
 import yaml
 from kafka import KafkaProducer
 from river import linear_model
 
 from connectors.cli import commands as cli
 from connectors.kafka.broker import free_port
-from connectors.kafka.config import load_config
 from connectors.kafka.clients import ensure_topics
+from connectors.kafka.config import load_config
 from connectors.prometheus.metrics import HEALTH_PATH, READY_PATH
 from connectors.prometheus.report import read_history
-from test_metrics_deploy import (
-    DEPLOY,
-    alert_expressions,
-    dashboard_queries,
-    ensure_prometheus,
-    load_yaml,
-)
+from tests.support import REPO
+from tests.support.deploy_files import DEPLOY, alert_expressions, dashboard_queries, load_yaml
 
-REPO = Path(__file__).resolve().parents[1]
 NAME = "metrics-it"
 #: Panels with no data yet, and why (the test checks they are still empty: remove an entry when it lands).
 AWAITING: dict[str, str] = {}
@@ -219,12 +212,7 @@ def get(url: str) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
-@pytest.fixture(scope="module")
-def tools():
-    return ensure_prometheus()
-
-
-def test_prometheus_scrapes_the_daemon_dashboards_and_alerts_have_data(kafka_broker, tools, tmp_path):
+def test_prometheus_scrapes_the_daemon_dashboards_and_alerts_have_data(kafka_broker, prometheus_tools, tmp_path):
     models = {"eta": tmp_path / "eta.pkl", "tau": tmp_path / "tau.pkl"}
     models["eta"].write_bytes(pickle.dumps(linear_model.LinearRegression()))
     models["tau"].write_bytes(pickle.dumps(linear_model.LogisticRegression()))
@@ -238,7 +226,7 @@ def test_prometheus_scrapes_the_daemon_dashboards_and_alerts_have_data(kafka_bro
     awaiting = {key for key in queries if key.split(":")[0].removeprefix("panel ") in AWAITING}
     queries.update({f"alert {name}: {expr}": with_bool(expr) for name, expr in alert_expressions()})
     expected_alerts = {"StreamfairFairnessAboveTarget", "StreamfairDeadLetterRateHigh"}
-    prometheus = Prometheus(tools["prometheus"], tmp_path, f"127.0.0.1:{metrics_port}")
+    prometheus = Prometheus(prometheus_tools["prometheus"], tmp_path, f"127.0.0.1:{metrics_port}")
     daemon = producer = None
 
     def unfair_everywhere() -> bool:  # the live KS is far above its target 0 (+ the 0.02 margin) everywhere
@@ -278,7 +266,7 @@ def test_prometheus_scrapes_the_daemon_dashboards_and_alerts_have_data(kafka_bro
         base = f"http://127.0.0.1:{metrics_port}"
         assert get(base + HEALTH_PATH) == (200, "ok\n") and get(base + READY_PATH) == (200, "ready\n")
         status, exposition = get(base + "/metrics")
-        lint = subprocess.run([tools["promtool"], "check", "metrics"], input=exposition.encode(), capture_output=True)
+        lint = subprocess.run([prometheus_tools["promtool"], "check", "metrics"], input=exposition.encode(), capture_output=True)
         assert status == 200 and lint.returncode == 0 and not lint.stdout.strip(), lint
         # the daemon goes away: `up` drops to 0 and the down alert fires
         daemon.send_signal(signal.SIGTERM)

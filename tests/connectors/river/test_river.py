@@ -10,13 +10,24 @@ import pickle
 
 import numpy as np
 import pytest
-from river import base, checks, compose, dummy, evaluate, linear_model, metrics, naive_bayes
-from river import neighbors, preprocessing, stats
+from river import (
+    base,
+    checks,
+    compose,
+    dummy,
+    evaluate,
+    linear_model,
+    metrics,
+    naive_bayes,
+    neighbors,
+    preprocessing,
+    stats,
+)
 
 from connectors.river.wrappers import FairClassifier, FairRegressor, friedman_with_group
-from river_data_checks import COMMON_DATA_CHECKS, scaler_that_skips_the_group
 from streamfair import FairRegressionPostProcessor, evaluate_deterministic
 from streamfair import evaluate as audit
+from tests.support.river_data_checks import COMMON_DATA_CHECKS, scaler_that_skips_the_group
 
 
 def without_group(x: dict) -> dict:

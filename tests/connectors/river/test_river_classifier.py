@@ -9,12 +9,12 @@ import pickle
 
 import numpy as np
 import pytest
-from river import base, checks, compose, evaluate, linear_model, metrics, naive_bayes, neighbors, preprocessing
+from river import base, checks, evaluate, linear_model, metrics, naive_bayes, neighbors, preprocessing
 from river.checks import clf
 
 from connectors.river.wrappers import FairClassifier, FairRegressor, logistic_with_group
-from river_data_checks import COMMON_DATA_CHECKS, scaler_that_skips_the_group
 from streamfair import FairClassificationPostProcessor
+from tests.support.river_data_checks import COMMON_DATA_CHECKS, scaler_that_skips_the_group
 
 
 def without_group(x: dict) -> dict:

@@ -6,7 +6,6 @@ import dataclasses
 import importlib.util
 import math
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,11 +30,12 @@ from streamfair.dro.problem import (
     make_synthetic,
 )
 from streamfair.dro.solvers import SOLVERS, solve
+from tests.support import REPO
 
 
 def _load_benchmark():
     """The LP and cutting-plane references live with the benchmark (scipy is not a library dependency)."""
-    folder = Path(__file__).resolve().parents[1] / "benchmarks"
+    folder = REPO / "benchmarks"
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))  # as when the script runs: its folder is importable
     path = folder / "bench_dro.py"
