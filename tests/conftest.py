@@ -4,7 +4,10 @@ Markers (registered in pyproject.toml, ``--strict-markers``):
 
 - ``kafka``: needs a Kafka-protocol broker (the ``kafka_broker`` fixture, or a broker the test starts);
 - ``prometheus``: needs the ``prometheus`` and ``promtool`` binaries (the ``prometheus_tools`` fixture);
-- ``slow``: long runs (paper experiments, end-to-end subprocesses, large statistical checks).
+- ``slow``: long runs (paper experiments, end-to-end subprocesses, large statistical checks): the
+  folders below, and the tests marked ``@pytest.mark.slow`` (those over about half a second).
+
+Tests that start their own broker are marked ``@pytest.mark.kafka`` where they are defined.
 
 ``pytest -m "not kafka and not prometheus and not slow"`` runs the pure-logic tests alone.
 """
@@ -20,7 +23,7 @@ from tests.support.prometheus_tools import ensure_prometheus
 
 TESTS = Path(__file__).parent
 #: fixtures whose use implies a marker
-MARKER_OF_FIXTURE = {"kafka_broker": "kafka", "prometheus_tools": "prometheus"}
+MARKER_OF_FIXTURE = {"kafka_broker": "kafka", "tls_broker": "kafka", "prometheus_tools": "prometheus"}
 #: folders (relative to tests/) whose every test has a marker: the paper experiments run for minutes
 MARKER_OF_FOLDER = {"connectors/experiments": "slow"}
 

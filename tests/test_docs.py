@@ -10,6 +10,7 @@ compiled, not run; there must be few.  docs/own-model.md runs end to end in test
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -22,7 +23,14 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 OWN_MODEL = REPO / "docs" / "own-model.md"
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if p != OWN_MODEL], ids=lambda p: str(p.relative_to(REPO)))
+def page_param(page: Path):
+    """The page as a test parameter, marked ``kafka`` when its blocks use the test broker."""
+    needs_broker = any("BOOTSTRAP" in block.code for block in python_blocks(page))
+    return pytest.param(page, marks=[pytest.mark.kafka] if needs_broker else [], id=str(page.relative_to(REPO)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", [page_param(p) for p in PAGES if p != OWN_MODEL])
 def test_code_blocks_run(page, tmp_path, monkeypatch, request):
     blocks = python_blocks(page)
     namespace = {"__name__": "__main__"}

@@ -101,6 +101,7 @@ def test_the_gradient_subtracts_the_running_baseline_of_the_constraint_rows():
     np.testing.assert_allclose(opt.baseline, np.mean(rows, axis=0), rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_ks_target_is_met_by_the_entropic_optimum_and_matches_the_lp():
     """Full-gradient steps reach the CDF-constrained entropic optimum: KS <= target and Lemma 3.3 vs the LP."""
     eta, tau, p = population(400, seed=3)
@@ -122,6 +123,7 @@ def test_ks_target_is_met_by_the_entropic_optimum_and_matches_the_lp():
     assert lp.risk - 1e-3 <= risk <= lp.risk + math.log(f.atoms.size) / f.beta  # Lemma 3.3
 
 
+@pytest.mark.slow
 def test_ks_is_the_evaluated_ks_while_the_per_atom_eps_of_the_same_size_corrects_nothing():
     """The knob's units: ``ks=0.05`` holds the KS near 0.05; the paper's ``eps=0.005`` leaves the 101-atom grid unfair.
 
@@ -163,6 +165,7 @@ def _probe_ks(model, kind: str, at: int) -> float:
     return plug_in_ks(model.proba_many(eta, tau), tau, drift.P)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["flip", "shift"])
 def test_after_an_abrupt_change_the_served_ks_returns_to_target_within_the_memory(kind):
     eta, tau, _ = drift.drift_stream(kind, 6000 + 3 * DEFAULT_MEMORY, change_at=6000, seed=7)
@@ -178,6 +181,7 @@ def test_after_an_abrupt_change_the_served_ks_returns_to_target_within_the_memor
     assert _probe_ks(paper, kind, eta.size) > 2 * DEFAULT_KS  # the doubling epochs have not moved yet
 
 
+@pytest.mark.slow
 def test_served_law_moves_by_at_most_one_over_the_snapshots_per_snapshot():
     eta, tau, p = population(500, seed=8)
     fair = FairRegressionPostProcessor(p=p, memory=320)  # a snapshot every 20 samples
@@ -263,6 +267,7 @@ FACTORIES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FACTORIES)
 @pytest.mark.parametrize("profile", ["anytime", "paper"])
 def test_learn_many_fused_and_state_follow_the_contract_in_both_profiles(name, profile):
@@ -296,6 +301,7 @@ def test_learn_many_fused_and_state_follow_the_contract_in_both_profiles(name, p
 
 
 # ---------------------------------------------------------------- the paper profile is today's behaviour
+@pytest.mark.slow
 def test_paper_profile_reproduces_the_recorded_outputs_bit_for_bit():
     recorded = np.load(GOLDEN)
     produced = record_all(profile="paper")
@@ -303,6 +309,7 @@ def test_paper_profile_reproduces_the_recorded_outputs_bit_for_bit():
         np.testing.assert_array_equal(produced[key], recorded[key], err_msg=key)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_written_before_the_profiles_restores_as_the_paper_profile_and_continues():
     state = pickle.loads(GOLDEN.with_name("paper_checkpoint_v1.pkl").read_bytes())
     assert state["version"] == 1

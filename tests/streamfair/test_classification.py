@@ -214,6 +214,7 @@ def test_methods_refuse_bad_inputs():
 
 
 # ---------------------------------------------------------------- convergence
+@pytest.mark.slow
 def test_demographic_parity_on_held_out_data_from_proba_and_tau_only():
     """Learn on an unlabeled stream (only proba and tau), then measure with the hidden S on new data."""
     proba, tau, _, _ = group_data(40_000, seed=12)
@@ -254,6 +255,7 @@ def lp_optimum(proba, t, weights, eps, costs):
     return result.fun
 
 
+@pytest.mark.slow
 def test_streaming_reaches_the_lp_optimum_of_a_finite_population():
     """One epoch of T = 128k samples of a 40-point population with the theory's beta = T / (8 log2 T):
     the served policy is feasible and within log(n) / beta (+ 0.01 of optimization error) of the LP.

@@ -351,6 +351,7 @@ def solve_lp(t, r, weights, eps):
     return result.fun, pi, gap @ result.x
 
 
+@pytest.mark.slow
 def test_entropic_optimum_is_feasible_and_within_log_m_over_beta_of_the_lp():
     k, half_size = 2, 4
     n = 40

@@ -34,6 +34,7 @@ def test_pieces_give_the_same_bits_as_one_piece(monkeypatch, profile, batch_size
     assert whole._draws == pieces._draws == 437
 
 
+@pytest.mark.slow
 def test_learning_a_long_stream_allocates_a_bounded_amount():
     """300,000 samples on 101 atoms: the full cost matrix alone would be 242 MB."""
     n = 300_000

@@ -45,6 +45,7 @@ def test_defaults_follow_the_documented_formulas():
 
 
 # ---------------------------------------------------------------- learn_many == learn_one, bit for bit
+@pytest.mark.slow
 @pytest.mark.parametrize("optimizer,inner", OPTIMIZERS)
 @pytest.mark.parametrize("k", [2, 4])
 @pytest.mark.parametrize("known_p", [True, False])
@@ -300,6 +301,7 @@ def spec_population(n, seed):
     return np.tanh(0.8 * x[:, 0] + 0.4 * x[:, 1]), tau / tau.sum(axis=1, keepdims=True)
 
 
+@pytest.mark.slow
 def test_violation_falls_along_growing_horizons_with_the_theory_parameters():
     """Reduced spec test 13: T = 8k, 32k, 128k (spec: 16k, 64k, 256k), SGD3 + AC-SA^2, beta = T / (8 log2 T).
 
@@ -349,6 +351,7 @@ def four_group_stream(n, seed):
     return np.tanh(0.7 * x[:, 0] + 0.5 * x[:, 1]), tau, s
 
 
+@pytest.mark.slow
 def test_risk_rises_and_unfairness_falls_as_eps_shrinks_with_four_groups():
     """Same stream, same test set, eps in {2^-1, 2^-2, 2^-4, 2^-6, 2^-8}; code-style beta = 30, mu = M / T."""
     eta_test, tau_test, s_test = four_group_stream(40_000, seed=1)
@@ -381,6 +384,7 @@ def _random_samples(n, k, n_classes, seed):
     return rng.dirichlet(np.ones(n_classes), n).tolist(), tau.tolist()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "kind,serve,known_p",
     [("regression", "epoch", False), ("regression", "live", True), ("classification", "live", False),

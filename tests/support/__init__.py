@@ -1,4 +1,4 @@
-"""Helpers shared by the tests (imported as ``tests.support.<module>``) and the recorders of the golden files."""
+"""Code shared by the tests (imported as ``tests.support.<module>``) and the recorders of the golden files."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers of the daemon's Kafka tests: settings named after the test, an unfair message stream,
+"""What the daemon's Kafka tests share: settings named after the test, an unfair message stream,
 producing and reading topics, and the in-process library run every output is checked against."""
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from connectors.kafka.config import load_config
 from tests.support import REPO
 
 
+@pytest.mark.kafka
 def test_demo_reports_fairness_over_time_against_the_target_and_keeps_its_config(tmp_path):
     started = time.monotonic()
     result = subprocess.run([sys.executable, "-m", "connectors.cli", "demo", "--messages", "6000", "--out",

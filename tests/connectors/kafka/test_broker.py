@@ -17,6 +17,8 @@ from kafka import KafkaAdminClient
 from connectors.kafka.broker import Broker, free_port, tansu_binary
 from tests.support import REPO
 
+pytestmark = pytest.mark.kafka  # every test starts its own broker
+
 
 def _alive(pid: int) -> bool:
     try:

@@ -301,6 +301,7 @@ def test_model_errors_are_dead_letters():
     assert models.score.__self__.groups == ["0", "1"]
 
 
+@pytest.mark.slow
 def test_every_tau_the_parser_accepts_is_accepted_by_the_library():
     """No poison pill: a tau that passes validation never makes the post-processor raise."""
     rng = np.random.default_rng(12)

@@ -120,6 +120,7 @@ def run_task(task: PartitionTask, values: list, poll: int) -> tuple[list, list]:
     return outputs, dead
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(TASKS))
 @settings(max_examples=150, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 @given(values=st.lists(messages, min_size=1, max_size=25), poll=st.integers(1, 9))

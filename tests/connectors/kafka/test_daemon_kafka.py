@@ -287,6 +287,7 @@ def test_rebalance_moves_partitions_with_their_state(kafka_broker, tmp_path):
     assert len(copies) == 2700 and max(copies.values()) == 1
 
 
+@pytest.mark.kafka
 @pytest.mark.parametrize("seed, n_after", [(1, 60), (2, 240), (3, 1500)])
 def test_broker_outage_with_data_loss_never_stalls_a_partition(tmp_path, seed, n_after):
     """Tansu keeps everything in memory: it restarts with new, empty topics.

@@ -5,6 +5,8 @@ from __future__ import annotations
 import signal
 import time
 
+import pytest
+
 from connectors.kafka.broker import Broker, free_port
 from tests.support.daemon_process import DaemonProcess, wait_for
 from tests.support.kafka_daemon import (
@@ -24,6 +26,7 @@ class Absent:
     bootstrap = f"127.0.0.1:{free_port()}"
 
 
+@pytest.mark.kafka
 def test_without_a_broker_trouble_is_logged_once_per_retry_and_sigterm_exits_0(tmp_path):
     values = settings(Absent, "absent", **{"log.level": "INFO"})
     daemon = DaemonProcess(write_toml(tmp_path / "absent.toml", values))
@@ -76,6 +79,7 @@ def test_a_member_without_partitions_says_so_after_the_session_timeout(kafka_bro
     assert second.stop(signal.SIGTERM) == 0 and first.stop(signal.SIGTERM) == 0
 
 
+@pytest.mark.kafka
 def test_sigterm_after_the_broker_went_away_exits_0(tmp_path):
     with Broker() as broker:
         values = settings(broker, "gone", **{"log.level": "INFO", "processing.checkpoint_every_seconds": 600,

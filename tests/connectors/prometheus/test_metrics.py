@@ -205,6 +205,7 @@ def test_history_file_is_written_at_each_sample(tmp_path):
     assert history.records[1].risk is None
 
 
+@pytest.mark.slow
 def test_liveness_and_readiness_over_http():
     config = make_config(**{"kafka.max_poll_interval_ms": 1000, "kafka.session_timeout_ms": 900,
                             "kafka.heartbeat_interval_ms": 300})
@@ -240,6 +241,7 @@ def test_liveness_and_readiness_over_http():
         observer.close()
 
 
+@pytest.mark.slow
 def test_make_observer_serves_and_reports_a_busy_port_as_a_config_error():
     port = free_port()
     observer = make_observer(make_config(**{"metrics.port": port, "metrics.host": "127.0.0.1"}))
@@ -253,6 +255,7 @@ def test_make_observer_serves_and_reports_a_busy_port_as_a_config_error():
 
 
 # ---------------------------------------------------------------------------- library use and validation
+@pytest.mark.slow
 def test_library_registry_is_private_and_served():
     fair = FairRegressionPostProcessor(profile="paper", L=5, n_groups=2, horizon=50, eps=0.05)
     a, b = StreamfairMetrics(GROUPS, fair.eps), StreamfairMetrics(GROUPS, fair.eps)  # no duplicate-name clash

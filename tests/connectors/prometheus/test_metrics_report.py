@@ -44,6 +44,7 @@ def library_loop(path, n=1200, every=100, seed=0):
     return fair, metrics
 
 
+@pytest.mark.slow
 def test_history_round_trip_and_rules(tmp_path):
     path = tmp_path / "h.jsonl"
     fair, metrics = library_loop(path)
@@ -79,6 +80,7 @@ def test_history_round_trip_and_rules(tmp_path):
         HistoryWriter(tmp_path / "new.jsonl", GROUPS, 0.1, measure="kl")
 
 
+@pytest.mark.slow
 def test_render_draws_gaps_eps_and_risk(tmp_path):
     path = tmp_path / "h.jsonl"
     library_loop(path)
@@ -111,6 +113,7 @@ def test_render_draws_gaps_eps_and_risk(tmp_path):
         render(history, tmp_path / "x.png", partitions=["7"])
 
 
+@pytest.mark.slow
 def test_scraping_a_metrics_endpoint(tmp_path):
     fair, metrics = library_loop(tmp_path / "h.jsonl", n=400)
     metrics.observe(fair, 0)
@@ -137,6 +140,7 @@ def test_scraping_a_metrics_endpoint(tmp_path):
         scrape_history("http://127.0.0.1:1/metrics", duration=1, every=0)
 
 
+@pytest.mark.slow
 def test_report_command(tmp_path, capsys):
     path = tmp_path / "h.jsonl"
     library_loop(path, n=300)

@@ -64,12 +64,14 @@ class SilentClassifier(base.Classifier):
 
 
 # ---------------------------------------------------------------- River's own checks
+@pytest.mark.slow
 @pytest.mark.parametrize("index", [0, 1], ids=["default", "non-default"])
 def test_check_estimator(index):
     params = list(FairRegressor._unit_test_params())[index]
     checks.check_estimator(FairRegressor(**params))
 
 
+@pytest.mark.slow
 def test_check_estimator_behind_a_scaler():
     checks.check_estimator(preprocessing.StandardScaler() | make())
 
@@ -94,6 +96,7 @@ def test_defaults_are_the_core_defaults():
 
 
 # ---------------------------------------------------------------- the sensitive attribute
+@pytest.mark.slow
 def test_sensitive_attribute_never_changes_a_prediction():
     for mode in ("sample", "mean", "mode"):
         model, _ = trained(mode=mode)
@@ -122,6 +125,7 @@ def test_predictions_are_pure_and_lie_on_the_grid():
     assert pickle.dumps(model) == before
 
 
+@pytest.mark.slow
 def test_sampled_predictions_follow_pi_and_depend_on_the_seed():
     model, _ = trained(n=1500)
     test = [without_group(x) for x, _ in friedman_with_group(3000, seed=8)]
@@ -327,6 +331,7 @@ def test_the_group_classifier_has_one_name_and_the_old_one_warns():
 
 
 # ---------------------------------------------------------------- state, clone, pipelines
+@pytest.mark.slow
 def test_pickling_mid_stream_continues_exactly():
     model, _ = trained(n=400)
     copy_ = pickle.loads(pickle.dumps(model))
@@ -351,6 +356,7 @@ def test_clone_is_fresh_and_learns_the_same():
     assert [clone.predict_one(x) for x, _ in data[:100]] == [model.predict_one(x) for x, _ in data[:100]]
 
 
+@pytest.mark.slow
 def test_pipeline_with_a_scaler_that_skips_the_group():
     """The docs' recipe in front of FairRegressor equals scaling by hand, in progressive validation."""
     pipeline = scaler_that_skips_the_group() | make(seed=3)
@@ -388,6 +394,7 @@ def test_pipeline_routes_the_sample_weight():
 
 
 # ---------------------------------------------------------------- fairness on a stream
+@pytest.mark.slow
 def test_fair_model_is_much_fairer_than_the_base_model_at_a_bounded_risk_cost():
     """7,500 samples of the grouped Friedman stream (y scaled to about [-1.3, 1.5], Var(y) ~ 0.24).
 

@@ -88,6 +88,7 @@ def blind_dp_optimum(n: int = 100_000, seed: int = 0) -> float:
 
 
 # ---------------------------------------------------------------- River's own checks
+@pytest.mark.slow
 @pytest.mark.parametrize("index", [0, 1], ids=["default", "non-default"])
 def test_check_estimator(index):
     params = list(FairClassifier._unit_test_params())[index]
@@ -96,6 +97,7 @@ def test_check_estimator(index):
     checks.check_estimator(model)
 
 
+@pytest.mark.slow
 def test_check_estimator_behind_a_scaler():
     model = FairClassifier(linear_model.LogisticRegression(), linear_model.LogisticRegression())
     checks.check_estimator(preprocessing.StandardScaler() | model)
@@ -169,6 +171,7 @@ def test_class_probabilities_fall_back_to_smoothed_label_frequencies():
 
 
 # ---------------------------------------------------------------- the sensitive attribute
+@pytest.mark.slow
 def test_sensitive_attribute_never_changes_a_prediction():
     for mode in ("sample", "mode"):
         model, _ = trained(mode=mode)
@@ -204,6 +207,7 @@ def test_predictions_are_pure_labels_and_a_distribution_over_the_classes():
     assert pickle.dumps(model) == before
 
 
+@pytest.mark.slow
 def test_sampled_predictions_follow_pi_mode_is_its_argmax_and_draws_depend_on_the_seed():
     model, _ = trained(n=3000)
     test = [without_group(x) for x, _ in logistic_with_group(4000, seed=8)]
@@ -296,6 +300,7 @@ def test_base_models_must_be_river_classifiers():
 
 
 # ---------------------------------------------------------------- state, clone, pipelines
+@pytest.mark.slow
 def test_pickling_mid_stream_continues_exactly():
     model, _ = trained(n=400)
     copy_ = pickle.loads(pickle.dumps(model))
@@ -324,6 +329,7 @@ def test_clone_is_fresh_and_learns_the_same():
     assert [clone.predict_one(x) for x, _ in data[:100]] == [model.predict_one(x) for x, _ in data[:100]]
 
 
+@pytest.mark.slow
 def test_pipeline_with_a_scaler_that_skips_the_group():
     """The docs' recipe in front of FairClassifier equals scaling by hand, in progressive validation."""
     pipeline = scaler_that_skips_the_group() | make(seed=3)
@@ -367,6 +373,7 @@ def audit(base_model, fair, n_classes: int) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_binary_fair_model_is_much_fairer_at_nearly_the_best_fair_accuracy():
     """10,000 samples; audited on 3,000 fresh ones with the true S.
 
@@ -392,6 +399,7 @@ def test_binary_fair_model_is_much_fairer_at_nearly_the_best_fair_accuracy():
     assert np.all(diagnostics.group_unfairness < 0.25 * base_gap)  # the S-free estimate agrees
 
 
+@pytest.mark.slow
 def test_three_class_fair_model_equalizes_every_class_rate():
     """8,000 samples, 3 classes (multiclass demographic parity: every class's rate per group).
 

@@ -184,6 +184,7 @@ def test_gradients_match_finite_differences(metric):
         assert gradient[k] == pytest.approx((metric.value(v + h) - metric.value(v - h)) / 2e-6, rel=1e-6, abs=1e-8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", [QMean(), MinMax(), HMean()], ids=repr)
 def test_slack_step_is_the_minimizer_over_the_box(metric):
     """``argmin_{u in [0,1]^3} psi(u) - g.u`` (closed forms for Q-mean and min-max) beats a fine grid."""
@@ -244,6 +245,7 @@ def test_bad_inputs_raise_value_errors_naming_the_argument(build, message):
 
 
 # ---------------------------------------------------------------- the LP solver and the pruning programs
+@pytest.mark.slow
 def test_linprog_agrees_with_scipy_on_random_programs():
     rng = np.random.default_rng(14)
     statuses = set()
@@ -357,6 +359,7 @@ def test_projections():
 
 
 # ---------------------------------------------------------------- test 2: the randomized mixture
+@pytest.mark.slow
 def test_sampling_the_mixture_reproduces_its_confusion_matrix():
     proba, y, a = labelled(2000, 3, seed=26, groups=2)
     sample = Sample(proba, y, a)

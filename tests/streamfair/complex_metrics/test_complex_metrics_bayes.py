@@ -51,6 +51,7 @@ def brute_force_bayes(eta, metric):
     return value(best)
 
 
+@pytest.mark.slow
 def test_mean_of_fw_gda_and_ellipsoid_reaches_the_bayes_q_mean(test_points):
     x_test, eta_test = test_points
     bayes = brute_force_bayes(eta_test, QMean())
@@ -78,6 +79,7 @@ def test_mean_of_fw_gda_and_ellipsoid_reaches_the_bayes_q_mean(test_points):
         assert min(values) >= bayes - 0.01  # nothing beats the Bayes value beyond test noise
 
 
+@pytest.mark.slow
 def test_min_max_frank_wolfe_stalls_where_gda_and_ellipsoid_do_not():
     """Fig. 10: min-max is not smooth.  FW's subgradient cost is -e_worst, whose plug-in always predicts
     the worst class; FW only mixes constant classifiers and stalls at 1 - 1/3.  GDA and the ellipsoid

@@ -73,6 +73,7 @@ def reference_value(eta):
     return value
 
 
+@pytest.mark.slow
 def test_constrained_algorithms_reach_the_reference_with_the_constraint_met(test_points):
     x_test, eta_test = test_points
     reference = reference_value(eta_test)
@@ -97,6 +98,7 @@ def test_constrained_algorithms_reach_the_reference_with_the_constraint_met(test
     assert problem.violation(unconstrained.point) > 0.05  # argmax eta_hat breaks the coverage constraint
 
 
+@pytest.mark.slow
 def test_congda_multipliers_stay_in_their_ball_and_pruning_makes_the_mixture_feasible():
     """Spec 11(d): ||mu||_1 <= 2 / r along the run (Thm. 17's set Xi), training violation 0 after pruning."""
     proba = np.random.default_rng(3).dirichlet([2.0, 1.0, 0.5], 3000)
@@ -118,6 +120,7 @@ def dp_gap(confusion):
     return float(np.abs(rates - confusion.sum(axis=(0, 1))).max())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("grouping", ["aware", "unaware"])
 def test_demographic_parity_holds_on_held_out_data_learned_without_labels(grouping):
     eps = 0.02 if grouping == "aware" else 0.005
@@ -140,6 +143,7 @@ def test_demographic_parity_holds_on_held_out_data_learned_without_labels(groupi
         assert ZeroOneError()(confusion) < 1 - confusion.sum(axis=(0, 2)).max()  # beats the best constant
 
 
+@pytest.mark.slow
 def test_equal_opportunity_with_g_mean_on_binary_groups():
     """The paper's fairness task (Fig. 9): G-mean subject to EOpp <= 0.05, group-aware."""
     rng = np.random.default_rng(31)
@@ -156,6 +160,7 @@ def test_equal_opportunity_with_g_mean_on_binary_groups():
     assert fit.objective < 0.5
 
 
+@pytest.mark.slow
 def test_constrained_bisection_improves_micro_f1_under_coverage():
     proba = np.random.default_rng(41).dirichlet([3.0, 1.0, 1.0], 2000)
     y = (np.random.default_rng(42).random((2000, 1)) > np.cumsum(proba, axis=1)).sum(axis=1)

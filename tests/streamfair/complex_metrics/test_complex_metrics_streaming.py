@@ -33,6 +33,7 @@ def stream():
     return posterior(x), y
 
 
+@pytest.mark.slow
 def test_mode_a_with_the_whole_stream_in_the_window_is_the_batch_fit_bit_for_bit():
     x, y = sample_three_class(3000, seed=1)
     proba = posterior(x)
@@ -62,6 +63,7 @@ def test_mode_a_with_the_whole_stream_in_the_window_is_the_batch_fit_bit_for_bit
     assert refit.last_fit.objective == fit(Problem(QMean(), window, [Coverage(0.02)])).objective
 
 
+@pytest.mark.slow
 def test_mode_b_streaming_frank_wolfe_reaches_the_batch_objective(stream):
     proba, y = stream
     batch = frank_wolfe(Problem(QMean(), Sample(proba, y)), iterations=500)
@@ -74,6 +76,7 @@ def test_mode_b_streaming_frank_wolfe_reaches_the_batch_objective(stream):
     assert argmax > 0.75  # far from it at the start
 
 
+@pytest.mark.slow
 def test_mode_b_tolerates_delayed_labels_and_round_trips_its_state(stream):
     proba, y = stream
     proba, y = proba[:50_000], y[:50_000]
@@ -88,6 +91,7 @@ def test_mode_b_tolerates_delayed_labels_and_round_trips_its_state(stream):
     assert realized <= batch.objective + 0.01
 
 
+@pytest.mark.slow
 def test_mode_c_online_primal_dual_meets_coverage_at_the_batch_objective(stream):
     proba, y = stream
     eps = 0.01
@@ -103,6 +107,7 @@ def test_mode_c_online_primal_dual_meets_coverage_at_the_batch_objective(stream)
     assert Coverage(eps)(Sample(proba[:30_000], y[:30_000]).confusion(unconstrained.run(proba[:30_000], y[:30_000]))) > 0.05
 
 
+@pytest.mark.slow
 def test_mode_c_learns_demographic_parity_without_labels():
     eps = 0.02
     train, test = sample_two_groups(40_000, seed=31), sample_two_groups(100_000, seed=32)

@@ -88,6 +88,7 @@ def test_posterior_attribution_recovers_group_losses_without_seeing_groups():
 
 
 # ---------------------------------------------------------------- delayed labels: exact corrections
+@pytest.mark.slow
 @pytest.mark.parametrize("forgetting", [0.0, 0.002])
 def test_delayed_labels_reproduce_on_time_statistics_exactly(forgetting):
     rng = np.random.default_rng(4)
@@ -129,6 +130,7 @@ def test_correction_rejects_unknown_receipt():
 
 
 # ---------------------------------------------------------------- test 11: trackers with known answers
+@pytest.mark.slow
 def test_cvar_tracker_converges_to_quantile_and_cvar_of_exponential():
     alpha = 0.1
     for seed in range(3):
@@ -140,6 +142,7 @@ def test_cvar_tracker_converges_to_quantile_and_cvar_of_exponential():
         assert weights[-100_000:].mean() == pytest.approx(1.0, abs=0.03)  # E_P[w] = 1
 
 
+@pytest.mark.slow
 def test_entropic_cvar_tracker_matches_batch_capped_softmax():
     losses = np.random.default_rng(5).exponential(size=200_000)
     tracker = CVaRTracker(0.1, temperature=0.3)
@@ -150,6 +153,7 @@ def test_entropic_cvar_tracker_matches_batch_capped_softmax():
     assert tracker.threshold == pytest.approx(batch.dual - 0.3 * math.log(losses.size), abs=0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rho", [0.1, 1.0])
 def test_chi_square_constrained_joint_tracker_matches_batch(rho):
     losses = np.random.default_rng(6).uniform(size=200_000)
@@ -159,6 +163,7 @@ def test_chi_square_constrained_joint_tracker_matches_batch(rho):
     assert tracker.threshold == pytest.approx(chi_square(losses, rho).dual, abs=0.02)
 
 
+@pytest.mark.slow
 def test_chi_square_penalized_tracker_matches_batch():
     losses = np.random.default_rng(7).beta(2, 5, size=200_000)
     tracker = ChiSquareTracker(lam=0.2)

@@ -23,6 +23,7 @@ def minority_stream(n, seed, minority=0.15):
 CONFIG = dict(L=10, p=[0.85, 0.15], horizon=10_000, eps=0.005)
 
 
+@pytest.mark.slow
 def test_lowers_worst_group_risk_at_equal_fairness():
     s, tau, eta = minority_stream(30_000, 0)
     s_test, tau_test, eta_test = minority_stream(4000, 100)
@@ -42,6 +43,7 @@ def test_lowers_worst_group_risk_at_equal_fairness():
     assert robust.atom_unfairness.max() <= plain.atom_unfairness.max() + 0.02
 
 
+@pytest.mark.slow
 def test_tracked_group_risks_follow_the_learned_policy():
     s, tau, eta = minority_stream(20_000, 1)
     model = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, forgetting=1e-3)

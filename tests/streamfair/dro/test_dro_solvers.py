@@ -102,6 +102,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make, method, budget, options", CASES, ids=[f"{m.__name__}-{s}" for m, s, _, _ in CASES])
 def test_solver_reaches_the_reference_optimum(make, method, budget, options):
     problem = make()
@@ -128,6 +129,7 @@ def test_cutting_planes_reproduce_the_lp_optimum(make):
     assert cutting_plane_optimum(problem, tolerance=1e-8) == pytest.approx(lp_optimum(problem), abs=1e-7)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [chi_square_problem, kl_problem, chi_square_penalty_problem], ids=["chi2", "kl", "chi2-pen"])
 def test_cutting_plane_reference_is_attained_and_not_beaten(make):
     """The certified value is attained (a long subgradient run gets there) and no iterate is below it."""
@@ -168,6 +170,7 @@ class CountingProblem(LinearDROProblem):
         return super().gradient_sum(index, x, weights)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "robust, method",
     [
@@ -239,6 +242,7 @@ def test_parameters_label_every_constant():
         AcceleratedParameters.build(problem, 0.05, "fast")
 
 
+@pytest.mark.slow
 def test_mlmc_level_law_and_group_estimator_is_unbiased():
     levels = np.arange(1, 400)
     assert mlmc_level_pmf(levels).sum() == pytest.approx(1.0, abs=1e-14)
@@ -330,6 +334,7 @@ def test_problem_gradients_match_finite_differences(loss):
     assert problem.losses_at(index, np.full(4, 1e4)).max() < np.inf  # logaddexp: no overflow
 
 
+@pytest.mark.slow
 def test_logistic_cvar_solvers_reach_the_cutting_plane_optimum():
     problem = make_synthetic(200, 4, CVaRSet(0.5), seed=14, loss="logistic", radius=4.0, flip=0.0)
     optimum = reference_optimum(problem)  # logistic: certified cutting planes, no LP
@@ -352,6 +357,7 @@ def test_capped_oracle_limits_a_sub_run_and_pauses_snapshots():
     assert [calls for calls, _ in oracle.snapshots] == [10, 60]
 
 
+@pytest.mark.slow
 def test_nu_search_bisects_towards_the_constrained_multiplier(monkeypatch):
     """The penalized problems it solves have multipliers converging to nu* = argmin h (spec test 13 end to end)."""
     import streamfair.dro.accelerated as accelerated_module

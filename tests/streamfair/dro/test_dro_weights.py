@@ -80,6 +80,7 @@ def rockafellar_uryasev(losses, alpha):
     return min(eta + np.maximum(losses - eta, 0).sum() / (alpha * losses.size) for eta in losses)
 
 
+@pytest.mark.slow
 def test_cvar_weights_match_lp_and_rockafellar_uryasev_dual():
     rng = np.random.default_rng(3)
     for case in range(200):
@@ -252,6 +253,7 @@ def test_capped_softmax_constraints_sandwich_limit_and_local_optimality():
 
 
 # ---------------------------------------------------------------- test 7: generic root finder, Lemmas 4 and 5
+@pytest.mark.slow
 def test_root_finder_matches_closed_forms():
     rng = np.random.default_rng(11)
     for _ in range(60):
@@ -300,6 +302,7 @@ def test_lemma_4_log_weight_is_lipschitz(penalty):
     assert slopes.min() >= -1e-9
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "penalty", [EntropicCVaR(0.1, 30, 0.05), EntropicChiSquare(0.5, 30, 0.05), EntropicKL(0.3, 30, 0.05), EntropicMaxLoss(0.05)]
 )
@@ -325,6 +328,7 @@ PENALIZED = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("penalty, value, psi", PENALIZED, ids=["cvar", "chi_square", "kl"])
 def test_regularized_dual_equals_primal_and_lemma_18_sandwich(penalty, value, psi):
     """min_eta Upsilon_eps = max_q q.l - psi(q) - eps' sum q log q, attained at q = psi_eps*'(l - eta*),
@@ -363,6 +367,7 @@ def test_validation_names_the_argument():
 
 
 # ---------------------------------------------------------------- test 13: constrained = min over penalties
+@pytest.mark.slow
 def test_nu_reduction_reproduces_the_constrained_chi_square_optimum():
     """Paper 2.9: L_f-div = min_nu nu + L_{nu f}; with f = (x - 1)^2 / (2 rho) the penalty is lam = nu / rho."""
     rng = np.random.default_rng(14)

@@ -132,6 +132,7 @@ def test_at2_finite_difference_accuracy():
     assert estimate.metric_calls == 1001 and estimate.skipped_draws == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", [LinearInterpolation, FiniteDifference])
 def test_at2_error_decreases_with_the_number_of_perturbations(estimator):
     errors = []
@@ -155,6 +156,7 @@ def test_finite_difference_perturbation_hits_the_surrogate_targets():
     assert np.allclose(cells.values_from_scores(perturbed), targets, rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_two_step_estimates_the_smoothed_gradient():
     """Alg. 4 on psi(u) = max(u): the smoothed gradient is a probability vector (sums to 1)."""
     X, y, cells = cell_data(3)
@@ -187,6 +189,7 @@ def final_metric(problem, estimator, steps: int) -> float:
     return problem.metric_at(pgd.theta)
 
 
+@pytest.mark.slow
 def test_at3_black_box_matches_formula_aware():
     problem, psi_gradient = soft_max_problem()
     formula_aware = final_metric(problem, ExactGradient(psi_gradient), 40)
@@ -195,6 +198,7 @@ def test_at3_black_box_matches_formula_aware():
     assert formula_aware < problem.metric_at(np.zeros(6)) - 0.2  # both moved far from the start
 
 
+@pytest.mark.slow
 def test_at5_ten_perturbations_are_enough():
     problem, _ = soft_max_problem()
     few = final_metric(problem, LinearInterpolation(10, 0.02), 12)
@@ -257,6 +261,7 @@ def test_truncation_replaces_large_estimates_by_a_skip():
 
 
 # ----------------------------------------------------------------------------------- A-T9
+@pytest.mark.slow
 def test_at9_monotone_psi_gives_non_negative_estimates():
     components, reported = [], []
     for seed in range(6):

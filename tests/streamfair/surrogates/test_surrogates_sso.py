@@ -180,12 +180,14 @@ def prop_4_4_mean(make, horizon: int, runs: int, seed: int) -> float:
     return float(theta.mean())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("schedule, eta", [("constant", 0.5), ("sqrt", 1.0)])
 def test_bt5_prop_4_4_bias_of_exact_sso(schedule, eta):
     make = lambda start: SSO(1, m=None, eta=eta, schedule=schedule, theta0=[start])  # noqa: E731
     assert 0.365 <= prop_4_4_mean(make, 2000, 20000, 0) <= 0.385
 
 
+@pytest.mark.slow
 def test_bt5_parametric_sgd_with_decaying_steps_is_unbiased():
     class DecayingSGD(SGD):
         def __init__(self, start):
@@ -200,6 +202,7 @@ def test_bt5_parametric_sgd_with_decaying_steps_is_unbiased():
 
 
 # ----------------------------------------------------------------------------------- B-T6
+@pytest.mark.slow
 def test_bt6_oracle_efficiency_near_interpolation():
     X, y = least_squares()
     n = X.shape[0]
@@ -217,6 +220,7 @@ def test_bt6_oracle_efficiency_near_interpolation():
 
 
 # ----------------------------------------------------------------------------------- B-T7
+@pytest.mark.slow
 def test_bt7_noisy_small_batches_more_inner_steps_do_not_lower_the_plateau():
     X, y = least_squares(noise=1.0)
     plateau = {

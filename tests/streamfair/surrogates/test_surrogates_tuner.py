@@ -41,6 +41,7 @@ def test_at8_fairness_violation_surrogates_are_rejected_with_an_explanation():
         check_surrogate_kinds(["accuracy"])
 
 
+@pytest.mark.slow
 def test_at8_fairness_is_never_traded_in_a_streaming_simulation():
     """Tuner upstream against a metric rewarding unfairness; DP post-processor downstream.
 
