@@ -342,7 +342,7 @@ def test_schedule_state_round_trip():
 def test_post_processor_epochs_start_after_floor_rounded_horizons(optimizer, inner):
     k, n, horizon = 2, 400, 50
     eta, tau = stream(n, k, seed=5)
-    f = FairRegressionPostProcessor(profile="paper", 
+    f = FairRegressionPostProcessor(profile="paper",
         B=1.0, L=3, beta=8.0, eps=0.01, p=[0.5, 0.5], horizon=horizon, optimizer=optimizer, inner=inner
     )
     stages = math.floor(math.log2(8.0**2)) if optimizer == "sgd3" else 1  # M / mu = beta^2

@@ -9,8 +9,8 @@ import pytest
 from kafka import KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
 
-from connectors.prometheus.metrics import SurrogateMetrics
 from connectors.kafka.sso_stream import SSOStream, decode_labelled
+from connectors.prometheus.metrics import SurrogateMetrics
 from streamfair.surrogates import SGD, SSO
 
 N, D, B = 4000, 20, 125
