@@ -8,9 +8,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from connectors.kafka.config import load_config
+from connectors.kafka.codec import InputParser
 from connectors.kafka.models import BaseModels
 from connectors.kafka.observer import DaemonStats
-from streamfair import FairRegressionPostProcessor
+from connectors.kafka.records import Feedback
+from connectors.kafka.task import PartitionTask
+from streamfair import DualPostProcessor, FairRegressionPostProcessor
 
 GROUPS = ["0", "1"]
 
@@ -28,13 +31,10 @@ class TableModel:
         return {0: 1 - q, 1: q}
 
 
-@dataclass
-class FakeTask:
-    partition: int
-    fair: FairRegressionPostProcessor
-    models: BaseModels | None = None
-    learn_seconds: float = 0.0
-    learned: int = 0
+def task_of(partition: int, fair: DualPostProcessor, models: BaseModels | None = None) -> PartitionTask:
+    """A real partition task around ``fair`` (and ``models``), never fed through a broker."""
+    return PartitionTask("streamfair.input", partition, fair, models=models,
+                         parser=InputParser(fair.n_groups, 4096, models=models is not None))
 
 
 @dataclass
@@ -62,7 +62,7 @@ def make_task(partition, n=300, seed=0, models=True):
     for _ in range(n):
         s = rng.integers(0, 2)
         fair.learn_one(0.6 * s - 0.3, [0.8, 0.2] if s == 0 else [0.2, 0.8])
-    return FakeTask(partition, fair, BaseModels(TableModel(), TableModel(), GROUPS) if models else None)
+    return task_of(partition, fair, BaseModels(TableModel(), TableModel(), GROUPS) if models else None)
 
 
 def value(registry, name, **labels):
@@ -80,7 +80,7 @@ def drive(observer, daemon):
     daemon.tasks[0].learn_seconds, daemon.tasks[0].learned = 0.009, 9
     observer.on_records(daemon, 0, 10, 1, 0.002)
     daemon.stats.produced += 9
-    accepted = [(None, i, {"x": i % 6}, 0.1 * i, i % 2) for i in range(12)]
+    accepted = [Feedback(None, i, {"x": i % 6}, 0.1 * i, i % 2) for i in range(12)]
     daemon.stats.feedback += 12
     observer.on_feedback(daemon, daemon.tasks[0], accepted)
     observer.on_records(daemon, 0, 12, 0, 0.5)  # feedback records: no latency observation

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from connectors.kafka.task import PartitionTask
 from connectors.prometheus import DaemonMetrics
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
-from tests.support.metrics_fakes import GROUPS, FakeDaemon, FakeTask, make_config, make_task, value
+from tests.support.metrics_fakes import GROUPS, FakeDaemon, make_config, make_task, task_of, value
 
 
-def robust_task(partition: int, seed: int) -> FakeTask:
+def robust_task(partition: int, seed: int) -> PartitionTask:
     """A robust post-processor on a stream whose minority group 1 is poorly served, some samples labelled."""
     fair = GroupRobustFairRegressionPostProcessor(profile="paper", L=5, n_groups=2, horizon=100, eps=0.02, refresh=10, seed=seed)
     rng = np.random.default_rng(seed)
@@ -19,7 +20,7 @@ def robust_task(partition: int, seed: int) -> FakeTask:
         fair.learn_one(eta, [0.9, 0.1] if s == 0 else [0.1, 0.9], key=i)
         if i % 3 == 0:
             fair.learn_label(i, eta + (0.9 if s else 0.05) * rng.standard_normal())
-    return FakeTask(partition, fair)
+    return task_of(partition, fair)
 
 
 def test_sampling_exports_the_dro_weights_of_robust_tasks_only():
