@@ -29,7 +29,7 @@ def produce_compressed(broker, topic: str, stream, codec: str) -> None:
 
 class ProducerCodec(DaemonObserver):
     def on_start(self, daemon):
-        self.used = daemon.sender.producer.config["compression_type"]
+        self.used = daemon.sender.producer.settings["compression_type"]
 
 
 def test_every_codec_is_available_with_the_connectors_extra():

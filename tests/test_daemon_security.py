@@ -171,7 +171,7 @@ class ClientSettings(DaemonObserver):
     """Keeps the settings the daemon's clients were made with."""
 
     def on_start(self, daemon):
-        self.consumer, self.producer = dict(daemon.consumer.config), dict(daemon.sender.producer.config)
+        self.consumer, self.producer = dict(daemon.consumer.settings), dict(daemon.sender.producer.settings)
 
 
 def test_client_pass_through_static_membership_and_cooperative_sticky_assignor(kafka_broker):
