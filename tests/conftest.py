@@ -24,22 +24,20 @@ def pytest_terminal_summary(terminalreporter) -> None:
             terminalreporter.write_line(f"  {nodeid}", red=True)
 
 
-#: The ``kafka.client`` values the daemon's tests (``test_daemon_*`` modules) each run with.
-KAFKA_CLIENTS = ("kafka-python", "confluent")
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Every daemon test that uses the broker runs once per Kafka client (``kafka_broker.client``)."""
+    """Every daemon test that uses the broker runs once per ``kafka.client`` (``kafka_broker.kafka_client``)."""
+    from connectors.kafka.config import KAFKA_CLIENTS
+
     if "kafka_broker" in metafunc.fixturenames and metafunc.module.__name__.rpartition(".")[2].startswith(
             "test_daemon_"):
         metafunc.parametrize("kafka_broker", KAFKA_CLIENTS, indirect=True, scope="session")
 
 
 class ClientBroker:
-    """The session's broker, and the ``kafka.client`` the daemon under test uses (``client``)."""
+    """The session's broker, and the ``kafka.client`` the daemon under test uses (``kafka_client``)."""
 
-    def __init__(self, broker, client: str):
-        self.broker, self.client = broker, client
+    def __init__(self, broker, kafka_client: str):
+        self.broker, self.kafka_client = broker, kafka_client
 
     def __getattr__(self, name: str):
         return getattr(self.broker, name)
@@ -55,6 +53,5 @@ def kafka_broker(request, tmp_path_factory):
     """
     from connectors.kafka.broker import Broker
 
-    client = getattr(request, "param", KAFKA_CLIENTS[0])
     with Broker(log_path=tmp_path_factory.mktemp("tansu") / "tansu.log") as broker:
-        yield ClientBroker(broker, client)
+        yield ClientBroker(broker, getattr(request, "param", "kafka-python"))
