@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import functools
 import pickle
+from collections.abc import Callable, Iterator
 from numbers import Number
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 

@@ -11,7 +11,8 @@ entropic dual, the stochastic optimizers, randomized predictions, state and diag
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -39,7 +39,8 @@ A cost model is a small immutable object with
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

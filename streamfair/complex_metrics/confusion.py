@@ -175,7 +175,7 @@ class Sample:
         onehot[np.arange(self.size), predictions] = 1.0
         return (self._weights.T @ onehot).reshape(m, n, n) / self.size
 
-    def subset(self, rows: Any) -> "Sample":
+    def subset(self, rows: Any) -> Sample:
         """The sample restricted to ``rows`` (an index array or a boolean mask)."""
         labels = self.y if self.y is not None else self.soft_labels
         parts = [None if part is None else part[rows] for part in (labels, self.groups, self.tau)]

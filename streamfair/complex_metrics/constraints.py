@@ -17,7 +17,7 @@ paper's ``phi(C)``, i.e. ``max(A v - b)``: for coverage ``max_i |sum_j C_ji - ta
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -11,8 +11,8 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Sequence
 
 import numpy as np
 
@@ -49,7 +49,7 @@ class Fit:
     history: dict = field(default_factory=dict)
     points: np.ndarray | None = None
 
-    def sparse(self) -> "Fit":
+    def sparse(self) -> Fit:
         """The same training vector with at most ``d + 1`` components (Caratheodory, :func:`sparsify`).
 
         Training vector, objective and constraints are unchanged; serving and evaluation get

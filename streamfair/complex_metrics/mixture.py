@@ -17,7 +17,8 @@ True
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -153,7 +154,7 @@ class RandomizedClassifier:
         }
 
     @classmethod
-    def from_state_dict(cls, state: dict) -> "RandomizedClassifier":
+    def from_state_dict(cls, state: dict) -> RandomizedClassifier:
         """The classifier whose :meth:`state_dict` was taken."""
         if state.get("version") != STATE_VERSION or state.get("class") != cls.__name__:
             raise ValueError(f"state is for {state.get('class')!r} version {state.get('version')!r}, expected {cls.__name__!r}")

@@ -20,8 +20,8 @@ vector ``v = Phi vec(C)`` of dimension ``d`` (Def. 24).  The outer algorithms wo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -61,7 +61,7 @@ class Layout:
     b: np.ndarray
 
     @classmethod
-    def build(cls, metric: Metric, constraints: Sequence[LinearConstraint], joint: np.ndarray) -> "Layout":
+    def build(cls, metric: Metric, constraints: Sequence[LinearConstraint], joint: np.ndarray) -> Layout:
         """The layout at the marginals ``joint`` (``(m, n)``)."""
         blocks = [metric.coordinates(joint)] + [c.coordinates(joint) for c in constraints]
         matrix = np.vstack(blocks)
@@ -115,7 +115,7 @@ class Problem:
         """``K``, the number of one-sided constraint rows."""
         return self.b.size
 
-    def with_metric(self, metric: Metric) -> "Problem":
+    def with_metric(self, metric: Metric) -> Problem:
         """The same sample and constraints with another objective."""
         return Problem(metric, self.sample, self.constraints)
 

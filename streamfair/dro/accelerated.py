@@ -76,7 +76,7 @@ class AcceleratedParameters:
     provenance: dict = field(default_factory=dict, compare=False)
 
     @classmethod
-    def build(cls, problem, epsilon: float, profile: str = "practical") -> "AcceleratedParameters":
+    def build(cls, problem, epsilon: float, profile: str = "practical") -> AcceleratedParameters:
         """The parameters for ``problem`` at accuracy ``epsilon`` under a profile."""
         epsilon = check_positive("epsilon", epsilon)
         if profile not in PROFILES:

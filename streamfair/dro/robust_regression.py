@@ -44,8 +44,9 @@ a refresh (the engine's ``_reweight_horizon``), and the fused ``proba_learn_*`` 
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Hashable, Sequence
+from typing import Any
 
 import numpy as np
 
