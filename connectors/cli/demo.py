@@ -34,12 +34,11 @@ from pathlib import Path
 import numpy as np
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from connectors.kafka.broker import Broker, die_with_parent
+from connectors.kafka.clients import ensure_topics
+from connectors.kafka.config import load_config
 from streamfair import FairnessReport, evaluate, evaluate_deterministic
 from streamfair.evaluation import to_grid
-
-from connectors.kafka.broker import Broker, die_with_parent
-from connectors.kafka.config import load_config
-from connectors.kafka.clients import ensure_topics
 
 GROUP_SHARE = 0.4
 WARMUP = 4000

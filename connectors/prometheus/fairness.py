@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Gauge
 
-from streamfair.evaluation import FairnessReport
-
 from connectors.prometheus.audit import AuditWindow
 from connectors.prometheus.collectors import WeightedHistogram, remove_series
+from streamfair.evaluation import FairnessReport
 
 
 class StreamfairMetrics:

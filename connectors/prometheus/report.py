@@ -45,9 +45,10 @@ import sys
 import time as _time
 import urllib.request
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 HISTORY_VERSION = 1
 

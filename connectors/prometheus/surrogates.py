@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import weakref
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 

@@ -17,7 +17,7 @@ surrogate lives on the raw score (the logit for a classifier), not on the predic
 from __future__ import annotations
 
 import math
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 from river import linear_model, optim

@@ -18,8 +18,9 @@ import random
 import struct
 import warnings
 from abc import abstractmethod
+from collections.abc import Hashable, Iterator
 from numbers import Real
-from typing import Any, Hashable, Iterator
+from typing import Any
 
 import numpy as np
 from river import base, datasets
