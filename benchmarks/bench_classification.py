@@ -21,12 +21,20 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from timing import best_seconds  # benchmarks/timing.py
 
 from streamfair.classification import FairClassificationPostProcessor
-from streamfair.complex_metrics import DemographicParity, Problem, QMean, RandomizedClassifier, Sample, SoftmaxRegression, ZeroOneError, constrained_gda
+from streamfair.complex_metrics import (
+    DemographicParity,
+    Problem,
+    QMean,
+    RandomizedClassifier,
+    Sample,
+    SoftmaxRegression,
+    ZeroOneError,
+    constrained_gda,
+)
 from streamfair.complex_metrics.streaming import OnlinePrimalDual, StreamingFrankWolfe
-
-from timing import best_seconds  # benchmarks/timing.py
 
 
 def _per_sample(function, n: int, repeats: int = 3) -> float:

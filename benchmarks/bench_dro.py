@@ -30,13 +30,21 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sparse
 from scipy.optimize import linprog
+from timing import best_seconds
 
 from streamfair import FairRegressionPostProcessor
 from streamfair.dro.online_divergence import ChiSquareTracker, CVaRTracker, KLTracker
 from streamfair.dro.online_group import ExponentiatedGroupWeights, SoftmaxGroupWeights
-from streamfair.dro.problem import ChiSquareSet, CVaRSet, GroupSet, KLSet, LinearDROProblem, imbalanced_groups, make_synthetic
+from streamfair.dro.problem import (
+    ChiSquareSet,
+    CVaRSet,
+    GroupSet,
+    KLSet,
+    LinearDROProblem,
+    imbalanced_groups,
+    make_synthetic,
+)
 from streamfair.dro.solvers import solve
-from timing import best_seconds
 
 TARGETS = (3e-2, 1e-2, 3e-3)
 ACCELERATED_EPSILON = 0.02

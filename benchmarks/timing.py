@@ -7,7 +7,8 @@ True
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def best_seconds(function: Callable[[], Any], repeats: int = 3, clock: Callable[[], float] = time.perf_counter) -> float:
