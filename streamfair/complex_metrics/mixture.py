@@ -131,7 +131,7 @@ class RandomizedClassifier:
     def confusion(self, sample: Sample) -> np.ndarray:
         """The mixture's expected confusion tensor on ``sample``: ``sum_t alpha_t C[h_t]`` (Prop. 7)."""
         self._check_sample(sample)
-        return sum(w * sample.confusion(sample.predict(s)) for w, s in zip(self.weights, self.scores))
+        return sum(w * sample.confusion(sample.predict(s)) for w, s in zip(self.weights, self.scores, strict=True))
 
     def _check_sample(self, sample: Sample) -> None:
         if sample.n_classes != self.n_classes or sample.grouping != self.grouping or sample.n_groups != self.n_groups:

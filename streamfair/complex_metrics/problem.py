@@ -67,7 +67,7 @@ class Layout:
         matrix = np.vstack(blocks)
         bounds = [metric.bounds(joint)] + [c.bounds(joint) for c in constraints]
         rows, rhs, start = [], [], blocks[0].shape[0]
-        for constraint, block in zip(constraints, blocks[1:]):
+        for constraint, block in zip(constraints, blocks[1:], strict=True):
             a, b = constraint.rows(joint)
             full = np.zeros((a.shape[0], matrix.shape[0]))
             full[:, start : start + block.shape[0]] = a

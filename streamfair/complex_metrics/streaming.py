@@ -352,7 +352,7 @@ class WindowedRefit:
 
     def refit(self) -> Fit:
         """Fit on the current window and serve the result."""
-        proba, y, groups, tau = zip(*self._buffer)
+        proba, y, groups, tau = zip(*self._buffer, strict=True)
         labelled = all(label is not None for label in y)
         sample = Sample(
             np.stack(proba),

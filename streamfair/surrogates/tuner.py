@@ -248,7 +248,10 @@ class MetricWeightTuner:
         X = np.asarray(X, dtype=float)
         y = check_finite("y", y, X.shape[0] if X.ndim == 2 else None)
         extra = [None] * y.size if extra is None else extra
-        published = [self.observe(x, label, int(cell), e) for x, label, cell, e in zip(X, y, cells, extra)]
+        for name, values in (("cells", cells), ("extra", extra)):
+            if len(values) != y.size:
+                raise ValueError(f"{name} must have {y.size} entries like y, got {len(values)}")
+        published = [self.observe(x, label, int(cell), e) for x, label, cell, e in zip(X, y, cells, extra, strict=True)]
         return [version for version in published if version is not None]
 
     def _outer_step(self) -> PublishedWeights | None:
