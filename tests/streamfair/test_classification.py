@@ -127,7 +127,7 @@ def test_learn_many_equals_learn_one_bit_for_bit(optimizer):
     proba, tau, s, _ = group_data(700, seed=8)
     one = FairClassificationPostProcessor(profile="paper", n_classes=3, n_groups=2, eps=0.01, horizon=200, optimizer=optimizer, seed=3)
     many = FairClassificationPostProcessor(profile="paper", n_classes=3, n_groups=2, eps=0.01, horizon=200, optimizer=optimizer, seed=3)
-    for row, group in zip(proba, tau):
+    for row, group in zip(proba, tau, strict=True):
         one.learn_one(row, group)
     many.learn_many(proba[:300], tau[:300])
     many.learn_many(proba[300:], tau[300:])

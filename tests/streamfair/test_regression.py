@@ -9,6 +9,7 @@ groups, and the live diagnostics.
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 import pickle
 
@@ -368,9 +369,9 @@ def test_risk_rises_and_unfairness_falls_as_eps_shrinks_with_four_groups():
     risks = [report.risk for report in reports]
     atom = np.array([report.atom_unfairness for report in reports])
     max_ks = [report.max_ks for report in reports]
-    assert all(a <= b for a, b in zip(risks, risks[1:]))
+    assert all(a <= b for a, b in itertools.pairwise(risks))
     assert np.all(np.diff(atom, axis=0) <= 0)  # per-atom unfairness of every group
-    assert all(a >= b for a, b in zip(max_ks, max_ks[1:]))
+    assert all(a >= b for a, b in itertools.pairwise(max_ks))
     assert risks[-1] > risks[0] + 0.1 and max_ks[-1] < 0.5 * max_ks[0]  # the trade-off is real
 
 
@@ -472,5 +473,5 @@ def test_single_draw_matches_the_batch_draw():
     keys = [f"m{i}" if i % 3 else i for i in range(4000)]
     u = keyed_uniforms(5, keys)
     assert np.array_equal(u, [keyed_uniform(5, key) for key in keys])
-    assert sample_indices(proba, u).tolist() == [sample_index(row, x) for row, x in zip(proba, u.tolist())]
+    assert sample_indices(proba, u).tolist() == [sample_index(row, x) for row, x in zip(proba, u.tolist(), strict=True)]
     assert sample_index(np.array([0.0, 1.0, 0.0]), 0.0) == 1 and sample_index(np.array([0.5, 0.5, 0.0]), 0.999) == 1

@@ -77,10 +77,10 @@ def test_lmo_matches_brute_force_with_ties_to_the_larger_index():
     for trial in range(5):
         costs = rng.integers(0, 3, (n, n)).astype(float)  # ... and integer costs: many exact ties
         predictions = sample.predict(costs)
-        expected = [argmin_star([sum(proba[l, i] * costs[i, j] for i in range(n)) for j in range(n)]) for l in range(size)]
+        expected = [argmin_star([sum(proba[row, i] * costs[i, j] for i in range(n)) for j in range(n)]) for row in range(size)]
         assert predictions.tolist() == expected
         ties = sum(
-            1 for l in range(size) if len(set(np.round([proba[l] @ costs[:, j] for j in range(n)], 12))) < n
+            1 for row in range(size) if len(set(np.round([proba[row] @ costs[:, j] for j in range(n)], 12))) < n
         )
         if trial == 0:
             assert ties > 10  # the tie-breaking was exercised
@@ -102,7 +102,7 @@ def test_group_aware_and_unaware_oracles_match_brute_force():
     proba, y, a = labelled(size, n, seed=2, groups=m)
     costs = rng.normal(size=(m, n, n))  # group-dependent costs (Alg. 10)
     aware = Sample(proba, y, a)
-    expected = [argmin_star([proba[l] @ costs[a[l], :, j] for j in range(n)]) for l in range(size)]
+    expected = [argmin_star([proba[row] @ costs[a[row], :, j] for j in range(n)]) for row in range(size)]
     predictions = aware.predict(costs.reshape(m * n, n))
     assert predictions.tolist() == expected
     counts = np.zeros((m, n, n))
@@ -110,7 +110,7 @@ def test_group_aware_and_unaware_oracles_match_brute_force():
     np.testing.assert_array_equal(aware.confusion(predictions), counts / size)
     tau = rng.dirichlet(np.ones(m), size)
     unaware = Sample(proba, y, a, tau=tau)
-    expected = [argmin_star([sum(tau[l, g] * proba[l] @ costs[g, :, j] for g in range(m)) for j in range(n)]) for l in range(size)]
+    expected = [argmin_star([sum(tau[row, g] * proba[row] @ costs[g, :, j] for g in range(m)) for j in range(n)]) for row in range(size)]
     assert unaware.predict(costs.reshape(m * n, n)).tolist() == expected
     np.testing.assert_array_equal(unaware.confusion(predictions), counts / size)  # groups known: exact
 
@@ -119,8 +119,8 @@ def test_label_free_confusion_is_the_eta_weighted_surrogate():
     proba, y, a = labelled(150, 3, seed=3, groups=2)
     predictions = np.random.default_rng(4).integers(0, 3, 150)
     expected = np.zeros((2, 3, 3))
-    for l in range(150):
-        expected[a[l], :, predictions[l]] += proba[l] / 150
+    for row in range(150):
+        expected[a[row], :, predictions[row]] += proba[row] / 150
     np.testing.assert_allclose(Sample(proba, None, a).confusion(predictions), expected, atol=1e-15)
     # coordinates that sum over the true class (coverage, DP) are exact without labels
     exact = Sample(proba, y, a).confusion(predictions)
@@ -368,7 +368,7 @@ def test_sampling_the_mixture_reproduces_its_confusion_matrix():
     weights = np.array([0.1, 0.2, 0.3, 0.4])
     h = RandomizedClassifier(weights, scores, grouping="aware", seed=9)
     expected = h.confusion(sample)
-    manual = sum(w * sample.confusion(sample.predict(s)) for w, s in zip(weights, scores))
+    manual = sum(w * sample.confusion(sample.predict(s)) for w, s in zip(weights, scores, strict=True))
     np.testing.assert_allclose(expected, manual, atol=1e-15)
     rounds = 20  # M = 40,000 stream samples: the sample repeated, a fresh key each time
     counts = np.zeros_like(expected)

@@ -64,7 +64,7 @@ def reference_value(eta):
             bounds=[(0, 1)] * k, constraints=constraints, options={"maxiter": 500, "ftol": 1e-12},
         )
         assert result.success
-        return result.fun, [p for p, a in zip(points, result.x) if a > 1e-4]
+        return result.fun, [p for p, a in zip(points, result.x, strict=True) if a > 1e-4]
 
     grid = np.linspace(-2, 6, 13)
     value, support = solve([(a, b) for a in grid for b in grid])

@@ -44,7 +44,7 @@ def test_mode_a_with_the_whole_stream_in_the_window_is_the_batch_fit_bit_for_bit
     refit = WindowedRefit(fit, QMean(), [Coverage(0.02)], n_classes=3, window=3000, refit_every=3000, seed=4)
     before = refit.predict_one(proba[0], key="k")
     assert before == int(proba[0].argmax())  # before the first refit: argmax eta_hat
-    for row, label in zip(proba, y):
+    for row, label in zip(proba, y, strict=True):
         refit.learn_one(row, int(label))
     batch = fit(Problem(QMean(), Sample(proba, y), [Coverage(0.02)]))
     assert np.array_equal(refit.classifier.weights, batch.classifier.weights)
@@ -56,7 +56,7 @@ def test_mode_a_with_the_whole_stream_in_the_window_is_the_batch_fit_bit_for_bit
     assert served == batch.classifier.predict_many(proba[:200], keys=keys).tolist()
     # a sliding window: after 1000 more arrivals and a refit, the window is the last 3000 tuples
     more_x, more_y = sample_three_class(1000, seed=2)
-    for row, label in zip(posterior(more_x), more_y):
+    for row, label in zip(posterior(more_x), more_y, strict=True):
         refit.learn_one(row, int(label))
     refit.refit()
     window = Sample(np.vstack([proba[1000:], posterior(more_x)]), np.concatenate([y[1000:], more_y]))

@@ -304,8 +304,8 @@ def test_estimator_13_ratios_are_bounded_and_its_mean_is_the_dual_gradient(robus
         estimates = [broo.estimator(i, x, eta) for i in range(problem.n)]
         ratios = np.array([1.0 - g_y / g for _, g_y in estimates])
         assert ratios.max() <= math.e**2
-        mean_x = sum(p * g_x for p, (g_x, _) in zip(broo.p_bar, estimates))
-        mean_y = sum(p * g_y for p, (_, g_y) in zip(broo.p_bar, estimates))
+        mean_x = sum(p * g_x for p, (g_x, _) in zip(broo.p_bar, estimates, strict=True))
+        mean_y = sum(p * g_y for p, (_, g_y) in zip(broo.p_bar, estimates, strict=True))
 
         def upsilon(point, threshold):
             return broo.penalty.dual_objective(problem.losses_at(slice(None), point), threshold)
