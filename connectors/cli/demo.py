@@ -65,7 +65,7 @@ def synthetic(n: int, rng: np.random.Generator) -> tuple[list[dict], np.ndarray,
     s = (rng.random(n) < GROUP_SHARE).astype(int)
     x1, x2, x3 = rng.normal(1.2 * s, 1.0), rng.normal(0.0, 1.0, n), rng.normal(0.0, 1.0, n)
     y = np.clip(0.25 * x1 + 0.15 * x2 + 0.1 * x3 - 0.1 + 0.1 * rng.normal(size=n), -1.0, 1.0)
-    features = [{"x1": float(a), "x2": float(b), "x3": float(c)} for a, b, c in zip(x1, x2, x3)]
+    features = [{"x1": float(a), "x2": float(b), "x3": float(c)} for a, b, c in zip(x1, x2, x3, strict=True)]
     return features, y, s
 
 
@@ -77,11 +77,11 @@ def train_models(rng: np.random.Generator, directory: Path) -> tuple[Path, Path,
     regressor = preprocessing.StandardScaler() | linear_model.LinearRegression()
     classifier = preprocessing.StandardScaler() | linear_model.LogisticRegression()
     features, targets, groups = synthetic(WARMUP, rng)
-    for x, y, s in zip(features, targets, groups):
+    for x, y, s in zip(features, targets, groups, strict=True):
         regressor.learn_one(x, float(y))
         classifier.learn_one(x, bool(s))
     paths = directory / ETA_NAME, directory / TAU_NAME
-    for path, model in zip(paths, (regressor, classifier)):
+    for path, model in zip(paths, (regressor, classifier), strict=True):
         path.write_bytes(pickle.dumps(model))
     return paths[0], paths[1], float(targets.mean())
 

@@ -125,7 +125,7 @@ def stratified_split(s: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarra
     for group in np.unique(s):
         members = rng.permutation(np.flatnonzero(s == group))
         cut = np.rint(bounds * members.size).astype(int)
-        for part, chunk in zip(parts, np.split(members, cut)):
+        for part, chunk in zip(parts, np.split(members, cut), strict=True):
             part.extend(chunk.tolist())
     return tuple(rng.permutation(np.array(part, dtype=np.int64)) for part in parts)
 
@@ -378,15 +378,15 @@ def plot_tradeoff(results: dict, path: Path, methods: list[str] | None = None, d
     methods = [MAIN_METHOD] if methods is None else methods
     single = len(methods) == 1
     plt, figure, axes = _panels(1, len(config["datasets"]))
-    for ax, name in zip(axes[0], config["datasets"]):
+    for ax, name in zip(axes[0], config["datasets"], strict=True):
         for method in methods:
             stats = [summary[(name, method, e)] for e in config["exponents"]]
-            x, xerr = zip(*(s["ks_max"] for s in stats))
-            y, yerr = zip(*(s["risk"] for s in stats))
+            x, xerr = zip(*(s["ks_max"] for s in stats), strict=True)
+            y, yerr = zip(*(s["risk"] for s in stats), strict=True)
             if single:  # mean ± std per eps, labelled with its exponent i
                 ax.errorbar(x, y, xerr=xerr, yerr=yerr, marker="o", markersize=3, capsize=2, linewidth=1,
                             label="DP-postproc")
-                for exponent, xi, yi in zip(config["exponents"], x, y):
+                for exponent, xi, yi in zip(config["exponents"], x, y, strict=True):
                     ax.annotate(str(exponent), (xi, yi), fontsize=6, xytext=(3, 3), textcoords="offset points")
             else:  # means only, to keep five curves readable
                 ax.plot(x, y, marker="o", markersize=3, linewidth=1, label=method)

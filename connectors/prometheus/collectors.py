@@ -61,7 +61,7 @@ class WeightedHistogram(Collector):
         with self._lock:
             counts, total = list(self._counts), self._sum
         cumulative, buckets = 0, []
-        for bound, count in zip(self._bounds, counts):
+        for bound, count in zip(self._bounds, counts, strict=True):
             cumulative += count
             buckets.append((floatToGoString(bound), float(cumulative)))
         yield HistogramMetricFamily(self.name, self.documentation, buckets=buckets, sum_value=total)

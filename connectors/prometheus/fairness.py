@@ -89,7 +89,7 @@ class StreamfairMetrics:
             self.target = Gauge("streamfair_fairness_ks_target",
                                 "Fairness target: the largest KS distance allowed for each group.", ["group"],
                                 registry=reg)
-        for group, value in zip(self.groups, target):
+        for group, value in zip(self.groups, target, strict=True):
             self.target.labels(group).set(float(value))
         # live, from tau (no S): Diagnostics of the served predictor over the last `window` samples
         self.live_gap = Gauge("streamfair_live_fairness_gap",
@@ -167,7 +167,7 @@ class StreamfairMetrics:
         self.progress.labels(part).set(diagnostics.epoch_progress)
         self.horizon.labels(part).set(diagnostics.epoch_horizon)
         self.gradient_norm.labels(part).set(diagnostics.gradient_mapping_norm)
-        for name, value in zip(("lambda", "v"), diagnostics.dual_norms):
+        for name, value in zip(("lambda", "v"), diagnostics.dual_norms, strict=True):
             self.dual_norm.labels(part, name).set(value)
         return diagnostics, self.observe_audit(part)
 
@@ -191,7 +191,7 @@ class StreamfairMetrics:
         window = self._audits.get(part)
         if window is None:
             return None
-        for group, count in zip(self.groups, window.group_counts()):
+        for group, count in zip(self.groups, window.group_counts(), strict=True):
             self.audited_count.labels(part, group).set(int(count))
         report = window.report()
         if report is not None:
@@ -208,7 +208,7 @@ class StreamfairMetrics:
         if weights.shape != (len(self.groups),) or not np.all(np.isfinite(weights)) or np.any(weights < 0):
             raise ValueError(f"weights must be {len(self.groups)} finite numbers >= 0, got {weights.tolist()!r}")
         part = str(partition)
-        for group, value in zip(self.groups, weights):
+        for group, value in zip(self.groups, weights, strict=True):
             self.dro_weight.labels(part, group).set(float(value))
         if robust_value is not None:
             self.dro_value.labels(part).set(float(robust_value))

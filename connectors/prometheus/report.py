@@ -299,13 +299,13 @@ def render(history: History, output: str | os.PathLike, x: str = "time", partiti
             color = colors(g % 10)
             gap_ax.plot(xs, [getattr(r, live_name)[g] for r in rows], color=color, lw=1.6,
                         label=f"group {group} live{suffix}", **style)
-            audited = [(xv, getattr(r, audited_name)[g]) for xv, r in zip(xs, rows) if getattr(r, audited_name)]
+            audited = [(xv, getattr(r, audited_name)[g]) for xv, r in zip(xs, rows, strict=True) if getattr(r, audited_name)]
             if audited:
-                gap_ax.plot(*zip(*audited), color=color, lw=1.2, ls="--", label=f"group {group} audited{suffix}",
+                gap_ax.plot(*zip(*audited, strict=True), color=color, lw=1.2, ls="--", label=f"group {group} audited{suffix}",
                             **style)
-        risks = [(xv, r.risk) for xv, r in zip(xs, rows) if r.risk is not None]
+        risks = [(xv, r.risk) for xv, r in zip(xs, rows, strict=True) if r.risk is not None]
         if risks:
-            risk_ax.plot(*zip(*risks), color="black", lw=1.4, label=f"partition {partition}", **style)
+            risk_ax.plot(*zip(*risks, strict=True), color="black", lw=1.4, label=f"partition {partition}", **style)
     name = "KS target" if history.measure == "ks" else "eps"
     for g, value in enumerate(history.target):
         same = all(e == value for e in history.target)

@@ -53,7 +53,7 @@ def set_linear_parameters(model, features: Sequence[Hashable], theta) -> None:
     theta = np.asarray(theta, dtype=float)
     if theta.shape != (len(features) + 1,):
         raise ValueError(f"theta must have shape ({len(features) + 1},), got {theta.shape}")
-    for feature, value in zip(features, theta[:-1]):
+    for feature, value in zip(features, theta[:-1], strict=True):
         model._weights[feature] = float(value)
     model.intercept = float(theta[-1])
 
@@ -198,7 +198,7 @@ class RiverSSO:
         if gradients is None:
             if len(ys) != len(xs):
                 raise ValueError(f"ys must have {len(xs)} labels, got {len(ys)}")
-            gradient_z = np.array([self.model.loss.gradient(y_true=y, y_pred=zi) for y, zi in zip(ys, z)], dtype=float)
+            gradient_z = np.array([self.model.loss.gradient(y_true=y, y_pred=zi) for y, zi in zip(ys, z, strict=True)], dtype=float)
         else:
             gradient_z = np.asarray(gradients, dtype=float)
             if gradient_z.shape != (len(xs),) or not np.all(np.isfinite(gradient_z)):

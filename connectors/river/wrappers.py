@@ -102,7 +102,7 @@ class _FairWrapper(base.Wrapper):
     @property
     def group_counts(self) -> dict:
         """Samples per group the group classifier has learned from (S present in ``x``)."""
-        return dict(zip(self.groups, self._group_counts))
+        return dict(zip(self.groups, self._group_counts, strict=True))
 
     def diagnostics(self) -> Diagnostics:
         """Live fairness and convergence estimates, computed without S (group order: ``groups``).
@@ -128,7 +128,7 @@ class _FairWrapper(base.Wrapper):
                 "gap": float(d.group_unfairness[s]),
                 "ks": float(d.group_ks[s]),
                 "mean": float(d.group_mean[s]),
-                "proba": dict(zip(self._outcomes, d.group_proba[:, s].tolist())),
+                "proba": dict(zip(self._outcomes, d.group_proba[:, s].tolist(), strict=True)),
             }
             for s, group in enumerate(self.groups)
         }
@@ -146,13 +146,13 @@ class _FairWrapper(base.Wrapper):
             return f"{value:.{n_decimals}f}" if isinstance(value, float) else str(value)
 
         if isinstance(eta, list):
-            eta_text = ", ".join(f"{number(label)}: {number(q)}" for label, q in zip(self._outcomes, eta))
+            eta_text = ", ".join(f"{number(label)}: {number(q)}" for label, q in zip(self._outcomes, eta, strict=True))
         else:
             eta_text = number(float(eta))
         likeliest = np.argsort(-pi, kind="stable")[:top]
         lines = [
             f"eta (base {self._kind}): {eta_text}",
-            "tau = P(S | x): " + ", ".join(f"{group}: {number(q)}" for group, q in zip(self.groups, tau)),
+            "tau = P(S | x): " + ", ".join(f"{group}: {number(q)}" for group, q in zip(self.groups, tau, strict=True)),
             f"pi(. | x), {min(top, pi.size)} likeliest of {pi.size}: "
             + ", ".join(f"{number(self._outcomes[i])}: {number(float(pi[i]))}" for i in likeliest),
             f"prediction (mode={self.mode!r}): {self.predict_one(x, **kwargs)}",
@@ -611,7 +611,7 @@ class FairClassifier(_FairWrapper, base.Classifier):
     @property
     def class_counts(self) -> dict:
         """Samples per class the classifier has learned from."""
-        return dict(zip(self.classes, self._class_counts))
+        return dict(zip(self.classes, self._class_counts, strict=True))
 
     def _base_prediction(self, features: dict, kwargs: dict) -> list[float]:
         return _posterior(self.classifier.predict_proba_one(features, **kwargs), self.classes, self._class_counts)
@@ -638,7 +638,7 @@ class FairClassifier(_FairWrapper, base.Classifier):
     # ------------------------------------------------------------------ prediction
     def predict_proba_one(self, x: dict, **kwargs) -> dict:
         """``pi(. | x)`` as ``{class: probability}``: the law of the randomized fair prediction."""
-        return {label: float(q) for label, q in zip(self.classes, self._pi(x, kwargs))}
+        return {label: float(q) for label, q in zip(self.classes, self._pi(x, kwargs), strict=True)}
 
     def predict_one(self, x: dict, **kwargs) -> Hashable:
         """The fair label for ``x`` (see ``mode``), one of ``classes``; S is ignored and no state changes."""
