@@ -190,7 +190,7 @@ def _plot(results: dict, traces: dict, folder: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(DATASETS), figsize=(16, 3.6))
-    for ax, name in zip(axes, DATASETS):
+    for ax, name in zip(axes, DATASETS, strict=True):
         res = results[name]
         for method in METHODS:
             ax.plot(SIZES, res[method][:, :, 0].mean(axis=0), marker="o", label=method)
@@ -201,7 +201,7 @@ def _plot(results: dict, traces: dict, folder: str) -> None:
     fig.tight_layout()
     fig.savefig(f"{folder}/anytime_time_to_fair.png", dpi=110)
     fig, axes = plt.subplots(1, len(drift.KINDS), figsize=(14, 3.6))
-    for ax, kind in zip(axes, drift.KINDS):
+    for ax, kind in zip(axes, drift.KINDS, strict=True):
         for profile in ("anytime", "paper"):
             trace = traces[kind, profile]
             ax.plot(trace[:, 0], trace[:, 1], label=profile)

@@ -42,36 +42,48 @@ def _per_sample(function, n: int, repeats: int = 3) -> float:
     return 1e6 * best_seconds(function, repeats) / n
 
 
+def _measured(classes: int, n: int, rng: np.random.Generator) -> tuple[float, list[tuple[str, float]]]:
+    """The argmax serving cost and each operation's cost, in µs per sample, for ``classes`` classes."""
+    proba = rng.dirichlet(np.ones(classes), n)
+    tau = rng.dirichlet([1.0, 1.0], n)
+    groups = rng.integers(0, 2, n)
+    y = rng.integers(0, classes, n)
+    baseline = _per_sample(lambda: [int(np.argmax(row)) for row in proba], n)
+
+    def fresh():
+        return FairClassificationPostProcessor(n_classes=classes, p=[0.5, 0.5], horizon=n, profile="paper")
+
+    learned, learner = fresh(), fresh()
+    learned.learn_many(proba, tau)
+    mixture = RandomizedClassifier(np.full(4, 0.25), rng.normal(size=(4, 2 * classes, classes)), "aware", seed=1)
+    streaming_b = StreamingFrankWolfe(QMean(), n_classes=classes)
+    streaming_c = OnlinePrimalDual(ZeroOneError(), [DemographicParity(0.02)], n_classes=classes, n_groups=2,
+                                   grouping="aware")
+    problem = Problem(QMean(), Sample(proba, y))
+    weights = -np.ones(problem.dimension)
+    return baseline, [
+        ("argmax serving (baseline)", baseline),
+        ("DP post-processor `learn_one`",
+         _per_sample(lambda: [learner.learn_one(p, t) for p, t in zip(proba, tau, strict=True)], n)),
+        ("DP post-processor `learn_many`", _per_sample(lambda: fresh().learn_many(proba, tau), n)),
+        ("DP post-processor `predict_one` (keyed draw)",
+         _per_sample(lambda: [learned.predict_one(p, t, key=i)
+                              for i, (p, t) in enumerate(zip(proba, tau, strict=True))], n)),
+        ("mixture `predict_one` (4 components, aware)",
+         _per_sample(lambda: [mixture.predict_one(p, int(g), key=i)
+                              for i, (p, g) in enumerate(zip(proba, groups, strict=True))], n)),
+        ("mode B `predict_one` + `learn_one` (Q-mean)", _per_sample(lambda: streaming_b.run(proba, y), n)),
+        ("mode C `predict_one` + `learn_one` (0-1, DP)", _per_sample(lambda: streaming_c.run(proba, None, groups), n)),
+        ("plug-in oracle call, per labelled sample",
+         _per_sample(lambda: [problem.lmo(weights) for _ in range(20)], 20 * n)),
+    ]
+
+
 def cost_table(n: int = 4000) -> str:
     rng = np.random.default_rng(0)
     rows = ["| operation | classes | µs / sample | × argmax serving |", "|---|---|---|---|"]
     for classes in (2, 10):
-        proba = rng.dirichlet(np.ones(classes), n)
-        tau = rng.dirichlet([1.0, 1.0], n)
-        groups = rng.integers(0, 2, n)
-        y = rng.integers(0, classes, n)
-        baseline = _per_sample(lambda: [int(np.argmax(row)) for row in proba], n)
-
-        def fresh():
-            return FairClassificationPostProcessor(n_classes=classes, p=[0.5, 0.5], horizon=n, profile="paper")
-
-        learned, learner = fresh(), fresh()
-        learned.learn_many(proba, tau)
-        mixture = RandomizedClassifier(np.full(4, 0.25), rng.normal(size=(4, 2 * classes, classes)), "aware", seed=1)
-        streaming_b = StreamingFrankWolfe(QMean(), n_classes=classes)
-        streaming_c = OnlinePrimalDual(ZeroOneError(), [DemographicParity(0.02)], n_classes=classes, n_groups=2, grouping="aware")
-        problem = Problem(QMean(), Sample(proba, y))
-        weights = -np.ones(problem.dimension)
-        measured = [
-            ("argmax serving (baseline)", baseline),
-            ("DP post-processor `learn_one`", _per_sample(lambda: [learner.learn_one(p, t) for p, t in zip(proba, tau)], n)),
-            ("DP post-processor `learn_many`", _per_sample(lambda: fresh().learn_many(proba, tau), n)),
-            ("DP post-processor `predict_one` (keyed draw)", _per_sample(lambda: [learned.predict_one(p, t, key=i) for i, (p, t) in enumerate(zip(proba, tau))], n)),
-            ("mixture `predict_one` (4 components, aware)", _per_sample(lambda: [mixture.predict_one(p, int(g), key=i) for i, (p, g) in enumerate(zip(proba, groups))], n)),
-            ("mode B `predict_one` + `learn_one` (Q-mean)", _per_sample(lambda: streaming_b.run(proba, y), n)),
-            ("mode C `predict_one` + `learn_one` (0-1, DP)", _per_sample(lambda: streaming_c.run(proba, None, groups), n)),
-            ("plug-in oracle call, per labelled sample", _per_sample(lambda: [problem.lmo(weights) for _ in range(20)], 20 * n)),
-        ]
+        baseline, measured = _measured(classes, n, rng)
         for name, micro in measured:
             rows.append(f"| {name} | {classes} | {micro:.2f} | {micro / baseline:.1f} |")
     return "\n".join(rows)

@@ -174,7 +174,7 @@ def run_solvers(sizes, seeds, budgets, methods_by_kind, cache: Path | None = Non
                     for method in missing:
                         if method in paths:
                             paths[method].parent.mkdir(parents=True, exist_ok=True)
-                            np.savez(paths[method], **dict(zip(("calls", "gaps", "share"), runs[method])))
+                            np.savez(paths[method], **dict(zip(("calls", "gaps", "share"), runs[method], strict=True)))
                     print(f"[bench_dro] {kind} N={n} seed={seed} {missing}: {time.time() - started:.0f} s",
                           file=sys.stderr, flush=True)
                 for method, run in sorted(runs.items(), key=lambda item: methods.index(item[0])):
@@ -191,7 +191,7 @@ def suboptimality_table(curves) -> str:
     for (kind, n, method), runs in curves.items():
         hits = []
         for target in TARGETS:
-            firsts = [next((c for c, g in zip(calls, gaps) if g <= target), np.inf) for calls, gaps, _ in runs]
+            firsts = [next((c for c, g in zip(calls, gaps, strict=True) if g <= target), np.inf) for calls, gaps, _ in runs]
             median = float(np.median(firsts))
             hits.append("not reached" if not np.isfinite(median) else f"{median:.3g}")
         low, final, high = np.percentile([gaps[-1] for _, gaps, _ in runs], [25, 50, 75])

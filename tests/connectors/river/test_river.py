@@ -202,7 +202,7 @@ def assert_same_state(a, b) -> None:
             assert_same_state(a[key], b[key])
     elif isinstance(a, (list, tuple)):
         assert len(a) == len(b)
-        for u, v in zip(a, b):
+        for u, v in zip(a, b, strict=True):
             assert_same_state(u, v)
     elif isinstance(a, np.ndarray) or a is None:
         np.testing.assert_array_equal(a, b)
