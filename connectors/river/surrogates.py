@@ -166,7 +166,8 @@ class RiverSSO:
         self.model = model
         self.m = check_integer("m", m, 1)
         if eta is None:
-            smoothness = {optim.losses.Squared: 2.0, optim.losses.Log: 0.25}.get(type(model.loss))
+            smoothness_of: dict[type, float] = {optim.losses.Squared: 2.0, optim.losses.Log: 0.25}
+            smoothness = smoothness_of.get(type(model.loss))
             if smoothness is None:
                 raise ValueError(f"eta must be given for the loss {type(model.loss).__name__}, got None")
             eta = 0.5 / smoothness

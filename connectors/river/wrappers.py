@@ -18,7 +18,7 @@ import random
 import struct
 import warnings
 from abc import abstractmethod
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from numbers import Real
 from typing import Any
 
@@ -40,6 +40,28 @@ class _FairWrapper(base.Wrapper):
     """
 
     _model_kind: type
+    # The constructor arguments the subclasses store and the methods they provide.
+    sensitive: Hashable
+    groups: tuple
+    eps: float | tuple[float, ...] | None
+    beta: float | None
+    p: tuple[float, ...] | None
+    profile: str
+    memory: int | None
+    horizon: int | None
+    optimizer: str | None
+    inner: str | None
+    mu: float | None
+    mode: str
+    seed: int | None
+    window: int
+    serve: str | None
+    predict_one: Callable[..., Any]
+
+    @property
+    @abstractmethod
+    def _wrapped_model(self) -> base.Regressor | base.Classifier:
+        """The base model: the regressor or the classifier of ``y``."""
 
     @property
     @abstractmethod
@@ -59,7 +81,12 @@ class _FairWrapper(base.Wrapper):
     def _kind(self) -> str:
         return self._model_kind.__name__.lower()
 
-    def _start(self, engine: type, group_name: str, **engine_params) -> None:
+    def _start(
+        self,
+        engine: type[FairRegressionPostProcessor] | type[FairClassificationPostProcessor],
+        group_name: str,
+        **engine_params,
+    ) -> None:
         """Validate the shared parameters and build the post-processor (``engine_params``: its own ones)."""
         if not isinstance(self._wrapped_model, self._model_kind):
             raise ValueError(f"{self._kind} must be a River {self._kind}, got {self._wrapped_model!r}")
@@ -394,6 +421,8 @@ class FairRegressor(_FairWrapper, base.Regressor):
 
     @property
     def _group_model(self) -> base.Classifier:
+        if self.group_classifier is None:  # neither group_classifier nor its deprecated name was given
+            raise ValueError("group_classifier must be a River classifier, got None")
         return self.group_classifier
 
     @property
@@ -640,7 +669,7 @@ class FairClassifier(_FairWrapper, base.Classifier):
         """``pi(. | x)`` as ``{class: probability}``: the law of the randomized fair prediction."""
         return {label: float(q) for label, q in zip(self.classes, self._pi(x, kwargs), strict=True)}
 
-    def predict_one(self, x: dict, **kwargs) -> Hashable:
+    def predict_one(self, x: dict, **kwargs) -> base.typing.ClfTarget:
         """The fair label for ``x`` (see ``mode``), one of ``classes``; S is ignored and no state changes."""
         return self.classes[int(self._fair_prediction(x, kwargs))]
 
@@ -711,7 +740,7 @@ class _DrawKeys:
     True
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._names: tuple = ()
         self._order: list[int] = []
         self._prefix = b""
@@ -784,7 +813,7 @@ def logistic_with_group(
         raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")
     rng = random.Random(seed)
     for _ in range(n):
-        x = {i: rng.gauss(0.0, 1.0) for i in range(5)}
+        x: dict[Hashable, float] = {i: rng.gauss(0.0, 1.0) for i in range(5)}
         u = 2 * x[0] + x[1] - x[2] / 2
         top = max(0.0, (n_classes - 1) * u)
         weights = [math.exp(j * u - top) for j in range(n_classes)]
