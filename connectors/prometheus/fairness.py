@@ -70,9 +70,11 @@ class StreamfairMetrics:
             raise ValueError(f"groups must be at least 2 distinct labels, got {list(groups)!r}")
         if (eps is None) == (ks is None):
             raise ValueError(f"give exactly one of eps and ks, got eps={eps!r}, ks={ks!r}")
-        name, target = ("eps", eps) if ks is None else ("ks", ks)
+        name, given = ("eps", eps) if ks is None else ("ks", ks)
         k = len(self.groups)
-        target = np.broadcast_to(np.asarray(target, float), (k,)) if np.ndim(target) == 0 else np.asarray(target, float)
+        target = np.asarray(given, float)
+        if target.ndim == 0:
+            target = np.broadcast_to(target, (k,))
         if target.shape != (k,) or not np.all(np.isfinite(target)) or np.any(target < 0):
             raise ValueError(f"{name} must be one number >= 0 or {k} of them, got {target.tolist()!r}")
         if not (isinstance(audit_window, int) and audit_window >= 1):
@@ -204,11 +206,11 @@ class StreamfairMetrics:
 
     def set_dro_weights(self, partition: Any, weights: Sequence[float], robust_value: float | None = None) -> None:
         """Export a post-processor's current DRO group weights (and robust risk value)."""
-        weights = np.asarray(weights, dtype=float)
-        if weights.shape != (len(self.groups),) or not np.all(np.isfinite(weights)) or np.any(weights < 0):
-            raise ValueError(f"weights must be {len(self.groups)} finite numbers >= 0, got {weights.tolist()!r}")
+        values = np.asarray(weights, dtype=float)
+        if values.shape != (len(self.groups),) or not np.all(np.isfinite(values)) or np.any(values < 0):
+            raise ValueError(f"weights must be {len(self.groups)} finite numbers >= 0, got {values.tolist()!r}")
         part = str(partition)
-        for group, value in zip(self.groups, weights, strict=True):
+        for group, value in zip(self.groups, values, strict=True):
             self.dro_weight.labels(part, group).set(float(value))
         if robust_value is not None:
             self.dro_value.labels(part).set(float(robust_value))

@@ -227,16 +227,16 @@ def records_from_exposition(text: str, now: float | None = None
     records = []
     for labels, n_samples in sorted(samples.get("streamfair_postprocessor_samples", {}).items()):
         partition = dict(labels)["partition"]
-        live = [by_group(name, partition) for name in
-                ("streamfair_live_fairness_gap", "streamfair_live_fairness_ks", "streamfair_live_prediction_mean")]
-        if any(values is None for values in live):
+        live_gap, live_ks, live_mean = (by_group(name, partition) for name in (
+            "streamfair_live_fairness_gap", "streamfair_live_fairness_ks", "streamfair_live_prediction_mean"))
+        if live_gap is None or live_ks is None or live_mean is None:
             continue
         audited_gap = by_group("streamfair_audited_fairness_gap", partition)
         risk = samples.get("streamfair_audited_squared_error", {}).get((("partition", partition),))
         counts = by_group("streamfair_audited_window_samples", partition) or [0.0]
         records.append(HistoryRecord(
-            time=now, partition=partition, n_samples=int(n_samples), live_gap=live[0], live_ks=live[1],
-            live_mean=live[2], audited_gap=audited_gap,
+            time=now, partition=partition, n_samples=int(n_samples), live_gap=live_gap, live_ks=live_ks,
+            live_mean=live_mean, audited_gap=audited_gap,
             audited_ks=by_group("streamfair_audited_fairness_ks", partition) if audited_gap else None,
             risk=risk if audited_gap else None, audited_samples=int(sum(counts))))
     return groups, [target_by_group[g] for g in groups], measure, records
