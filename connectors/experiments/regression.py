@@ -50,6 +50,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -127,7 +128,8 @@ def stratified_split(s: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarra
         cut = np.rint(bounds * members.size).astype(int)
         for part, chunk in zip(parts, np.split(members, cut), strict=True):
             part.extend(chunk.tolist())
-    return tuple(rng.permutation(np.array(part, dtype=np.int64)) for part in parts)
+    train, unlabeled, test = (rng.permutation(np.array(part, dtype=np.int64)) for part in parts)
+    return train, unlabeled, test
 
 
 def prepare(data: datasets.Dataset, rng: np.random.Generator) -> Prepared:
@@ -165,7 +167,7 @@ def make_postprocessor(
         L=default_grid_size(pool_size),
         eps=2.0**-exponent,
         beta=default_beta(pool_size),
-        p=prep.p,
+        p=prep.p.tolist(),
         horizon=horizon,
         optimizer=optimizer,
         inner=inner,
@@ -238,7 +240,8 @@ def run_experiment(config: Config, log=print) -> dict:
     """
     start = time.perf_counter()
     methods = [MAIN_METHOD] + [m for m in config.methods if m != MAIN_METHOD]
-    records, traces, settings = [], {}, {}
+    records, settings = [], {}
+    traces: dict[str, list] = {}
     for name in config.datasets:
         data = datasets.load(name)
         traces[name] = []
@@ -392,9 +395,10 @@ def plot_tradeoff(results: dict, path: Path, methods: list[str] | None = None, d
                 ax.plot(x, y, marker="o", markersize=3, linewidth=1, label=method)
         bases = (("base", "*", "black", "base (LR)"), ("base-grid", "s", "gray", "base on grid"))
         for method, marker, color, label in bases:
-            stats = summary[(name, method, None)]
-            ax.errorbar(stats["ks_max"][0], stats["risk"][0], xerr=stats["ks_max"][1] if single else None,
-                        yerr=stats["risk"][1] if single else None, marker=marker, color=color,
+            base_stats = summary[(name, method, None)]
+            ax.errorbar(base_stats["ks_max"][0], base_stats["risk"][0],
+                        xerr=base_stats["ks_max"][1] if single else None,
+                        yerr=base_stats["risk"][1] if single else None, marker=marker, color=color,
                         markersize=7 if marker == "*" else 4, linestyle="none", capsize=2, label=label)
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("KS unfairness (worst group)", fontsize=8)
@@ -467,7 +471,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         "eval_points": args.eval_points,
         "seed": args.seed,
     }
-    changes = {k: tuple(v) if isinstance(v, list) else v for k, v in given.items() if v is not None}
+    changes: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in given.items() if v is not None}
     config = dataclasses.replace(base, **changes)
     for name in ("repetitions", "passes", "eval_points"):
         if getattr(config, name) < 1:
