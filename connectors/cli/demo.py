@@ -30,6 +30,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -114,7 +115,7 @@ def _produce(broker: Broker, topic: str, n: int, partitions: int, seed: int, tru
     for i, x in enumerate(features):
         ident = f"u{i}"
         truth.y[ident], truth.s[ident] = float(y[i]), int(s[i])
-        body = {"id": ident, "features": x}
+        body: dict[str, Any] = {"id": ident, "features": x}
         if i % 10 == 0:
             body["distribution"] = True
         producer.send(topic, key=ident.encode(), value=json.dumps(body).encode(), partition=i % partitions)
@@ -140,7 +141,7 @@ class Target:
         return cls(None if fair.ks is None else float(np.max(fair.ks)), fair.eps)
 
     def describe(self) -> str:
-        if self.ks is not None:
+        if self.eps is None:
             return (f"Target (postprocessor.ks): the KS distance between each group's predictions and everyone's "
                     f"at most {self.ks:g}")
         eps = ", ".join(f"{e:g}" for e in np.unique(self.eps))
@@ -149,7 +150,7 @@ class Target:
                 f"of order sqrt(P(v) / n))")
 
     def text(self) -> str:
-        return f"KS <= {self.ks:g}" if self.ks is not None else f"gap <= {np.max(self.eps):g}"
+        return f"KS <= {self.ks:g}" if self.eps is None else f"gap <= {np.max(self.eps):g}"
 
 
 @dataclass(frozen=True)
@@ -309,8 +310,8 @@ def run(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="streamfair-demo-") as directory, Broker() as broker:
-        directory = Path(directory)
+    with tempfile.TemporaryDirectory(prefix="streamfair-demo-") as temporary, Broker() as broker:
+        directory = Path(temporary)
         print(f"[broker] Tansu on {broker.bootstrap} (memory storage, pid {broker.pid})", flush=True)
         eta_path, tau_path, constant = train_models(rng, out)
         values = {
@@ -336,7 +337,7 @@ def run(args: argparse.Namespace) -> int:
             daemon = subprocess.Popen([sys.executable, "-m", "connectors.cli", "serve", "--config", str(config_path)],
                                       stdout=log, stderr=log, preexec_fn=die_with_parent)
         print(f"[daemon] streamfair serve started (pid {daemon.pid})", flush=True)
-        truth, counts = Truth({}, {}), Counter()
+        truth, counts = Truth({}, {}), Counter[str]()
         producer = threading.Thread(target=_produce, args=(broker, config.topics.input, args.messages,
                                                            layout.input_partitions, args.seed + 1, truth, counts),
                                     daemon=True)
