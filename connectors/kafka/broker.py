@@ -138,19 +138,19 @@ class Broker:
             self.log_path = Path(name)
         fixed = self.port is not None
         for _ in range(1 if fixed else 3):
-            port = self.port if fixed else free_port()
-            if self._launch(port):
+            port = free_port() if self.port is None else self.port
+            if self._launch(port, self.log_path):
                 self.port = port
                 return self
         where, tail = (f"see {self.log_path}" if self._log_given else "its log ends with"), self._log_tail()
         self._remove_own_log()
         raise RuntimeError(f"Tansu did not become ready on {HOST}:{port}; {where}:\n{tail}")
 
-    def _launch(self, port: int) -> bool:
+    def _launch(self, port: int, log_path: Path) -> bool:
         url = f"tcp://{HOST}:{port}"
         command = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
                    "--storage-engine", "memory://tansu/"]
-        with open(self.log_path, "ab") as log:
+        with open(log_path, "ab") as log:
             self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                              start_new_session=True, preexec_fn=die_with_parent)
         deadline = time.monotonic() + self.ready_timeout
@@ -165,8 +165,10 @@ class Broker:
         return False
 
     def _log_tail(self, lines: int = 20) -> str:
+        if self.log_path is None:  # not started, or its own log removed
+            return ""
         try:
-            return "\n".join(Path(self.log_path).read_text(errors="replace").splitlines()[-lines:])
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
 

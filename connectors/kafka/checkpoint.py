@@ -122,7 +122,7 @@ class Checkpoint:
     offset: int | None
     feedback_offset: int | None
     state: dict
-    pending_eta: list[float] = field(default_factory=list)
+    pending_eta: list[float | list[float]] = field(default_factory=list)
     pending_tau: list[list[float]] = field(default_factory=list)
     pending_keys: list = field(default_factory=list)
     models: bytes | None = None
