@@ -119,12 +119,17 @@ class FairRegressionPostProcessor(DualPostProcessor):
         if L is None:
             L = default_grid_size(reference_horizon(horizon)) if paper else DEFAULT_GRID_SIZE
         self.L = check_integer("L", L, 1)
-        if ks is None and eps is None:
-            eps, ks = (PAPER_EPS, None) if paper else (None, DEFAULT_KS)
+        slack: float | Sequence[float]
+        if eps is not None:
+            slack, constraint = eps, "atom"
+        elif ks is not None:
+            slack, constraint = ks, "cdf"
+        else:  # neither: the profile's default
+            slack, constraint = (PAPER_EPS, "atom") if paper else (DEFAULT_KS, "cdf")
         super().__init__(
             SquaredCosts(self.B, dual.regression_grid(self.B, self.L)),
-            slack=ks if eps is None else eps,
-            constraint="atom" if ks is None else "cdf",
+            slack=slack,
+            constraint=constraint,
             p=p,
             n_groups=n_groups,
             beta=beta,

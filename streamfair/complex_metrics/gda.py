@@ -52,6 +52,7 @@ def gradient_descent_ascent(
         return constrained_gda(problem, iterations, step_xi, step_lambda, radius=radius, seed=seed)
     # Constraints are ignored while optimizing (the unconstrained baseline) but reported.
     fit = constrained_gda(Problem(problem.metric, problem.sample), iterations, step_xi, step_lambda, radius=radius, seed=seed)
+    assert fit.confusion is not None  # a fresh fit has its confusion (only sparse() drops it)
     fit.point = problem.point(fit.confusion)
     fit.violation = problem.violation(fit.point)
     return fit

@@ -36,6 +36,12 @@ class LPResult:
     x: np.ndarray | None
     fun: float
 
+    def solution(self) -> np.ndarray:
+        """``x``, the optimal point; ``ValueError`` when there is none (infeasible or unbounded)."""
+        if self.x is None:
+            raise ValueError(f"the linear program has no solution: it is {self.status}")
+        return self.x
+
 
 def _pivot(tableau: np.ndarray, basis: np.ndarray, row: int, column: int) -> None:
     tableau[row] /= tableau[row, column]

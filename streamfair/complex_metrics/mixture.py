@@ -49,19 +49,19 @@ class RandomizedClassifier:
         Seed of the component draws.
     """
 
-    def __init__(self, weights: Sequence[float], scores: Any, grouping: str = "none", seed: int = 0):
+    def __init__(self, weights: Sequence[float] | np.ndarray, scores: Any, grouping: str = "none", seed: int = 0):
         scores = np.asarray(scores, dtype=float)
         if scores.ndim != 3 or scores.shape[1] % scores.shape[2] or scores.shape[2] < 2:
             raise ValueError(f"scores must have shape (k, m n, n), got shape {scores.shape}")
-        weights = np.asarray(weights, dtype=float)
-        if weights.shape != (scores.shape[0],):
-            raise ValueError(f"weights must have one entry per component ({scores.shape[0]}), got shape {weights.shape}")
-        if not np.all(np.isfinite(weights)) or weights.min() < 0 or abs(weights.sum() - 1.0) > SUM_TOLERANCE:
-            raise ValueError(f"weights must be finite, >= 0 and sum to 1, got {weights.tolist()[:8]} (sum {weights.sum():.6g})")
+        weight_vector = np.asarray(weights, dtype=float)
+        if weight_vector.shape != (scores.shape[0],):
+            raise ValueError(f"weights must have one entry per component ({scores.shape[0]}), got shape {weight_vector.shape}")
+        if not np.all(np.isfinite(weight_vector)) or weight_vector.min() < 0 or abs(weight_vector.sum() - 1.0) > SUM_TOLERANCE:
+            raise ValueError(f"weights must be finite, >= 0 and sum to 1, got {weight_vector.tolist()[:8]} (sum {weight_vector.sum():.6g})")
         if grouping not in GROUPINGS:
             raise ValueError(f"grouping must be one of {GROUPINGS}, got {grouping!r}")
-        keep = weights > 0
-        self.weights = weights[keep] / weights[keep].sum()
+        keep = weight_vector > 0
+        self.weights = weight_vector[keep] / weight_vector[keep].sum()
         self.scores = scores[keep]
         self.n_classes = scores.shape[2]
         self.n_groups = scores.shape[1] // self.n_classes

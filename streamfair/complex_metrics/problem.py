@@ -195,7 +195,7 @@ class Problem:
         a_ub = np.hstack([values.T, -np.ones((self.n_constraints, 1)), np.ones((self.n_constraints, 1))])
         a_eq = np.concatenate([np.ones(k), [0.0, 0.0]])[None]
         result = linprog(cost, a_ub, np.zeros(self.n_constraints), a_eq, np.ones(1))
-        alpha = result.x[:k]
+        alpha = result.solution()[:k]
         return combine(candidates, alpha / alpha.sum())
 
 

@@ -147,7 +147,7 @@ class _Exhausted(Exception):
     """The oracle budget ran out inside a BROO call."""
 
 
-def mlmc_level_pmf(level: np.ndarray) -> np.ndarray:
+def mlmc_level_pmf(level: int | np.ndarray) -> np.ndarray:
     """``p_j = (1 - 8^-1/2) 8^-(j-1)/2`` for ``j >= 1``: the corrected MLMC level law (sums to one).
 
     >>> round(float(mlmc_level_pmf(np.arange(1, 200)).sum()), 12)
@@ -207,6 +207,10 @@ class _BallOracle:
             self._setup_centre(centre)
 
     def _setup_centre(self, centre: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def __call__(self, centre: np.ndarray, lam: float, delta: float) -> np.ndarray:
+        """An approximate minimizer over the ball around ``centre`` (the subclass's algorithm)."""
         raise NotImplementedError
 
     def steps(self, lam: float, delta: float) -> int:

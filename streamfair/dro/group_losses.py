@@ -39,7 +39,7 @@ __all__ = ["Receipt", "Receipts", "GroupLosses", "check_rate"]
 class Receipt(NamedTuple):
     """What an update used for one sample, kept to correct it when its true loss arrives."""
 
-    index: int  # position of the sample in the stream (0-based)
+    index: int  # type: ignore[assignment]  # sample's position in the stream (0-based); shadows tuple.index
     tau: np.ndarray  # (M,) group attribution used
     loss: float  # loss used (typically a label-free surrogate)
     scale: np.ndarray  # (M,) per-group step multiplier used by mirror ascent (zeros when unused)
@@ -48,7 +48,7 @@ class Receipt(NamedTuple):
 class Receipts(NamedTuple):
     """The receipts of a batch of updates, as arrays (``row(i)`` is sample ``i``'s :class:`Receipt`)."""
 
-    index: np.ndarray
+    index: np.ndarray  # type: ignore[assignment]  # the public field name shadows tuple.index
     tau: np.ndarray
     loss: np.ndarray
     scale: np.ndarray

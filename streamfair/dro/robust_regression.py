@@ -134,6 +134,7 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         self.forgetting = check_rate("forgetting", forgetting)
         self.refresh = check_integer("refresh", refresh, 1)
         self.max_pending = check_integer("max_pending", max_pending, 0)
+        self.dro: SoftmaxGroupWeights | ExponentiatedGroupWeights
         if updater == "softmax":
             self.dro = SoftmaxGroupWeights(self.n_groups, self.temperature, forgetting=self.forgetting)
         else:

@@ -261,6 +261,7 @@ class MetricWeightTuner:
         if metric_rows.sum() < 1 or np.bincount(cells, minlength=self.n_cells).min() < 1:
             self.skipped_steps += 1
             return None
+        assert self._extra is not None  # observe() sets it before any step
         frozen = FeedbackWindow(
             self._X[:filled][metric_rows].copy(),
             self._y[:filled][metric_rows].copy(),
@@ -283,7 +284,7 @@ class MetricWeightTuner:
         self.outer_iterations += 1
         self.sigma = report.sigma
         self.last_report = report
-        if report.skipped:
+        if report.projection is None:  # the step was skipped
             self.skipped_steps += 1
             return None
         multipliers = report.projection.multipliers
