@@ -114,7 +114,9 @@ class FairRegressionPostProcessor(DualPostProcessor):
     ):
         self.B = check_positive("B", B)
         if ks is not None and eps is not None:
-            raise ValueError(f"give ks (a KS target) or eps (the paper's per-atom slack), not both: ks={ks!r}, eps={eps!r}")
+            raise ValueError(
+                f"give ks (a KS target) or eps (the paper's per-atom slack), not both: ks={ks!r}, eps={eps!r}"
+            )
         paper = check_choice("profile", profile, PROFILES) == "paper"
         if L is None:
             L = default_grid_size(reference_horizon(horizon)) if paper else DEFAULT_GRID_SIZE

@@ -93,7 +93,9 @@ def constrained_bisection(
     interval = np.empty((iterations, 2))
     for t in range(iterations):
         gamma = (low + high) / 2
-        inner = constrained_gda(problem.with_metric(RatioLevel(problem.metric, gamma)), inner_iterations, seed=seed, **congda)
+        inner = constrained_gda(
+            problem.with_metric(RatioLevel(problem.metric, gamma)), inner_iterations, seed=seed, **congda
+        )
         assert inner.confusion is not None  # a fresh fit has its confusion (only sparse() drops it)
         point = problem.point(inner.confusion)
         if problem.objective(point) <= gamma and problem.violation(point) <= 1e-9:

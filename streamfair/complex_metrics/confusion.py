@@ -64,7 +64,9 @@ def zero_one_scores(n_classes: int, n_groups: int = 1) -> np.ndarray:
 def _check_labels(name: str, value: Any, n_rows: int, n_values: int) -> np.ndarray:
     array = np.asarray(value)
     if array.shape != (n_rows,) or not (np.issubdtype(array.dtype, np.integer) or array.size == 0):
-        raise ValueError(f"{name} must be {n_rows} integer labels, got an array of shape {array.shape} and dtype {array.dtype}")
+        raise ValueError(
+            f"{name} must be {n_rows} integer labels, got an array of shape {array.shape} and dtype {array.dtype}"
+        )
     if array.size and (array.min() < 0 or array.max() >= n_values):
         raise ValueError(f"{name} must be in 0..{n_values - 1}, got values in {int(array.min())}..{int(array.max())}")
     return array.astype(np.intp)

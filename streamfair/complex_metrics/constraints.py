@@ -27,7 +27,12 @@ __all__ = ["LinearConstraint", "Coverage", "DemographicParity", "EqualOpportunit
 
 
 def _check_eps(eps) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating, np.integer)) or not np.isfinite(eps) or eps < 0:
+    if (
+        isinstance(eps, bool)
+        or not isinstance(eps, (int, float, np.floating, np.integer))
+        or not np.isfinite(eps)
+        or eps < 0
+    ):
         raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
     return float(eps)
 

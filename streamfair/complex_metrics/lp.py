@@ -59,7 +59,9 @@ def _iterate(tableau: np.ndarray, basis: np.ndarray, n_columns: int, max_pivots:
         candidates = np.flatnonzero(costs < -TOLERANCE)
         if candidates.size == 0:
             return "optimal"
-        column = int(candidates[0]) if degenerate >= DEGENERATE_PIVOTS else int(candidates[np.argmin(costs[candidates])])
+        column = (
+            int(candidates[0]) if degenerate >= DEGENERATE_PIVOTS else int(candidates[np.argmin(costs[candidates])])
+        )
         entries = tableau[:-1, column]
         rows = np.flatnonzero(entries > TOLERANCE)
         if rows.size == 0:

@@ -55,9 +55,18 @@ class RandomizedClassifier:
             raise ValueError(f"scores must have shape (k, m n, n), got shape {scores.shape}")
         weight_vector = np.asarray(weights, dtype=float)
         if weight_vector.shape != (scores.shape[0],):
-            raise ValueError(f"weights must have one entry per component ({scores.shape[0]}), got shape {weight_vector.shape}")
-        if not np.all(np.isfinite(weight_vector)) or weight_vector.min() < 0 or abs(weight_vector.sum() - 1.0) > SUM_TOLERANCE:
-            raise ValueError(f"weights must be finite, >= 0 and sum to 1, got {weight_vector.tolist()[:8]} (sum {weight_vector.sum():.6g})")
+            raise ValueError(
+                f"weights must have one entry per component ({scores.shape[0]}), got shape {weight_vector.shape}"
+            )
+        if (
+            not np.all(np.isfinite(weight_vector))
+            or weight_vector.min() < 0
+            or abs(weight_vector.sum() - 1.0) > SUM_TOLERANCE
+        ):
+            raise ValueError(
+                f"weights must be finite, >= 0 and sum to 1, got {weight_vector.tolist()[:8]} "
+                f"(sum {weight_vector.sum():.6g})"
+            )
         if grouping not in GROUPINGS:
             raise ValueError(f"grouping must be one of {GROUPINGS}, got {grouping!r}")
         keep = weight_vector > 0
@@ -106,7 +115,9 @@ class RandomizedClassifier:
             raise ValueError(f"keys must have one key per sample ({n}), got {len(keys)}")
         return keys
 
-    def predict_many(self, proba: Any, groups: Any = None, tau: Any = None, keys: Sequence[Key] | None = None) -> np.ndarray:
+    def predict_many(
+        self, proba: Any, groups: Any = None, tau: Any = None, keys: Sequence[Key] | None = None
+    ) -> np.ndarray:
         """Class predictions (indices) for ``n`` samples, one component draw per key."""
         features = self._features(proba, groups, tau, None)
         components = np.array([self.draw(key) for key in self._keys(features.shape[0], keys)], dtype=np.intp)
@@ -136,8 +147,9 @@ class RandomizedClassifier:
     def _check_sample(self, sample: Sample) -> None:
         if sample.n_classes != self.n_classes or sample.grouping != self.grouping or sample.n_groups != self.n_groups:
             raise ValueError(
-                f"sample ({sample.n_classes} classes, {sample.n_groups} groups, grouping {sample.grouping!r}) does not fit "
-                f"the classifier ({self.n_classes} classes, {self.n_groups} groups, grouping {self.grouping!r})"
+                f"sample ({sample.n_classes} classes, {sample.n_groups} groups, grouping {sample.grouping!r}) "
+                f"does not fit the classifier ({self.n_classes} classes, {self.n_groups} groups, "
+                f"grouping {self.grouping!r})"
             )
 
     # ------------------------------------------------------------------ state
@@ -157,7 +169,9 @@ class RandomizedClassifier:
     def from_state_dict(cls, state: dict) -> RandomizedClassifier:
         """The classifier whose :meth:`state_dict` was taken."""
         if state.get("version") != STATE_VERSION or state.get("class") != cls.__name__:
-            raise ValueError(f"state is for {state.get('class')!r} version {state.get('version')!r}, expected {cls.__name__!r}")
+            raise ValueError(
+                f"state is for {state.get('class')!r} version {state.get('version')!r}, expected {cls.__name__!r}"
+            )
         obj = cls(state["weights"], state["scores"], state["grouping"], state["seed"])
         obj._draws = int(state["draws"])
         return obj
@@ -169,4 +183,7 @@ class RandomizedClassifier:
         self.__dict__.update(type(self).from_state_dict(state).__dict__)
 
     def __repr__(self) -> str:
-        return f"RandomizedClassifier({self.n_components} components, {self.n_classes} classes, grouping={self.grouping!r})"
+        return (
+            f"RandomizedClassifier({self.n_components} components, {self.n_classes} classes, "
+            f"grouping={self.grouping!r})"
+        )

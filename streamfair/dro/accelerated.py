@@ -110,8 +110,13 @@ class AcceleratedParameters:
                 nu_floor=1e-3,
             )
             provenance = {**paper, **{name: "paper" for name in values}}
-            provenance.update(k_max="paper", max_level="practical", epoch_constant="practical", max_broo_steps="practical",
-                              nu_floor="practical")
+            provenance.update(
+                k_max="paper",
+                max_level="practical",
+                epoch_constant="practical",
+                max_broo_steps="practical",
+                nu_floor="practical",
+            )
         else:
             values = dict(
                 k_max=int(math.ceil((big_r / r) ** (2 / 3) * log_term)),
@@ -265,8 +270,9 @@ class _GroupBallOracle(_BallOracle):
                 estimate = self.mlmc(x, centre, group, shift)
                 j = self._member(group, 1)
                 gradient = self.oracle.gradient(j, x, np.ones(1)) + lam * (x - centre)
-                x = project_ball_box(x - step * estimate / eps_prime * gradient, centre, self.params.radius,
-                                     self.problem.radius)
+                x = project_ball_box(
+                    x - step * estimate / eps_prime * gradient, centre, self.params.radius, self.problem.radius
+                )
                 average += (x - average) / (t + 1)
             x, done = average, done + epoch_steps
             epoch_steps, step = 2 * epoch_steps, step / 2.0
@@ -276,8 +282,9 @@ class _GroupBallOracle(_BallOracle):
 class _DivergenceBallOracle(_BallOracle):
     """Algorithm 3 (dual EpochSGD) for an entropy-regularized f-divergence penalty ``psi_eps``."""
 
-    def __init__(self, oracle: CountingOracle, params: AcceleratedParameters, rng: np.random.Generator,
-                 penalty: EntropicPenalty):
+    def __init__(
+        self, oracle: CountingOracle, params: AcceleratedParameters, rng: np.random.Generator, penalty: EntropicPenalty
+    ):
         super().__init__(oracle, params, rng)
         self.penalty = penalty
 
@@ -312,8 +319,12 @@ class _DivergenceBallOracle(_BallOracle):
                 self._check_budget()
                 i = min(int(np.searchsorted(self.cdf, self.rng.random(), side="right")), self.cdf.size - 1)
                 g_x, g_y = self.estimator(i, x, eta)
-                x = project_ball_box((x - step * g_x + step * lam * centre) / (1.0 + step * lam), centre,
-                                     self.params.radius, self.problem.radius)
+                x = project_ball_box(
+                    (x - step * g_x + step * lam * centre) / (1.0 + step * lam),
+                    centre,
+                    self.params.radius,
+                    self.problem.radius,
+                )
                 eta = min(self.eta_bar + eps_prime, max(self.eta_bar - eps_prime, eta - g * step * g_y))
                 average += (x - average) / (t + 1)
                 eta_average += (eta - eta_average) / (t + 1)
@@ -326,7 +337,9 @@ class _DivergenceBallOracle(_BallOracle):
         return x
 
 
-def _morgradest(broo: _BallOracle, y: np.ndarray, lam: float, params: AcceleratedParameters, rng) -> tuple[np.ndarray, np.ndarray]:
+def _morgradest(
+    broo: _BallOracle, y: np.ndarray, lam: float, params: AcceleratedParameters, rng
+) -> tuple[np.ndarray, np.ndarray]:
     """Algorithm 2: an (almost) unbiased Moreau-envelope gradient at ``y``; also returns ``x_0``."""
     g = broo.problem.lipschitz
     sigma2 = lam * lam * params.radius**2 / params.variance_factor
@@ -379,8 +392,9 @@ def _ball_oracle(oracle: CountingOracle, robust, params: AcceleratedParameters, 
     raise ValueError(f"accelerated supports group DRO, CVaR, chi-square and KL, got {type(robust).__name__}")
 
 
-def _proximal_point(oracle: CountingOracle, broo: _BallOracle, params: AcceleratedParameters, rng,
-                    start: np.ndarray) -> np.ndarray:
+def _proximal_point(
+    oracle: CountingOracle, broo: _BallOracle, params: AcceleratedParameters, rng, start: np.ndarray
+) -> np.ndarray:
     """Algorithm 1 from ``start`` until ``A >= A_max``, ``K_max`` or the budget; returns the last ``x_k``."""
     problem = oracle.problem
     x = v = start
@@ -405,8 +419,9 @@ def _proximal_point(oracle: CountingOracle, broo: _BallOracle, params: Accelerat
 CONTINUATION_START = 1.0 / 8.0
 
 
-def _minimize(oracle: CountingOracle, robust, epsilon: float, profile: str, rng, start: np.ndarray,
-              continuation: bool) -> np.ndarray:
+def _minimize(
+    oracle: CountingOracle, robust, epsilon: float, profile: str, rng, start: np.ndarray, continuation: bool
+) -> np.ndarray:
     """Algorithm 1 on a group-DRO or penalized problem from ``start``.
 
     Without continuation: one run at ``epsilon`` (the paper).  With it (a practical choice, listed
@@ -464,8 +479,9 @@ def _nu_search(oracle: CountingOracle, robust, epsilon: float, profile: str, rng
     return best_x
 
 
-def accelerated(oracle: CountingOracle, seed: int = 0, epsilon: float = 0.01, profile: str = "practical",
-                continuation: bool = False) -> np.ndarray:
+def accelerated(
+    oracle: CountingOracle, seed: int = 0, epsilon: float = 0.01, profile: str = "practical", continuation: bool = False
+) -> np.ndarray:
     """The ball-oracle accelerated method for group DRO, CVaR, chi-square and KL (penalized or constrained).
 
     Group DRO, CVaR and the penalized sets run Algorithm 1 once (returning its last ``x_k``, or the
@@ -478,10 +494,13 @@ def accelerated(oracle: CountingOracle, seed: int = 0, epsilon: float = 0.01, pr
     rng = np.random.default_rng(seed)
     if hasattr(problem.robust, "penalized"):
         return _nu_search(oracle, problem.robust, epsilon, profile, rng, continuation)
-    return _minimize(oracle, problem.robust, epsilon, profile, rng, problem.project(np.zeros(problem.dim)), continuation)
+    return _minimize(
+        oracle, problem.robust, epsilon, profile, rng, problem.project(np.zeros(problem.dim)), continuation
+    )
 
 
-def accelerated_continuation(oracle: CountingOracle, seed: int = 0, epsilon: float = 0.01,
-                             profile: str = "practical") -> np.ndarray:
+def accelerated_continuation(
+    oracle: CountingOracle, seed: int = 0, epsilon: float = 0.01, profile: str = "practical"
+) -> np.ndarray:
     """:func:`accelerated` with eps-continuation (practical; see :func:`_minimize`)."""
     return accelerated(oracle, seed, epsilon, profile, continuation=True)

@@ -93,7 +93,9 @@ class GroupLosses:
     def losses(self) -> np.ndarray:
         """``L_g = S_g / W_g`` (``prior_loss`` for a group without weight)."""
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(self.weights > 0, self.sums / np.where(self.weights > 0, self.weights, 1.0), self.prior_loss)
+            return np.where(
+                self.weights > 0, self.sums / np.where(self.weights > 0, self.weights, 1.0), self.prior_loss
+            )
 
     def _check(self, losses, tau) -> tuple[np.ndarray, np.ndarray]:
         losses = check_finite("loss", losses)
@@ -119,7 +121,12 @@ class GroupLosses:
         """Cheap checks for one sample; the full validators only run to word an error."""
         tau = np.array(tau, dtype=float)
         loss = float(loss)
-        if not (math.isfinite(loss) and tau.shape == (self.n_groups,) and abs(tau.sum() - 1.0) <= SUM_TOLERANCE and tau.min() >= 0):
+        if not (
+            math.isfinite(loss)
+            and tau.shape == (self.n_groups,)
+            and abs(tau.sum() - 1.0) <= SUM_TOLERANCE
+            and tau.min() >= 0
+        ):
             check_finite("loss", loss)
             check_distribution("tau", tau, self.n_groups)
         return loss, tau
