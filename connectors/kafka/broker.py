@@ -199,14 +199,18 @@ class Broker:
     def __enter__(self) -> Broker:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
 
 # ---------------------------------------------------------------------------- command line
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=9092, help="TCP port on 127.0.0.1 (default 9092; 0: a free one)")
-    parser.add_argument("--log-file", default=None, help="file for the broker's own output (default: a temporary file, deleted at exit)")
+    parser.add_argument(
+        "--log-file", default=None, help="file for the broker's own output (default: a temporary file, deleted at exit)"
+    )
     parser.add_argument("--pid-file", default=None, help="write the broker's PID here while it runs")
 
 
@@ -228,15 +232,19 @@ def run(args: argparse.Namespace) -> int:
     pid_file = Path(args.pid_file) if args.pid_file else None
     if pid_file is not None:
         pid_file.write_text(f"{broker.pid}\n")
-    print(f"Tansu broker (memory storage) ready on {broker.bootstrap}, pid {broker.pid}; log {broker.log_path}",
-          flush=True)
+    print(
+        f"Tansu broker (memory storage) ready on {broker.bootstrap}, pid {broker.pid}; log {broker.log_path}",
+        flush=True,
+    )
     try:
         while not stopping and broker.running():
             time.sleep(0.2)
         code = 0 if stopping else 1
         if not stopping:
-            print(f"streamfair broker: Tansu exited unexpectedly; its log ends with:\n{broker._log_tail()}",
-                  file=sys.stderr)
+            print(
+                f"streamfair broker: Tansu exited unexpectedly; its log ends with:\n{broker._log_tail()}",
+                file=sys.stderr,
+            )
     finally:
         broker.stop()
         if pid_file is not None:

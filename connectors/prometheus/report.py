@@ -299,10 +299,18 @@ def render(history: History, output: str | os.PathLike, x: str = "time", partiti
             color = colors(g % 10)
             gap_ax.plot(xs, [getattr(r, live_name)[g] for r in rows], color=color, lw=1.6,
                         label=f"group {group} live{suffix}", **style)
-            audited = [(xv, getattr(r, audited_name)[g]) for xv, r in zip(xs, rows, strict=True) if getattr(r, audited_name)]
+            audited = [
+                (xv, getattr(r, audited_name)[g]) for xv, r in zip(xs, rows, strict=True) if getattr(r, audited_name)
+            ]
             if audited:
-                gap_ax.plot(*zip(*audited, strict=True), color=color, lw=1.2, ls="--", label=f"group {group} audited{suffix}",
-                            **style)
+                gap_ax.plot(
+                    *zip(*audited, strict=True),
+                    color=color,
+                    lw=1.2,
+                    ls="--",
+                    label=f"group {group} audited{suffix}",
+                    **style,
+                )
         risks = [(xv, r.risk) for xv, r in zip(xs, rows, strict=True) if r.risk is not None]
         if risks:
             risk_ax.plot(*zip(*risks, strict=True), color="black", lw=1.4, label=f"partition {partition}", **style)
@@ -311,9 +319,16 @@ def render(history: History, output: str | os.PathLike, x: str = "time", partiti
         same = all(e == value for e in history.target)
         if same and g > 0:
             break
-        gap_ax.axhline(value, color="black" if same else colors(g % 10), ls=":", lw=1.4,
-                       label=name if same else f"{name} group {history.groups[g]}")
-    gap_ax.set_ylabel("KS distance to all predictions" if history.measure == "ks" else "fairness gap max_l |P(l|s) - P(l)|")
+        gap_ax.axhline(
+            value,
+            color="black" if same else colors(g % 10),
+            ls=":",
+            lw=1.4,
+            label=name if same else f"{name} group {history.groups[g]}",
+        )
+    gap_ax.set_ylabel(
+        "KS distance to all predictions" if history.measure == "ks" else "fairness gap max_l |P(l|s) - P(l)|"
+    )
     gap_ax.set_ylim(bottom=0)
     gap_ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     gap_ax.grid(alpha=0.3)
@@ -321,8 +336,15 @@ def render(history: History, output: str | os.PathLike, x: str = "time", partiti
     if risk_ax.lines:
         risk_ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     else:
-        risk_ax.text(0.5, 0.5, "no audited risk: needs a feedback stream with y and s", ha="center", va="center",
-                     transform=risk_ax.transAxes, color="gray")
+        risk_ax.text(
+            0.5,
+            0.5,
+            "no audited risk: needs a feedback stream with y and s",
+            ha="center",
+            va="center",
+            transform=risk_ax.transAxes,
+            color="gray",
+        )
     risk_ax.grid(alpha=0.3)
     risk_ax.set_xlabel("seconds since the first record" if x == "time" else "samples learned")
     measured = "KS distance" if history.measure == "ks" else "fairness gap"

@@ -199,7 +199,9 @@ class RiverSSO:
         if gradients is None:
             if len(ys) != len(xs):
                 raise ValueError(f"ys must have {len(xs)} labels, got {len(ys)}")
-            gradient_z = np.array([self.model.loss.gradient(y_true=y, y_pred=zi) for y, zi in zip(ys, z, strict=True)], dtype=float)
+            gradient_z = np.array(
+                [self.model.loss.gradient(y_true=y, y_pred=zi) for y, zi in zip(ys, z, strict=True)], dtype=float
+            )
         else:
             gradient_z = np.asarray(gradients, dtype=float)
             if gradient_z.shape != (len(xs),) or not np.all(np.isfinite(gradient_z)):
