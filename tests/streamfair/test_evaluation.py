@@ -22,7 +22,8 @@ def brute_force(values_and_weights, y, membership):
     def law(weights):
         total = sum(weights)
         return {
-            v: sum(w * q for w, pairs in zip(weights, values_and_weights, strict=True) for u, q in pairs if u == v) / total
+            v: sum(w * q for w, pairs in zip(weights, values_and_weights, strict=True) for u, q in pairs if u == v)
+            / total
             for v in support
         }
 
@@ -38,6 +39,7 @@ def brute_force(values_and_weights, y, membership):
         # sup over every threshold t of |P(Y_hat <= t | S = s) - P(Y_hat <= t)|: the CDFs only change at
         # support points, so thresholds below, at, and between the support points cover the sup
         thresholds = [support[0] - 1.0] + support + [(a + b) / 2 for a, b in itertools.pairwise(support)]
+
         def cdf(law_, t):
             return sum(law_[v] for v in support if v <= t)
 

@@ -403,7 +403,9 @@ def test_fair_model_is_much_fairer_than_the_base_model_at_a_bounded_risk_cost():
     the risk Var(y) of the trivially fair constant prediction.
     """
     base_model = scaled(linear_model.LinearRegression())
-    fair = FairRegressor(scaled(linear_model.LinearRegression()), scaled(linear_model.LogisticRegression()), L=10, seed=0)
+    fair = FairRegressor(
+        scaled(linear_model.LinearRegression()), scaled(linear_model.LogisticRegression()), L=10, seed=0
+    )
     for x, y in friedman_with_group(7500, seed=1):
         fair.learn_one(x, y)
         base_model.learn_one(without_group(x), y)

@@ -69,7 +69,9 @@ def reference_value(eta):
     grid = np.linspace(-2, 6, 13)
     value, support = solve([(a, b) for a in grid for b in grid])
     for step in (0.2, 0.05):
-        value, support = solve(sorted({(p[0] + i * step, p[1] + j * step) for p in support for i in (-1, 0, 1) for j in (-1, 0, 1)}))
+        value, support = solve(
+            sorted({(p[0] + i * step, p[1] + j * step) for p in support for i in (-1, 0, 1) for j in (-1, 0, 1)})
+        )
     return value
 
 

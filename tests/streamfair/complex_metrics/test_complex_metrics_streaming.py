@@ -104,7 +104,10 @@ def test_mode_c_online_primal_dual_meets_coverage_at_the_batch_objective(stream)
     assert QMean()(confusion) <= batch.objective + 0.01
     assert online.multipliers.max() > 0  # the constraint was active
     unconstrained = StreamingFrankWolfe(QMean(), n_classes=3, refresh_every=10)
-    assert Coverage(eps)(Sample(proba[:30_000], y[:30_000]).confusion(unconstrained.run(proba[:30_000], y[:30_000]))) > 0.05
+    assert (
+        Coverage(eps)(Sample(proba[:30_000], y[:30_000]).confusion(unconstrained.run(proba[:30_000], y[:30_000])))
+        > 0.05
+    )
 
 
 @pytest.mark.slow
@@ -134,10 +137,21 @@ def test_mode_c_learns_demographic_parity_without_labels():
         (lambda: StreamingFrankWolfe(QMean(), n_classes=3, step=1.5), r"step must be None or in \(0, 1\]"),
         (lambda: StreamingFrankWolfe(QMean(), n_classes=3, n_groups=2), "grouping 'none' does not fit n_groups=2"),
         (lambda: OnlinePrimalDual(QMean(), [], n_classes=3), "needs at least one constraint"),
-        (lambda: StreamingFrankWolfe(QMean(), n_classes=3).learn_one([0.5, 0.5, 0.5], 0), "proba must be 3 class probabilities"),
-        (lambda: StreamingFrankWolfe(QMean(), n_classes=3).learn_one([0.2, 0.3, 0.5], 3), r"prediction must be a class in 0..2"),
+        (
+            lambda: StreamingFrankWolfe(QMean(), n_classes=3).learn_one([0.5, 0.5, 0.5], 0),
+            "proba must be 3 class probabilities",
+        ),
+        (
+            lambda: StreamingFrankWolfe(QMean(), n_classes=3).learn_one([0.2, 0.3, 0.5], 3),
+            r"prediction must be a class in 0..2",
+        ),
         (lambda: StreamingFrankWolfe(QMean(), n_classes=3).learn_one([0.2, 0.3, 0.5], 1, y=-1), r"y must be a class"),
-        (lambda: OnlinePrimalDual(ZeroOneError(), [DemographicParity(0.1)], n_classes=3, n_groups=2, grouping="aware").predict_one([0.2, 0.3, 0.5]), "needs its group"),
+        (
+            lambda: OnlinePrimalDual(
+                ZeroOneError(), [DemographicParity(0.1)], n_classes=3, n_groups=2, grouping="aware"
+            ).predict_one([0.2, 0.3, 0.5]),
+            "needs its group",
+        ),
         (lambda: WindowedRefit(frank_wolfe, QMean(), n_classes=3, window=0), "window must be an integer >= 1"),
     ],
 )

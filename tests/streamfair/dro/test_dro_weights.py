@@ -230,7 +230,9 @@ def test_kl_constrained_is_tight_and_matches_dual():
             assert worst.value == losses.max()
             continue
         assert kl_divergence(worst.weights) == pytest.approx(rho, rel=1e-9)
-        res = minimize_scalar(kl_dual, args=(losses, rho), bracket=(math.log(worst.dual) - 1, math.log(worst.dual) + 1), tol=1e-12)
+        res = minimize_scalar(
+            kl_dual, args=(losses, rho), bracket=(math.log(worst.dual) - 1, math.log(worst.dual) + 1), tol=1e-12
+        )
         assert worst.value == pytest.approx(res.fun, abs=1e-8 * max(1, np.abs(losses).max()))
 
 
@@ -256,7 +258,9 @@ def test_capped_softmax_constraints_sandwich_limit_and_local_optimality():
         for _ in range(20):  # feasible perturbations never improve the regularized objective
             d = rng.normal(size=n)
             d -= d.mean()
-            room = np.where(d > 0, (cap - q) / np.where(d > 0, d, 1), np.where(d < 0, q / np.where(d < 0, -d, 1), np.inf))
+            room = np.where(
+                d > 0, (cap - q) / np.where(d > 0, d, 1), np.where(d < 0, q / np.where(d < 0, -d, 1), np.inf)
+            )
             t = min(1e-3, float(room.min()))
             if t <= 0:  # q sits on a face that d leaves
                 continue
@@ -306,7 +310,8 @@ def test_lambert_solve_does_not_overflow():
 
 
 @pytest.mark.parametrize(
-    "penalty", [EntropicCVaR(0.1, 50, 0.05), EntropicChiSquare(0.5, 50, 0.05), EntropicKL(0.3, 50, 0.05), EntropicMaxLoss(0.05)]
+    "penalty",
+    [EntropicCVaR(0.1, 50, 0.05), EntropicChiSquare(0.5, 50, 0.05), EntropicKL(0.3, 50, 0.05), EntropicMaxLoss(0.05)],
 )
 def test_lemma_4_log_weight_is_lipschitz(penalty):
     v = np.linspace(-5, 5, 20001)
@@ -317,7 +322,8 @@ def test_lemma_4_log_weight_is_lipschitz(penalty):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "penalty", [EntropicCVaR(0.1, 30, 0.05), EntropicChiSquare(0.5, 30, 0.05), EntropicKL(0.3, 30, 0.05), EntropicMaxLoss(0.05)]
+    "penalty",
+    [EntropicCVaR(0.1, 30, 0.05), EntropicChiSquare(0.5, 30, 0.05), EntropicKL(0.3, 30, 0.05), EntropicMaxLoss(0.05)],
 )
 def test_lemma_5_threshold_moves_less_than_the_losses_and_warm_start(penalty):
     rng = np.random.default_rng(12)
@@ -336,7 +342,11 @@ def test_lemma_5_threshold_moves_less_than_the_losses_and_warm_start(penalty):
 PENALIZED = [
     # (regularized penalty, unregularized value L_psi, psi(q) summed)
     (EntropicCVaR(0.2, 40, 0.03), lambda losses: cvar(losses, 0.2).value, lambda q: 0.0),
-    (EntropicChiSquare(0.4, 40, 0.03), lambda losses: chi_square_penalized(losses, 0.4).value, lambda q: 0.4 * chi_square_divergence(q)),
+    (
+        EntropicChiSquare(0.4, 40, 0.03),
+        lambda losses: chi_square_penalized(losses, 0.4).value,
+        lambda q: 0.4 * chi_square_divergence(q),
+    ),
     (EntropicKL(0.25, 40, 0.03), lambda losses: kl_penalized(losses, 0.25).value, lambda q: 0.25 * kl_divergence(q)),
 ]
 
@@ -395,7 +405,12 @@ def test_nu_reduction_reproduces_the_constrained_chi_square_optimum():
         grid = np.geomspace(1e-6, 10.0, 200)  # h is convex and increasing for nu > B_l
         values = np.array([nu_reduction(nu, losses, rho) for nu in grid])
         k = int(np.argmin(values))
-        res = minimize_scalar(nu_reduction, args=(losses, rho), bounds=(grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]), method="bounded",
-                              options={"xatol": 1e-12})
+        res = minimize_scalar(
+            nu_reduction,
+            args=(losses, rho),
+            bounds=(grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]),
+            method="bounded",
+            options={"xatol": 1e-12},
+        )
         assert res.fun == pytest.approx(chi_square(losses, rho).value, abs=1e-7)
         assert values.min() >= chi_square(losses, rho).value - 1e-12  # weak duality on the whole grid
