@@ -119,23 +119,43 @@ def fairlearn_table(eps: float = 0.005) -> str:
     tau_train, tau_test = group.predict_proba(x[train]), group.predict_proba(x[test])
     y_test, s_test = y[test], s[test]
     rows = [
-        "| method (Adult, 70/30) | needs S at prediction | test accuracy | test DP gap | fit (s) | batch serving µs / sample | time × fairlearn |",
+        "| method (Adult, 70/30) | needs S at prediction | test accuracy | test DP gap | fit (s) "
+        "| batch serving µs / sample | time × fairlearn |",
         "|---|---|---|---|---|---|---|",
     ]
     results = []
     start = time.perf_counter()
     positive = proba_test.argmax(axis=1)
-    results.append(("base logistic regression (argmax)", "no", np.mean(positive == y_test), _dp_gap(positive.astype(float), s_test), 0.0, 1e6 * (time.perf_counter() - start) / len(test)))
+    results.append(
+        (
+            "base logistic regression (argmax)",
+            "no",
+            np.mean(positive == y_test),
+            _dp_gap(positive.astype(float), s_test),
+            0.0,
+            1e6 * (time.perf_counter() - start) / len(test),
+        )
+    )
 
     start = time.perf_counter()
-    fair = FairClassificationPostProcessor(n_classes=2, eps=eps, p=np.bincount(s[train]) / len(train), horizon=len(train), beta=200.0,
-                                           profile="paper")
+    fair = FairClassificationPostProcessor(
+        n_classes=2, eps=eps, p=np.bincount(s[train]) / len(train), horizon=len(train), beta=200.0, profile="paper"
+    )
     fair.learn_many(proba_train, tau_train)
     fit_time = time.perf_counter() - start
     start = time.perf_counter()
     fair_proba = fair.proba_many(proba_test, tau_test)
     serve = 1e6 * (time.perf_counter() - start) / len(test)
-    results.append((f"ours: DP post-processor, unaware, eps={eps}", "no (tau)", np.mean(fair_proba[np.arange(len(test)), y_test]), _dp_gap(fair_proba[:, 1], s_test), fit_time, serve))
+    results.append(
+        (
+            f"ours: DP post-processor, unaware, eps={eps}",
+            "no (tau)",
+            np.mean(fair_proba[np.arange(len(test)), y_test]),
+            _dp_gap(fair_proba[:, 1], s_test),
+            fit_time,
+            serve,
+        )
+    )
 
     start = time.perf_counter()
     problem = Problem(ZeroOneError(), Sample(proba_train, None, s[train]), [DemographicParity(eps)])
@@ -147,7 +167,16 @@ def fairlearn_table(eps: float = 0.005) -> str:
     serve = 1e6 * (time.perf_counter() - start) / len(test)
     rates = confusion[:, :, 1].sum(axis=1) / confusion.sum(axis=(1, 2))
     gap = float(np.abs(rates - confusion[:, :, 1].sum()).max())
-    results.append((f"ours: plug-in ConGDA, group-aware (Alg. 10), eps={eps}", "yes", 1 - ZeroOneError()(confusion), gap, fit_time, serve))
+    results.append(
+        (
+            f"ours: plug-in ConGDA, group-aware (Alg. 10), eps={eps}",
+            "yes",
+            1 - ZeroOneError()(confusion),
+            gap,
+            fit_time,
+            serve,
+        )
+    )
 
     reference_time = None
     try:
@@ -157,7 +186,9 @@ def fairlearn_table(eps: float = 0.005) -> str:
     else:
         estimator = _fixed_scores()
         start = time.perf_counter()
-        optimizer = ThresholdOptimizer(estimator=estimator, constraints="demographic_parity", prefit=True, predict_method="predict_proba")
+        optimizer = ThresholdOptimizer(
+            estimator=estimator, constraints="demographic_parity", prefit=True, predict_method="predict_proba"
+        )
         optimizer.fit(proba_train, y[train], sensitive_features=s[train])
         fit_time = time.perf_counter() - start
         start = time.perf_counter()
@@ -166,9 +197,16 @@ def fairlearn_table(eps: float = 0.005) -> str:
         positive_rate = optimizer._pmf_predict(proba_test, sensitive_features=s_test)[:, 1]  # exact P(Y_hat = 1 | x, s)
         accuracy = float(np.mean(np.where(y_test == 1, positive_rate, 1 - positive_rate)))
         reference_time = fit_time + serve * len(test) / 1e6
-        rows_extra = [f"| fairlearn ThresholdOptimizer (DP) | yes | {accuracy:.4f} | {_dp_gap(positive_rate, s_test):.4f} | {fit_time:.2f} | {serve:.2f} | 1.0 |"]
+        rows_extra = [
+            f"| fairlearn ThresholdOptimizer (DP) | yes | {accuracy:.4f} | {_dp_gap(positive_rate, s_test):.4f} "
+            f"| {fit_time:.2f} | {serve:.2f} | 1.0 |"
+        ]
     for name, needs, accuracy, gap, fit_time, serve in results:
-        ratio = "" if reference_time is None or fit_time == 0 else f"{(fit_time + serve * len(test) / 1e6) / reference_time:.2f}"
+        ratio = (
+            ""
+            if reference_time is None or fit_time == 0
+            else f"{(fit_time + serve * len(test) / 1e6) / reference_time:.2f}"
+        )
         rows.append(f"| {name} | {needs} | {accuracy:.4f} | {gap:.4f} | {fit_time:.2f} | {serve:.2f} | {ratio} |")
     return "\n".join(rows + rows_extra)
 

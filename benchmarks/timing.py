@@ -11,7 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 
-def best_seconds(function: Callable[[], Any], repeats: int = 3, clock: Callable[[], float] = time.perf_counter) -> float:
+def best_seconds(
+    function: Callable[[], Any], repeats: int = 3, clock: Callable[[], float] = time.perf_counter
+) -> float:
     """Shortest of ``repeats`` timings of ``function()`` by ``clock`` (wall time; ``time.process_time``: CPU)."""
     best = float("inf")
     for _ in range(repeats):
