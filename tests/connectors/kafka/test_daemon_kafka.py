@@ -212,7 +212,10 @@ def test_sigkill_at_random_points_loses_nothing_and_replays_identically(kafka_br
     outputs = read_topic(kafka_broker, config.topics.output)
     copies = check_outputs(outputs, reference(stream))  # byte-identical duplicates, library predictions
     assert set(copies) == {ident for _, ident, _ in stream}  # no id missing
-    assert sum(copies.values()) > len(copies)  # the kills did cause replays
+    if kafka_broker.kafka_client == "kafka-python":  # it sends each output at once: a kill leaves duplicates
+        assert sum(copies.values()) > len(copies)  # the kills did cause replays
+    # (librdkafka queues outputs: those still queued at a SIGKILL never reach the broker, so a replay
+    # need not leave a duplicate there; that the killed runs did work shows in the checkpoints below)
     for history in checkpoints(kafka_broker, config.topics.changelog).values():
         assert history == sorted(history)  # offsets and sample counters never go backwards
     # every restart resumed each partition from its latest checkpoint: never behind an earlier one
@@ -221,6 +224,7 @@ def test_sigkill_at_random_points_loses_nothing_and_replays_identically(kafka_br
     for partition in range(3):
         sequence = [start[partition] for start in starts]
         assert sequence == sorted(sequence) and sequence[-1][1] > 0, sequence
+    assert any(before != after for before, after in zip(starts[:-1], starts[1:], strict=True))  # killed runs checkpointed
 
 
 def test_sigterm_mid_stream_then_restart_no_duplicates_no_gaps(kafka_broker, tmp_path):
