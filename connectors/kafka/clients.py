@@ -24,7 +24,8 @@ Settings (see docs/daemon.md for the reasoning):
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
@@ -36,8 +37,14 @@ from kafka.structs import OffsetAndMetadata
 
 from connectors.kafka import transport
 from connectors.kafka.config import Config
-from connectors.kafka.transport import (ClientConfigurationError, RecordTooLarge, TopicLayout, TransportError,
-                                        UnsupportedCodec, plan_topics)
+from connectors.kafka.transport import (
+    ClientConfigurationError,
+    RecordTooLarge,
+    TopicLayout,
+    TransportError,
+    UnsupportedCodec,
+    plan_topics,
+)
 
 #: Error code of CreateTopics for a topic that already exists (another instance created it).
 TOPIC_ALREADY_EXISTS = 36

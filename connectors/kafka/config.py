@@ -33,17 +33,36 @@ import logging
 import os
 import re
 import tomllib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
-
-from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
-from streamfair.dro import GroupRobustFairRegressionPostProcessor
+from typing import Any
 
 from connectors.kafka.schema import (
-    BOOLEAN, CONSTRUCTOR_DEFAULT, ENV_PREFIX, INTEGER, JSON, LABELS, NUMBER, NUMBER_OR_NUMBERS, NUMBERS, STRING,
-    STRINGS, ConfigError, NotEmpty, OneOf, Pattern, Range, Setting, ValueType, env_name, section_settings, setting,
+    BOOLEAN,
+    CONSTRUCTOR_DEFAULT,
+    ENV_PREFIX,
+    INTEGER,
+    JSON,
+    LABELS,
+    NUMBER,
+    NUMBER_OR_NUMBERS,
+    NUMBERS,
+    STRING,
+    STRINGS,
+    ConfigError,
+    NotEmpty,
+    OneOf,
+    Pattern,
+    Range,
+    Setting,
+    ValueType,
+    env_name,
+    section_settings,
+    setting,
 )
+from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
+from streamfair.dro import GroupRobustFairRegressionPostProcessor
 
 GUARANTEES = ("at_least_once", "exactly_once")
 OFFSET_RESETS = ("earliest", "latest")

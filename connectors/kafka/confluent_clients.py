@@ -18,16 +18,23 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka import TopicCollection
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from connectors.kafka.config import Config
-from connectors.kafka.transport import (ClientConfigurationError, RecordTooLarge, RebalanceListener, TopicLayout,
-                                        TopicPartition, TransportError, plan_topics)
+from connectors.kafka.transport import (
+    ClientConfigurationError,
+    RebalanceListener,
+    RecordTooLarge,
+    TopicLayout,
+    TopicPartition,
+    TransportError,
+    plan_topics,
+)
 
 #: Seconds a cached topic id is trusted before :meth:`ConfluentConsumer.topic_id` asks the broker again.
 TOPIC_ID_MAX_AGE_S = 30.0

@@ -21,7 +21,8 @@ import socket
 import threading
 import time
 import uuid
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from connectors.kafka.checkpointing import Checkpointer
 from connectors.kafka.codec import FeedbackParser, InputParser
@@ -33,8 +34,16 @@ from connectors.kafka.partitions import Partitions
 from connectors.kafka.positions import LogPositions
 from connectors.kafka.sender import Sender
 from connectors.kafka.task import PartitionTask
-from connectors.kafka.transport import (ClientConfigurationError, Consumer, TopicLayout, TopicPartition,
-                                        TransportError, UnsupportedCodec, caught_up, transport)
+from connectors.kafka.transport import (
+    ClientConfigurationError,
+    Consumer,
+    TopicLayout,
+    TopicPartition,
+    TransportError,
+    UnsupportedCodec,
+    caught_up,
+    transport,
+)
 
 #: Seconds the final checkpoint and closing the clients are planned to take after a stop signal.
 SHUTDOWN_BUDGET_S = 7.0

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from connectors.kafka.checkpoint import Checkpoint, checkpoint_key
 from connectors.kafka.config import ConfigError

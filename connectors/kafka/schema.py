@@ -25,8 +25,9 @@ import dataclasses
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 ENV_PREFIX = "STREAMFAIR_"
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")

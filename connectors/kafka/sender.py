@@ -14,7 +14,8 @@ dead letter too large for the producer keeps its reason and source position and 
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from connectors.kafka.codec import encode_dead_letter
 from connectors.kafka.config import Config

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from connectors.kafka.config import load_config
 from connectors.kafka.codec import InputParser
+from connectors.kafka.config import load_config
 from connectors.kafka.models import BaseModels
 from connectors.kafka.observer import DaemonStats
 from connectors.kafka.records import Feedback

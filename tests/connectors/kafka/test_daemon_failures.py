@@ -8,8 +8,8 @@ import json
 import pytest
 from kafka.admin import KafkaAdminClient
 
-from connectors.kafka.loop import Daemon
 from connectors.kafka.logs import setup_logging
+from connectors.kafka.loop import Daemon
 from connectors.kafka.positions import EXIT_OUT_OF_RANGE
 from tests.support.daemon_process import wait_for
 from tests.support.kafka_daemon import (

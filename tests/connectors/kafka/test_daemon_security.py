@@ -20,8 +20,8 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from connectors.kafka.broker import die_with_parent, free_port, tansu_binary
-from connectors.kafka.config import KAFKA_CLIENTS, ConfigError
 from connectors.kafka.clients import ensure_topics
+from connectors.kafka.config import KAFKA_CLIENTS, ConfigError
 from connectors.kafka.loop import Daemon
 from connectors.kafka.observer import DaemonObserver
 from tests.support.daemon_process import wait_for
