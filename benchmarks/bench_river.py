@@ -1,6 +1,6 @@
 """Throughput of the River estimator ``FairRegressor``: one ``predict_one`` + one ``learn_one`` per sample.
 
-Stream: River's Friedman generator with a group (``connectors.river.wrappers.friedman_with_group``, 10
+Stream: River's Friedman generator with a group (``connectors.river.friedman_with_group``, 10
 features plus S).  Baseline, measured in the same run: the bare base model, River's
 ``linear_model.LinearRegression``, on the same features.  The other rows add, one at a time, what
 the wrapper runs: the group classifier (``LogisticRegression``; the wrapper asks each base model
@@ -10,7 +10,7 @@ column compares with the two base models alone (the goal is at most 3x); the nex
 rows are the core post-processor alone on precomputed ``(eta, tau)``: two calls per sample, and
 the fused ``predict_learn_one`` (bit for bit the same predictions and state, one call).  The
 classifier rows run ``FairClassifier`` (``LogisticRegression`` for the classes and for S) on
-``connectors.river.wrappers.logistic_with_group`` (5 features plus S), against its own baseline measured in
+``connectors.river.logistic_with_group`` (5 features plus S), against its own baseline measured in
 the same run: the bare ``LogisticRegression`` on the same features.
 
 Run: ``python benchmarks/bench_river.py`` or ``streamfair bench river``.
@@ -22,7 +22,7 @@ import time
 
 from river import linear_model
 
-from connectors.river.wrappers import FairClassifier, FairRegressor, friedman_with_group, logistic_with_group
+from connectors.river import FairClassifier, FairRegressor, friedman_with_group, logistic_with_group
 from streamfair import FairRegressionPostProcessor
 
 

@@ -25,8 +25,6 @@ from river import linear_model, optim
 from streamfair.surrogates import MetricWeightTuner, PublishedWeights
 from streamfair.validation import check_integer, check_positive
 
-__all__ = ["RiverSSO", "WeightedLinearLearner", "linear_parameters", "set_linear_parameters"]
-
 
 def _check_glm(model) -> None:
     if not isinstance(model, (linear_model.LinearRegression, linear_model.LogisticRegression)):

@@ -1,4 +1,4 @@
-"""The River estimator ``connectors.river.wrappers.FairRegressor``: River's conventions, S handling, fairness."""
+"""The River estimator ``connectors.river.FairRegressor``: River's conventions, S handling, fairness."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from river import (
     stats,
 )
 
-from connectors.river.wrappers import FairClassifier, FairRegressor, friedman_with_group
+from connectors.river import FairClassifier, FairRegressor, friedman_with_group
 from streamfair import FairRegressionPostProcessor, evaluate_deterministic
 from streamfair import evaluate as audit
 from tests.support.river_data_checks import COMMON_DATA_CHECKS, scaler_that_skips_the_group

@@ -1,4 +1,4 @@
-"""The River estimator ``connectors.river.wrappers.FairClassifier``: River's conventions, S handling, fairness."""
+"""The River estimator ``connectors.river.FairClassifier``: River's conventions, S handling, fairness."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from river import base, checks, evaluate, linear_model, metrics, naive_bayes, neighbors, preprocessing
 from river.checks import clf
 
-from connectors.river.wrappers import FairClassifier, FairRegressor, logistic_with_group
+from connectors.river import FairClassifier, FairRegressor, logistic_with_group
 from streamfair import FairClassificationPostProcessor
 from tests.support.river_data_checks import COMMON_DATA_CHECKS, scaler_that_skips_the_group
 

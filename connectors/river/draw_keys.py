@@ -1,0 +1,58 @@
+"""The key of a sampled prediction in the River wrappers: cheap, order-free, numbers by value."""
+
+from __future__ import annotations
+
+import struct
+from numbers import Real
+from typing import Any
+
+
+class DrawKeys:
+    """The key of a sampled prediction: the features by name, order-free, numbers by value.
+
+    Real values (``bool`` and ``int`` included) are packed as doubles in the order of the sorted
+    names' reprs; that order is worked out once per set of names (a stream keeps its names).
+    Other values fall back to a text of every ``(name, value)`` pair.
+
+    >>> keys = DrawKeys()
+    >>> keys({"a": 1, "b": 2.5}) == keys({"b": 2.5, "a": 1.0}) != keys({"a": 1, "b": 2.0})
+    True
+    >>> keys({"a": "x"}) == keys({"a": "x"}) != keys({"a": "y"})
+    True
+    """
+
+    def __init__(self) -> None:
+        self._names: tuple = ()
+        self._order: list[int] = []
+        self._prefix = b""
+
+    def __call__(self, features: dict) -> bytes | str:
+        names = tuple(features)
+        if names != self._names:
+            texts = [repr(name) for name in names]
+            self._order = sorted(range(len(names)), key=texts.__getitem__)
+            self._prefix = "\x1f".join(texts[i] for i in self._order).encode("utf-8") + b"\x1e"
+            self._names = names
+        values = list(features.values())
+        try:
+            return self._prefix + struct.pack(f"<{len(values)}d", *[real_value(values[i]) for i in self._order])
+        except TypeError:
+            items = sorted((repr(k), number_text(v)) for k, v in features.items())
+            return "\x1f".join([f"{k}\x1e{v}" for k, v in items])
+
+
+def real_value(value: Any) -> float:
+    """``value`` as a float if it is a real number, else ``TypeError`` (strings, ``None``, ...)."""
+    if type(value) is float or isinstance(value, Real):
+        return float(value)
+    raise TypeError(f"not a real number: {value!r}")
+
+
+def number_text(value: Any) -> str:
+    """``repr(float(value))`` for a real number (``bool`` included), else ``repr(value)``."""
+    kind = type(value)
+    if kind is float:  # the usual feature values first: no ABC check
+        return repr(value)
+    if kind is int or kind is bool:
+        return repr(float(value))
+    return repr(float(value)) if isinstance(value, Real) else repr(value)

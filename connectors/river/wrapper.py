@@ -1,0 +1,276 @@
+"""What the fair River wrappers share: S handling, ``tau``, keyed draws, the post-processor.
+
+:class:`FairRegressor` wraps a River regressor (the estimate ``eta(x)`` of ``E[Y | X = x]``) and
+:class:`FairClassifier` a River classifier (the class probabilities ``P(Y = . | X = x)``); both
+also wrap a River classifier of the sensitive attribute (the group posterior
+``tau(x) = P(S = . | X = x)``) and feed both outputs to a streaming post-processor
+(:class:`streamfair.FairRegressionPostProcessor`, :class:`streamfair.FairClassificationPostProcessor`),
+which learns, from every sample whether labeled or not, a randomized prediction rule whose law is
+(up to ``eps``) the same in every group.  What the two share -- removing S, reading ``tau``,
+keyed draws, the post-processor and its diagnostics -- lives in :class:`FairWrapper`;
+:mod:`connectors.river.regressor` and :mod:`connectors.river.classifier` hold the two estimators.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import random
+from abc import abstractmethod
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import numpy as np
+from river import base
+
+from connectors.river.draw_keys import DrawKeys
+from streamfair import Diagnostics, FairClassificationPostProcessor, FairRegressionPostProcessor
+
+
+class FairWrapper(base.Wrapper):
+    """What the fair River wrappers share: S handling, ``tau``, keyed draws, the post-processor.
+
+    A subclass stores its constructor arguments as attributes (River's convention), then calls
+    :meth:`_start`.  It provides ``_wrapped_model`` (the base model), ``_group_model`` (the
+    classifier of S), ``_base_prediction`` (what the post-processor reads from the base model)
+    and the class attribute ``_model_kind`` (``base.Regressor`` or ``base.Classifier``).
+    """
+
+    _model_kind: type
+    # The constructor arguments the subclasses store and the methods they provide.
+    sensitive: Hashable
+    groups: tuple
+    eps: float | tuple[float, ...] | None
+    beta: float | None
+    p: tuple[float, ...] | None
+    profile: str
+    memory: int | None
+    horizon: int | None
+    optimizer: str | None
+    inner: str | None
+    mu: float | None
+    mode: str
+    seed: int | None
+    window: int
+    serve: str | None
+    predict_one: Callable[..., Any]
+
+    @property
+    @abstractmethod
+    def _wrapped_model(self) -> base.Regressor | base.Classifier:
+        """The base model: the regressor or the classifier of ``y``."""
+
+    @property
+    @abstractmethod
+    def _group_model(self) -> base.Classifier:
+        """The classifier of S."""
+
+    @abstractmethod
+    def _base_prediction(self, features: dict, kwargs: dict) -> Any:
+        """The base model's output on ``features`` (without S), as the post-processor reads it."""
+
+    @property
+    @abstractmethod
+    def _outcomes(self) -> tuple:
+        """What the post-processor's law ``pi(. | x)`` is over: the grid values or the classes."""
+
+    @property
+    def _kind(self) -> str:
+        return self._model_kind.__name__.lower()
+
+    def _start(
+        self,
+        engine: type[FairRegressionPostProcessor] | type[FairClassificationPostProcessor],
+        group_name: str,
+        **engine_params,
+    ) -> None:
+        """Validate the shared parameters and build the post-processor (``engine_params``: its own ones)."""
+        if not isinstance(self._wrapped_model, self._model_kind):
+            raise ValueError(f"{self._kind} must be a River {self._kind}, got {self._wrapped_model!r}")
+        if not isinstance(self._group_model, base.Classifier):
+            raise ValueError(f"{group_name} must be a River classifier, got {self._group_model!r}")
+        try:
+            hash(self.sensitive)
+        except TypeError:
+            raise ValueError(f"sensitive must be a hashable key of x, got {self.sensitive!r}") from None
+        self._group_index = label_index("groups", self.groups, "S values")
+        if self.mode not in engine.prediction_modes:
+            raise ValueError(f"mode must be one of {engine.prediction_modes}, got {self.mode!r}")
+        self._seed = random.SystemRandom().getrandbits(63) if self.seed is None else self.seed
+        self._postprocessor = engine(
+            eps=self.eps,
+            beta=self.beta,
+            p=self.p,
+            n_groups=len(self.groups),
+            profile=self.profile,
+            memory=self.memory,
+            horizon=self.horizon,
+            optimizer=self.optimizer,
+            inner=self.inner,
+            mu=self.mu,
+            seed=self._seed,
+            window=self.window,
+            serve=self.serve,
+            **engine_params,
+        )
+        self._group_counts = [0] * len(self.groups)
+        self._last_inputs: tuple | None = None  # (features, kwargs, (eta, tau)) of the last x, until models learn
+        self._draw_keys = DrawKeys()
+        signature = inspect.signature(self._wrapped_model.learn_one).parameters.values()
+        self._model_takes_w = any(p.name == "w" or p.kind is p.VAR_KEYWORD for p in signature)
+
+    def __getstate__(self) -> dict:
+        """The state without the caches of the last x (so that predicting leaves the pickled state as it was)."""
+        return {**self.__dict__, "_last_inputs": None, "_draw_keys": DrawKeys()}
+
+    @property
+    def group_counts(self) -> dict:
+        """Samples per group the group classifier has learned from (S present in ``x``)."""
+        return dict(zip(self.groups, self._group_counts, strict=True))
+
+    def diagnostics(self) -> Diagnostics:
+        """Live fairness and convergence estimates, computed without S (group order: ``groups``).
+
+        See :class:`streamfair.Diagnostics`: plug-in per-group unfairness (``group_unfairness``,
+        ``group_ks``, ``group_proba``, ``group_mean``), constraint ``violation``,
+        ``gradient_mapping_norm``, epoch progress and ``n_clipped``.  :meth:`diagnostics_by_group`
+        gives the per-group ones keyed by group.
+        """
+        return self._postprocessor.diagnostics()
+
+    def diagnostics_by_group(self) -> dict:
+        """The live per-group estimates of :meth:`diagnostics`, keyed by the S values of ``groups``.
+
+        ``{group: {"gap": ..., "ks": ..., "mean": ..., "proba": {outcome: P(prediction = outcome | S = group)}}}``:
+        the worst per-outcome gap ``max |P(pred = v | S = s) - P(pred = v)|``, the KS distance between the
+        group's law of the predictions and the overall one, the group's mean prediction (regression; the
+        mean class index for a classifier) and the group's law of the predictions, all estimated without S.
+        """
+        d = self.diagnostics()
+        return {
+            group: {
+                "gap": float(d.group_unfairness[s]),
+                "ks": float(d.group_ks[s]),
+                "mean": float(d.group_mean[s]),
+                "proba": dict(zip(self._outcomes, d.group_proba[:, s].tolist(), strict=True)),
+            }
+            for s, group in enumerate(self.groups)
+        }
+
+    def debug_one(self, x: dict, n_decimals: int = 4, top: int = 5, **kwargs) -> str:
+        """What the model computes for ``x``: the base output ``eta``, ``tau``, the fair law ``pi`` and the prediction.
+
+        ``pi(. | x)`` is shown by its ``top`` most likely outcomes.  River's ``Pipeline.debug_one`` prints it
+        as the last step.  Nothing is learned.
+        """
+        features = self._features(x)
+        eta, tau = self._inputs(features, kwargs)
+        pi = self._postprocessor.proba_one(eta, tau)
+        def number(value: Any) -> str:
+            return f"{value:.{n_decimals}f}" if isinstance(value, float) else str(value)
+
+        if isinstance(eta, list):
+            eta_text = ", ".join(f"{number(label)}: {number(q)}" for label, q in zip(self._outcomes, eta, strict=True))
+        else:
+            eta_text = number(float(eta))
+        likeliest = np.argsort(-pi, kind="stable")[:top]
+        lines = [
+            f"eta (base {self._kind}): {eta_text}",
+            "tau = P(S | x): " + ", ".join(f"{group}: {number(q)}" for group, q in zip(self.groups, tau, strict=True)),
+            f"pi(. | x), {min(top, pi.size)} likeliest of {pi.size}: "
+            + ", ".join(f"{number(self._outcomes[i])}: {number(float(pi[i]))}" for i in likeliest),
+            f"prediction (mode={self.mode!r}): {self.predict_one(x, **kwargs)}",
+        ]
+        if self.sensitive in x:
+            lines.append(f"S = {x[self.sensitive]!r} is in x and was not read")
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ inputs of the post-processor
+    def _features(self, x: dict) -> dict:
+        if self.sensitive in x:
+            return {k: v for k, v in x.items() if k != self.sensitive}
+        return x
+
+    def _tau(self, features: dict) -> list[float]:
+        return posterior_in_order(self._group_model.predict_proba_one(features), self.groups, self._group_counts)
+
+    def _inputs(self, features: dict, kwargs: dict) -> tuple[Any, list[float]]:
+        """``(eta, tau)`` of ``features``; the base models are asked once per x until one of them learns."""
+        last = self._last_inputs
+        if last is not None and last[0] == features and last[1] == kwargs:
+            return last[2]
+        inputs = self._base_prediction(features, kwargs), self._tau(features)
+        self._last_inputs = (dict(features), dict(kwargs), inputs)
+        return inputs
+
+    def _group_of(self, x: dict) -> int | None:
+        if self.sensitive not in x:
+            return None
+        s = x[self.sensitive]
+        try:
+            return self._group_index[s]
+        except (KeyError, TypeError):
+            raise ValueError(
+                f"x[{self.sensitive!r}] must be one of groups={self.groups!r}, got {s!r} (keep S out of the "
+                f"numeric transformers before this step: scale inside the wrapped models, or route S around "
+                f"the scaler as shown in docs/river.md, 'Scalers must leave S alone')"
+            ) from None
+
+    # ------------------------------------------------------------------ learning
+    def _learn(self, x: dict, y: Any, w: float, kwargs: dict) -> None:
+        """The post-processor learns ``x`` unlabeled, the group classifier S, the base model ``y``."""
+        group = self._group_of(x)
+        if w != 1.0 and not self._model_takes_w:
+            raise ValueError(f"w must be 1 for a {self._kind} whose learn_one takes no w, got w={w!r}")
+        features = self._features(x)
+        self._postprocessor.learn_one(*self._inputs(features, kwargs))
+        self._last_inputs = None  # the base models change now
+        if group is not None:
+            self._group_model.learn_one(features, self.groups[group])
+            self._group_counts[group] += 1
+        if y is not None:
+            if w != 1.0:
+                kwargs = {**kwargs, "w": w}
+            self._wrapped_model.learn_one(features, y, **kwargs)
+
+    def learn_unlabeled_one(self, x: dict, **kwargs) -> None:
+        """Learn from one unlabeled sample: only the post-processor learns (S, if present, is ignored)."""
+        self._postprocessor.learn_one(*self._inputs(self._features(x), kwargs))
+
+    # ------------------------------------------------------------------ prediction
+    def _pi(self, x: dict, kwargs: dict) -> np.ndarray:
+        """``pi(. | x)``: the law of the randomized fair prediction, over the post-processor's atoms."""
+        return self._postprocessor.proba_one(*self._inputs(self._features(x), kwargs))
+
+    def _fair_prediction(self, x: dict, kwargs: dict) -> Any:
+        """The post-processor's prediction in ``mode``; a draw is keyed by ``(seed, x without S)``."""
+        features = self._features(x)
+        key = self._draw_keys(features) if self.mode == "sample" else None
+        return self._postprocessor.predict_one(*self._inputs(features, kwargs), mode=self.mode, key=key)
+
+
+
+def label_index(name: str, labels: Any, what: str) -> dict:
+    """``{label: position}`` for a tuple of at least 2 distinct hashable labels, else ``ValueError``."""
+    try:
+        index = {label: i for i, label in enumerate(labels)}
+    except TypeError:
+        raise ValueError(f"{name} must be a tuple of hashable {what}, got {labels!r}") from None
+    if not isinstance(labels, tuple) or len(labels) < 2 or len(index) != len(labels):
+        raise ValueError(f"{name} must be a tuple of at least 2 distinct {what}, got {labels!r}")
+    return index
+
+
+def posterior_in_order(proba: dict, labels: tuple, counts: list[int]) -> list[float]:
+    """A River ``predict_proba_one`` output read in the order of ``labels``, renormalized.
+
+    Labels absent from ``proba`` get 0 (and labels not in ``labels`` are dropped).  Without mass
+    on any label (River classifiers return ``{}`` before learning) it is the frequencies
+    ``counts`` of the labels learned so far, smoothed by one pseudo-count each.
+    """
+    mass = [float(proba.get(label, 0.0)) for label in labels]
+    total = math.fsum(mass)
+    if total > 0.0 and math.isfinite(total):
+        return [m / total for m in mass]
+    n = sum(counts) + len(labels)
+    return [(count + 1) / n for count in counts]
