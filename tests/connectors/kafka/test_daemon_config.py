@@ -7,17 +7,9 @@ import inspect
 
 import pytest
 
-from connectors.kafka.config import (
-    PARAMETERS,
-    SCHEMA,
-    VARIANT_PARAMETERS,
-    VARIANTS,
-    ConfigError,
-    PostProcessorConfig,
-    config_table,
-    load_config,
-)
+from connectors.kafka.config import SCHEMA, ConfigError, config_table, load_config
 from connectors.kafka.daemon import add_arguments, config_from_args
+from connectors.kafka.postprocessor_config import PARAMETERS, VARIANT_PARAMETERS, VARIANTS, PostProcessorConfig
 from connectors.kafka.schema import (
     CONSTRUCTOR_DEFAULT,
     INTEGER,
