@@ -1,12 +1,16 @@
 # The README's two commands: `make demo` (bundled broker, synthetic stream, fair daemon, report) and
-# `make test`. Each sets up what it needs on a fresh machine: the virtual environment, and for the
-# tests Prometheus (scripts/test-tools.sh installs it, or says in one line how to get it).
+# `make test` (the linters, then the whole suite). Each sets up what it needs on a fresh machine: the
+# virtual environment, and for the tests Prometheus (scripts/test-tools.sh installs it, or says in one
+# line how to get it). `make test-pure` runs the pure-logic tests alone (see CONTRIBUTING.md).
 VENV ?= .venv
 # Small matrices on a 2-core machine: BLAS threads only contend.
 export OPENBLAS_NUM_THREADS ?= 1
 PY := $(VENV)/bin/python
 
-.PHONY: demo test test-tools bench install
+# The tests that need neither a broker nor Prometheus and run in seconds.
+PURE := not kafka and not prometheus and not slow
+
+.PHONY: demo test test-pure lint test-tools bench install
 
 $(VENV)/.installed: pyproject.toml
 	@python3 -m venv $(VENV) || { echo "make: python3 -m venv failed; install Python >= 3.11 with venv (Debian/Ubuntu: sudo apt-get install python3-venv) and run make again" >&2; rm -rf $(VENV); exit 1; }
@@ -24,8 +28,15 @@ demo: $(VENV)/.installed
 test-tools:
 	@sh scripts/test-tools.sh
 
-test: test-tools $(VENV)/.installed
+lint: $(VENV)/.installed
+	$(PY) -m ruff check .
+	$(PY) -m mypy streamfair connectors
+
+test: lint test-tools $(VENV)/.installed
 	$(PY) -m pytest
+
+test-pure: $(VENV)/.installed
+	$(PY) -m pytest -q -m "$(PURE)"
 
 bench: $(VENV)/.installed
 	$(VENV)/bin/streamfair bench

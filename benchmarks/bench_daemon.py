@@ -87,7 +87,7 @@ def _bare_loop(values: dict, n: int | None, stop: threading.Event | None = None)
 
 
 def _daemon(values: dict) -> float:
-    from connectors.kafka.daemon import Daemon
+    from connectors.kafka.loop import Daemon
 
     daemon = Daemon(_config(values), logger=logging.getLogger("bench"))
     daemon.run(once=True)
@@ -98,7 +98,7 @@ def _serve_until(kind: str, values: dict, stop) -> None:  # a child process of t
     if kind == "bare":
         _bare_loop(values, None, stop)
         return
-    from connectors.kafka.daemon import Daemon
+    from connectors.kafka.loop import Daemon
 
     daemon = Daemon(_config(values), logger=logging.getLogger("bench"))
     threading.Thread(target=lambda: (stop.wait(), daemon.stop()), daemon=True).start()

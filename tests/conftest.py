@@ -1,10 +1,45 @@
-"""Shared pytest configuration: a skipped test is a failure (integration tests must run)."""
+"""The suite's one pytest plugin: shared fixtures, markers applied by folder and fixture, skips as failures.
+
+Markers (registered in pyproject.toml, ``--strict-markers``):
+
+- ``kafka``: needs a Kafka-protocol broker (the ``kafka_broker`` fixture, or a broker the test starts);
+- ``prometheus``: needs the ``prometheus`` and ``promtool`` binaries (the ``prometheus_tools`` fixture);
+- ``slow``: long runs (paper experiments, end-to-end subprocesses, large statistical checks): the
+  folders below, and the tests marked ``@pytest.mark.slow`` (those over about half a second).
+
+Tests that start their own broker are marked ``@pytest.mark.kafka`` where they are defined.
+
+``pytest -m "not kafka and not prometheus and not slow"`` runs the pure-logic tests alone.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from tests.support.daemon_process import DaemonProcess
+from tests.support.prometheus_tools import ensure_prometheus
+
+TESTS = Path(__file__).parent
+#: fixtures whose use implies a marker
+MARKER_OF_FIXTURE = {"kafka_broker": "kafka", "tls_broker": "kafka", "prometheus_tools": "prometheus"}
+#: folders (relative to tests/) whose every test has a marker: the paper experiments run for minutes
+MARKER_OF_FOLDER = {"connectors/experiments": "slow"}
+
 _skipped: list[str] = []
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Adds the markers implied by the fixtures a test uses and the folder it lives in."""
+    for item in items:
+        for fixture, marker in MARKER_OF_FIXTURE.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(marker)
+        folder = item.path.parent.relative_to(TESTS).as_posix() if item.path.is_relative_to(TESTS) else None
+        for prefix, marker in MARKER_OF_FOLDER.items():
+            if folder is not None and (folder == prefix or folder.startswith(prefix + "/")):
+                item.add_marker(marker)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -35,3 +70,20 @@ def kafka_broker(tmp_path_factory):
 
     with Broker(log_path=tmp_path_factory.mktemp("tansu") / "tansu.log") as broker:
         yield broker
+
+
+@pytest.fixture(scope="session")
+def prometheus_tools() -> dict[str, str]:
+    """Paths of ``prometheus`` and ``promtool``: a test error naming what is missing, never an install."""
+    return ensure_prometheus()
+
+
+@pytest.fixture(autouse=True)
+def _kill_leftover_daemons():
+    """Kills the ``streamfair serve`` subprocesses a test left running, whatever its outcome."""
+    yield
+    while DaemonProcess.running:
+        process = DaemonProcess.running.pop().process
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -10,52 +10,27 @@ compiled, not run; there must be few.  docs/own-model.md runs end to end in test
 from __future__ import annotations
 
 import re
-import textwrap
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from test_cli import JARGON
+from tests.support import REPO
+from tests.support.docs_blocks import NO_RUN, python_blocks, run_blocks
+from tests.support.jargon import JARGON
 
-REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 #: run by its own end-to-end test (it needs the daemon between its blocks)
 OWN_MODEL = REPO / "docs" / "own-model.md"
-FENCE = re.compile(r"^( *)```python([^\n]*)\n(.*?)^\1```", re.S | re.M)  # also indented, in a list item
-NO_RUN = "no-run"
 
 
-@dataclass(frozen=True)
-class Block:
-    page: Path
-    line: int
-    info: str
-    code: str
-
-    @property
-    def runs(self) -> bool:
-        return self.info != NO_RUN
-
-    def compiled(self):
-        return compile(self.code, f"{self.page.relative_to(REPO)}:{self.line}", "exec")
+def page_param(page: Path):
+    """The page as a test parameter, marked ``kafka`` when its blocks use the test broker."""
+    needs_broker = any("BOOTSTRAP" in block.code for block in python_blocks(page))
+    return pytest.param(page, marks=[pytest.mark.kafka] if needs_broker else [], id=str(page.relative_to(REPO)))
 
 
-def python_blocks(page: Path) -> list[Block]:
-    text = page.read_text(encoding="utf-8")
-    return [Block(page, text.count("\n", 0, m.start()) + 2, m.group(2).strip(), textwrap.dedent(m.group(3)))
-            for m in FENCE.finditer(text)]
-
-
-def run_blocks(blocks: list[Block], namespace: dict) -> None:
-    """Compile every block (so a no-run block is at least valid Python) and run the runnable ones, in order."""
-    for block in blocks:
-        code = block.compiled()
-        if block.runs:
-            exec(code, namespace)
-
-
-@pytest.mark.parametrize("page", [p for p in PAGES if p != OWN_MODEL], ids=lambda p: str(p.relative_to(REPO)))
+@pytest.mark.slow
+@pytest.mark.parametrize("page", [page_param(p) for p in PAGES if p != OWN_MODEL])
 def test_code_blocks_run(page, tmp_path, monkeypatch, request):
     blocks = python_blocks(page)
     namespace = {"__name__": "__main__"}

@@ -13,47 +13,25 @@ import tomllib
 from pathlib import Path, PurePosixPath
 
 import pytest
-import yaml
 
 from connectors.cli import commands as cli
 from connectors.kafka.config import ENV_PREFIX, ConfigError, load_config
 from connectors.prometheus import HEALTH_PATH, METRICS_PATH, READY_PATH
-
-REPO = Path(__file__).resolve().parents[1]
-DEPLOY = REPO / "deploy"
-PROMETHEUS_DIR = DEPLOY / "prometheus"
-DASHBOARD = DEPLOY / "grafana" / "dashboards" / "streamfair.json"
-
-
-# ---------------------------------------------------------------------------- tools (shared by the metrics tests)
-TOOLS_MISSING = ("prometheus and promtool must be on PATH for the scraping tests; `make test` installs them "
-                 "(Debian/Ubuntu: apt-get install prometheus; elsewhere: https://prometheus.io/download/)")
-
-
-def ensure_prometheus() -> dict[str, str]:
-    """Paths of ``prometheus`` and ``promtool``; a test error naming what is missing if they are not on PATH.
-
-    Tests never install anything: ``make test`` (``scripts/test-tools.sh``) sets the tools up.
-    """
-    tools = {name: shutil.which(name) for name in ("prometheus", "promtool")}
-    if not all(tools.values()):
-        missing = ", ".join(name for name, path in tools.items() if path is None)
-        pytest.fail(f"{missing} not found. {TOOLS_MISSING}", pytrace=False)
-    return tools
+from tests.support import REPO
+from tests.support.deploy_files import (
+    DASHBOARD,
+    DEPLOY,
+    PROMETHEUS_DIR,
+    alert_expressions,
+    dashboard_queries,
+    load_yaml,
+)
+from tests.support.metrics_fakes import FakeDaemon, drive, make_config
+from tests.support.prometheus_tools import ensure_prometheus
 
 
-def load_yaml(path: Path, many: bool = False):
-    with open(path) as handle:
-        return list(yaml.safe_load_all(handle)) if many else yaml.safe_load(handle)
-
-
-@pytest.fixture(scope="module")
-def tools():
-    return ensure_prometheus()
-
-
-def promtool(tools, *args, cwd=PROMETHEUS_DIR):
-    return subprocess.run([tools["promtool"], *args], cwd=cwd, capture_output=True, text=True)
+def promtool(prometheus_tools, *args, cwd=PROMETHEUS_DIR):
+    return subprocess.run([prometheus_tools["promtool"], *args], cwd=cwd, capture_output=True, text=True)
 
 
 def test_missing_tools_are_a_clear_error_not_an_install(monkeypatch, tmp_path):
@@ -87,19 +65,19 @@ def test_setup_script_accepts_tools_on_path(tmp_path):
 
 # ---------------------------------------------------------------------------- Prometheus
 @pytest.mark.parametrize("config", ["prometheus.yml", "prometheus-kubernetes.yml"])
-def test_promtool_check_config(tools, config):
-    result = promtool(tools, "check", "config", config)
+def test_promtool_check_config(prometheus_tools, config):
+    result = promtool(prometheus_tools, "check", "config", config)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS: 1 rule files found" in result.stdout
 
 
-def test_promtool_check_rules(tools):
-    result = promtool(tools, "check", "rules", "alerts.yml")
+def test_promtool_check_rules(prometheus_tools):
+    result = promtool(prometheus_tools, "check", "rules", "alerts.yml")
     assert result.returncode == 0 and "SUCCESS: 6 rules found" in result.stdout, result.stdout + result.stderr
 
 
-def test_promtool_unit_tests_fire_and_hold_every_alert(tools):
-    result = promtool(tools, "test", "rules", "alerts.test.yml")
+def test_promtool_unit_tests_fire_and_hold_every_alert(prometheus_tools):
+    result = promtool(prometheus_tools, "test", "rules", "alerts.test.yml")
     assert result.returncode == 0, result.stdout + result.stderr
     alerts = {rule["alert"] for group in load_yaml(PROMETHEUS_DIR / "alerts.yml")["groups"] for rule in group["rules"]}
     cases = [case for test in load_yaml(PROMETHEUS_DIR / "alerts.test.yml")["tests"] for case in test["alert_rule_test"]]
@@ -108,12 +86,12 @@ def test_promtool_unit_tests_fire_and_hold_every_alert(tools):
     assert firing == alerts and quiet == alerts  # each alert is shown to fire, and not to fire too early
 
 
-def test_promtool_unit_tests_can_fail(tools, tmp_path):
+def test_promtool_unit_tests_can_fail(prometheus_tools, tmp_path):
     for target in ("streamfair_fairness_eps", "streamfair_fairness_ks_target"):  # each half of the union is tested
         rules = (PROMETHEUS_DIR / "alerts.yml").read_text().replace(f"{target} + 0.02", f"{target} + 0.05")
         (tmp_path / "alerts.yml").write_text(rules)
         shutil.copy(PROMETHEUS_DIR / "alerts.test.yml", tmp_path)
-        result = promtool(tools, "test", "rules", "alerts.test.yml", cwd=tmp_path)
+        result = promtool(prometheus_tools, "test", "rules", "alerts.test.yml", cwd=tmp_path)
         assert result.returncode != 0 and "StreamfairFairnessAboveTarget" in result.stdout + result.stderr
 
 
@@ -134,8 +112,6 @@ def test_alerts_cover_the_issue():
 # ---------------------------------------------------------------------------- metric names used vs exported
 def exported_names() -> set[str]:
     """Every series name the daemon's metrics can expose (fully populated registries, with either kind of target)."""
-    from test_metrics import FakeDaemon, drive, make_config
-
     from connectors.prometheus import DaemonMetrics
 
     names = set()
@@ -155,17 +131,6 @@ def metric_names(expr: str) -> set[str]:
     expr = re.sub(r"\{[^}]*\}", "", expr)  # label matchers
     expr = re.sub(r"\[[^\]]*\]", "", expr)  # range selectors
     return {word for word in re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", expr) if word.startswith("streamfair_")}
-
-
-def dashboard_queries() -> list[tuple[str, str]]:
-    dashboard = json.loads(DASHBOARD.read_text())
-    return [(panel["title"], target["expr"]) for panel in dashboard["panels"] if panel["type"] != "row"
-            for target in panel["targets"]]
-
-
-def alert_expressions() -> list[tuple[str, str]]:
-    return [(rule["alert"], rule["expr"]) for group in load_yaml(PROMETHEUS_DIR / "alerts.yml")["groups"]
-            for rule in group["rules"]]
 
 
 def test_dashboards_and_alerts_only_use_exported_metrics():

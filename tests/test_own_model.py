@@ -25,9 +25,9 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from connectors.kafka.broker import free_port
 from connectors.prometheus.report import read_history
 from streamfair import evaluate_deterministic
-from test_docs import Block, python_blocks, run_blocks
+from tests.support import REPO
+from tests.support.docs_blocks import Block, python_blocks, run_blocks
 
-REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "own-model.md"
 TOML = re.compile(r"^```toml\n(.*?)^```", re.S | re.M)
 BASH = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)

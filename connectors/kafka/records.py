@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import numpy as np
+
 #: The dead-letter reason of a message whose handling raised an unexpected exception.
 PROCESSING_ERROR = "processing_error"
 
@@ -116,3 +118,16 @@ class TaskResult(NamedTuple):
     outputs: list[Output]
     dead_letters: list[DeadLetter]
     feedback: list[Feedback]
+
+
+class Audit(NamedTuple):
+    """Labelled feedback scored the way its input would have been served, for auditing fairness.
+
+    ``proba[i]`` is the distribution the task serves for the features of the ``i``-th feedback record
+    (over the post-processor's ``atoms``), ``y[i]`` its label and ``groups[i]`` its group as given.
+    """
+
+    atoms: np.ndarray
+    proba: np.ndarray
+    y: list[float]
+    groups: list[Any]

@@ -38,13 +38,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from streamfair import DualPostProcessor
-from streamfair.keyed_random import keyed_sample_indices
-
 from connectors.kafka.checkpoint import Checkpoint, restore_postprocessor
 from connectors.kafka.codec import FeedbackParser, InputParser, Invalid, encode_output, message_key
 from connectors.kafka.models import BaseModels
-from connectors.kafka.records import DeadLetter, Feedback, InputSample, Output, TaskResult
+from connectors.kafka.records import Audit, DeadLetter, Feedback, InputSample, Output, TaskResult
+from streamfair import DualPostProcessor
+from streamfair.keyed_random import keyed_sample_indices
 
 
 class PartitionTask:
@@ -379,6 +378,33 @@ class PartitionTask:
         if records:
             self._feedback_next = records[-1].offset + 1
         return TaskResult([], dead, accepted)
+
+    def audit(self, feedback: Sequence[Feedback]) -> Audit | None:
+        """The served distributions of the regression feedback that has features and a group.
+
+        Each record's features are scored by the task's base models and served by its post-processor
+        at its current state, as an input message with those features would be; records without
+        features or group (labels for the post-processor only) and those the models reject are left
+        out.  ``None`` when there is nothing to audit: no base models, classification (labels are
+        classes, not values), or no such record.  Nothing changes in the task.
+        """
+        if self.models is None or self.classification:
+            return None
+        etas, taus, ys, groups = [], [], [], []
+        for record in feedback:
+            if record.features is None or record.s is None:
+                continue
+            try:
+                eta, tau = self.models.score(record.features)
+            except Invalid:  # the same features as input would be a dead letter: nothing to audit
+                continue
+            etas.append(eta)
+            taus.append(tau)
+            ys.append(record.y)
+            groups.append(record.s)
+        if not etas:
+            return None
+        return Audit(self.fair.atoms, self.fair.proba_many(etas, taus), ys, groups)
 
     @property
     def next_feedback_offset(self) -> int | None:

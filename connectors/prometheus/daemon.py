@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, GCCollector, Histogram, Info, PlatformCollector, ProcessCollector
 
-from connectors.kafka.codec import Invalid, group_label
+from connectors.kafka.codec import group_label
 from connectors.kafka.config import ConfigError
 from connectors.kafka.observer import DaemonObserver
 from connectors.prometheus.collectors import LATENCY_BUCKETS, WeightedHistogram, remove_series
@@ -175,25 +175,11 @@ class DaemonMetrics(DaemonObserver):
         if role == "feedback":  # valid feedback is counted from daemon.stats.feedback
             self.consumed.labels("feedback").inc()
 
-    def on_feedback(self, daemon: Any, task: Any, accepted: Sequence[tuple]) -> None:
-        models = getattr(task, "models", None)
-        if models is None or not accepted or getattr(models, "classes", None) is not None:
-            return  # no models to score the features with, or classification (labels are classes, not values)
-        etas, taus, ys, groups = [], [], [], []
-        for _, _, features, y, s in accepted:
-            if features is None or s is None:  # a label for the robust post-processor only
-                continue
-            try:
-                eta, tau = models.score(features)
-            except Invalid:  # the same record as input would be a dead letter: nothing to audit
-                continue
-            etas.append(eta)
-            taus.append(tau)
-            ys.append(y)
-            groups.append(self._group_index[group_label(s)])
-        if etas:
-            fair = task.fair
-            self.fairness.add_feedback(task.partition, fair.atoms, fair.proba_many(etas, taus), ys, groups)
+    def on_feedback(self, daemon: Any, task: Any, accepted: Sequence[Any]) -> None:
+        audit = task.audit(accepted) if accepted else None
+        if audit is not None:
+            groups = [self._group_index[group_label(s)] for s in audit.groups]
+            self.fairness.add_feedback(task.partition, audit.atoms, audit.proba, audit.y, groups)
 
     def on_checkpoint(self, daemon: Any, partitions: Sequence[int], seconds: float, ok: bool) -> None:
         if ok:  # the count follows daemon.stats.checkpoints, failures its errors["checkpoint_failed"]

@@ -1,0 +1,327 @@
+"""Pure logic of the daemon: message validation, output encoding, checkpoints, partition tasks.
+
+The records here are plain named tuples (no broker); the broker tests are in test_daemon_kafka.py.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections import namedtuple
+
+import numpy as np
+import pytest
+from river import linear_model
+
+from connectors.kafka.checkpoint import Checkpoint
+from connectors.kafka.codec import REASONS, FeedbackParser, InputParser, Invalid, dead_letter_headers, encode_output
+from connectors.kafka.models import BaseModels
+from connectors.kafka.records import InputSample
+from connectors.kafka.task import PartitionTask
+from streamfair import FairRegressionPostProcessor
+
+Record = namedtuple("Record", "topic partition offset timestamp key value headers")
+
+#: One malformed input per reason, for a parser with K=2, max 300 bytes, models configured and
+#: allowed features {"a", "b"}.
+MALFORMED = {
+    "empty": None,
+    "oversized": b'{"id": "x", "eta": 0.1, "tau": [0.5, 0.5], "pad": "' + b"x" * 300 + b'"}',
+    "not_utf8": b'{"id": "\xff\xfe", "eta": 0.1, "tau": [0.5, 0.5]}',
+    "invalid_json": b'{"id": "x", "eta": 0.1, "tau": [0.5, 0.5]',
+    "not_object": b'[1, 2, 3]',
+    "missing_id": b'{"eta": 0.1, "tau": [0.5, 0.5]}',
+    "bad_id": b'{"id": 1.5, "eta": 0.1, "tau": [0.5, 0.5]}',
+    "bad_flag": b'{"id": "x", "eta": 0.1, "tau": [0.5, 0.5], "distribution": "yes"}',
+    "ambiguous_input": b'{"id": "x", "eta": 0.1, "tau": [0.5, 0.5], "features": {"a": 1}}',
+    "missing_prediction": b'{"id": "x", "eta": 0.1}',
+    "bad_eta": b'{"id": "x", "eta": "0.1", "tau": [0.5, 0.5]}',
+    "bad_tau": b'{"id": "x", "eta": 0.1, "tau": {"0": 0.5}}',
+    "non_finite": b'{"id": "x", "eta": NaN, "tau": [0.5, 0.5]}',
+    "tau_length": b'{"id": "x", "eta": 0.1, "tau": [0.2, 0.3, 0.5]}',
+    "tau_not_distribution": b'{"id": "x", "eta": 0.1, "tau": [0.7, 0.7]}',
+    "bad_features": b'{"id": "x", "features": {"a": [1, 2]}}',
+    "unknown_feature": b'{"id": "x", "features": {"a": 1, "zzz": 2}}',
+}
+
+
+@pytest.fixture
+def parser():
+    return InputParser(n_groups=2, max_bytes=300, features=["a", "b"], models=True)
+
+
+@pytest.mark.parametrize("reason", sorted(MALFORMED))
+def test_each_malformed_kind_gets_its_reason(parser, reason):
+    with pytest.raises(Invalid) as error:
+        parser.parse(MALFORMED[reason])
+    assert error.value.reason == reason
+    assert error.value.reason in REASONS
+
+
+@pytest.mark.parametrize(
+    "value, reason",
+    [
+        (b'{"id": "x", "eta": Infinity, "tau": [0.5, 0.5]}', "non_finite"),
+        (b'{"id": "x", "eta": 1e999, "tau": [0.5, 0.5]}', "non_finite"),
+        (b'{"id": "x", "eta": 0.1, "tau": [0.5, NaN]}', "non_finite"),
+        (b'{"id": true, "eta": 0.1, "tau": [0.5, 0.5]}', "bad_id"),
+        (b'{"id": "", "eta": 0.1, "tau": [0.5, 0.5]}', "bad_id"),
+        (b'{"id": "x", "eta": true, "tau": [0.5, 0.5]}', "bad_eta"),
+        (b'{"id": "x", "eta": 0.1, "tau": [true, false]}', "bad_tau"),
+        (b'{"id": "x", "eta": 0.1, "tau": [1.2, -0.2]}', "tau_not_distribution"),
+        (b'{"id": "x", "features": {}}', "bad_features"),
+        (b'{"id": "x", "features": {"a": NaN}}', "non_finite"),
+        (b"", "empty"),
+        (b'"just a string"', "not_object"),
+    ],
+)
+def test_more_malformed_variants(parser, value, reason):
+    with pytest.raises(Invalid) as error:
+        parser.parse(value)
+    assert error.value.reason == reason
+
+
+def test_pathological_json_is_a_dead_letter_not_a_crash():
+    cases = [
+        (b"[" * 100_000 + b"]" * 100_000, "invalid_json"),  # nesting deeper than the recursion limit
+        (b'{"id": ' + b"9" * 5000 + b"}", "invalid_json"),  # over Python's int-digits limit
+        (b'{"id": "x", "eta": ' + b"9" * 400 + b', "tau": [0.5, 0.5]}', "non_finite"),  # overflows a float
+    ]
+    for value, reason in cases:
+        with pytest.raises(Invalid) as error:
+            InputParser(2, 10**6).parse(value)
+        assert error.value.reason == reason
+
+
+def test_features_without_models_are_dead_letters():
+    with pytest.raises(Invalid) as error:
+        InputParser(2, 1000).parse(b'{"id": 1, "features": {"a": 1.0}}')
+    assert error.value.reason == "no_models"
+
+
+def test_valid_messages_parse(parser):
+    assert parser.parse(b'{"id": 7, "eta": -2, "tau": [1, 0], "extra": "ignored"}') == InputSample(
+        None, 7, -2.0, [1.0, 0.0], None, False)
+    record = Record("in", 0, 3, 0, None, b'{"id": "q", "features": {"a": 1, "b": "red"}, "distribution": true}', [])
+    assert parser.parse(record.value, record) == InputSample(record, "q", None, None, {"a": 1, "b": "red"}, True)
+    # a sum off by less than the library's tolerance is accepted
+    assert parser.parse(b'{"id": "q", "eta": 0, "tau": [0.3333333, 0.6666667]}').tau == [0.3333333, 0.6666667]
+
+
+@pytest.mark.parametrize(
+    "value, reason",
+    [
+        (b'{"id": 1, "features": {"a": 1}, "y": 0.5}', "missing_label"),
+        (b'{"id": 1, "features": {"a": 1}, "y": "0.5", "s": 1}', "bad_label"),
+        (b'{"id": 1, "features": {"a": 1}, "y": NaN, "s": 1}', "non_finite"),
+        (b'{"id": 1, "features": {"a": 1}, "y": 0.5, "s": 7}', "bad_group"),
+        (b'{"id": 1, "y": 0.5, "s": 1}', "bad_features"),
+    ],
+)
+def test_feedback_reasons(value, reason):
+    with pytest.raises(Invalid) as error:
+        FeedbackParser(["0", "1"], 1000).parse(value)
+    assert error.value.reason == reason
+
+
+def test_feedback_group_labels_match_booleans_and_strings():
+    feedback = FeedbackParser([0, 1], 1000)
+    parsed = feedback.parse(b'{"id": 1, "features": {"a": 1}, "y": 2, "s": true}')
+    assert (parsed.y, parsed.s) == (2.0, True)
+    assert feedback.parse(b'{"id": 1, "features": {"a": 1}, "y": 2, "s": "0"}').s == "0"
+
+
+def test_output_is_compact_json_with_fixed_fields():
+    value = encode_output('he said "hi"', np.float64(0.25), -0.5, 12, 2, 99, [-1.0, 0.0, 1.0], np.array([0.2, 0.5, 0.3]))
+    decoded = json.loads(value)
+    assert list(decoded) == ["id", "prediction", "eta", "state_version", "partition", "offset", "distribution"]
+    assert decoded["id"] == 'he said "hi"'
+    assert decoded["distribution"] == {"atoms": [-1.0, 0.0, 1.0], "proba": [0.2, 0.5, 0.3]}
+    assert b", " not in value and b": " not in value
+    # floats survive exactly (repr round-trips)
+    x = 0.1 + 0.2
+    assert json.loads(encode_output(1, x, x, 0, 0, 0))["prediction"] == x
+
+
+def test_dead_letter_headers_keep_the_originals_first():
+    headers = dead_letter_headers("invalid_json", "boom", "in", 2, 40, [("trace", b"abc")])
+    assert headers[0] == ("trace", b"abc")
+    assert dict(headers[1:]) == {
+        "streamfair.reason": b"invalid_json",
+        "streamfair.detail": b"boom",
+        "streamfair.source.topic": b"in",
+        "streamfair.source.partition": b"2",
+        "streamfair.source.offset": b"40",
+    }
+
+
+# ---------------------------------------------------------------------------- tasks and checkpoints
+def _stream(n, seed, bad_every=0):
+    """Records of one partition: valid score messages, and every ``bad_every``-th one malformed."""
+    rng = np.random.default_rng(seed)
+    records = []
+    for i in range(n):
+        s = int(rng.integers(0, 2))
+        tau = [0.8, 0.2] if s == 0 else [0.2, 0.8]
+        eta = float(np.clip(0.6 * s - 0.3 + 0.2 * rng.standard_normal(), -1, 1))
+        body = {"id": f"m{i}", "eta": eta, "tau": tau, "distribution": i % 7 == 0}
+        value = json.dumps(body).encode()
+        if bad_every and i % bad_every == bad_every - 1:
+            value = value[:-3]
+        records.append(Record("in", 0, i, 1000 + i, f"m{i}".encode(), value, []))
+    return records
+
+
+def _task(batch_size=1, **kwargs):
+    fair = FairRegressionPostProcessor(L=10, n_groups=2, memory=160, seed=3, **kwargs)
+    return PartitionTask("in", 0, fair, parser=InputParser(2, 10_000), batch_size=batch_size)
+
+
+def _run(task, records, splits):
+    """Feed ``records`` in polls cut at ``splits``; return (outputs, dead letters)."""
+    outputs, dead = [], []
+    bounds = [0, *splits, len(records)]
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        result = task.process(records[start:stop])
+        outputs += [(out.key, out.value, out.timestamp, out.partition) for out in result.outputs]
+        dead += [(letter.source.offset, letter.reason) for letter in result.dead_letters]
+    return outputs, dead
+
+
+def test_per_sample_task_equals_the_library_bit_for_bit():
+    records = _stream(400, seed=1, bad_every=13)
+    outputs, dead = _run(_task(), records, [5, 6, 150, 151, 152])
+    reference = FairRegressionPostProcessor(L=10, n_groups=2, memory=160, seed=3)
+    expected = []
+    for record in records:
+        try:
+            body = json.loads(record.value)
+        except ValueError:
+            continue
+        version = reference.n_samples
+        prediction = reference.predict_one(body["eta"], body["tau"], key=body["id"])
+        proba = reference.proba_one(body["eta"], body["tau"]) if body["distribution"] else None
+        expected.append(encode_output(body["id"], prediction, body["eta"], version, 0, record.offset,
+                                      reference.atoms if proba is not None else None, proba))
+        reference.learn_one(body["eta"], body["tau"])
+    assert [v for _, v, _, _ in outputs] == expected
+    assert [reason for _, reason in dead] == ["invalid_json"] * (400 // 13)
+    assert [t for _, _, t, _ in outputs][:3] == [1000, 1001, 1002]  # the input's timestamp is kept
+
+
+@pytest.mark.parametrize("batch_size", [4, 16])
+def test_minibatch_outputs_do_not_depend_on_poll_boundaries(batch_size):
+    records = _stream(300, seed=2, bad_every=11)
+    rng = np.random.default_rng(batch_size)
+    whole, _ = _run(_task(batch_size), records, [])
+    for _ in range(3):
+        splits = sorted(rng.choice(np.arange(1, 300), size=25, replace=False).tolist())
+        split, _ = _run(_task(batch_size), records, splits)
+        assert split == whole  # byte-identical, distributions included
+
+
+def test_minibatch_task_equals_library_chunks():
+    batch_size = 8
+    records = _stream(200, seed=4)
+    outputs, _ = _run(_task(batch_size), records, [3, 50, 51])
+    reference = FairRegressionPostProcessor(L=10, n_groups=2, memory=160, seed=3)
+    bodies = [json.loads(r.value) for r in records]
+    predictions, versions = [], []
+    for start in range(0, len(bodies), batch_size):
+        chunk = bodies[start:start + batch_size]
+        eta, tau = [b["eta"] for b in chunk], [b["tau"] for b in chunk]
+        versions += [reference.n_samples] * len(chunk)
+        predictions += list(reference.predict_many(eta, tau, keys=[b["id"] for b in chunk]))
+        if len(chunk) == batch_size:
+            reference.learn_many(eta, tau, batch_size=batch_size)
+    decoded = [json.loads(v) for _, v, _, _ in outputs]
+    assert [d["prediction"] for d in decoded] == predictions
+    assert [d["state_version"] for d in decoded] == versions
+    assert reference.n_samples == 200 and versions[-1] == 192
+
+
+@pytest.mark.parametrize("batch_size", [1, 8])
+def test_checkpoint_restore_continues_byte_identically(batch_size):
+    records = _stream(300, seed=5, bad_every=17)
+    whole, _ = _run(_task(batch_size), records, [])
+    first = _task(batch_size)
+    head, _ = _run(first, records[:123], [40])
+    point = Checkpoint.from_bytes(first.checkpoint().to_bytes())
+    assert point.offset == 123 and len(point.pending_eta) == first.n_pending
+    resumed = PartitionTask.from_checkpoint(point, models=None, parser=InputParser(2, 10_000), batch_size=batch_size)
+    tail, _ = _run(resumed, records[123:], [77])
+    assert head + tail == whole
+    assert resumed.fair.n_samples + resumed.n_pending == first.fair.n_samples + first.n_pending + 300 - 123 - 10
+
+
+def test_checkpoint_json_is_deterministic_and_exact():
+    task = _task(4)
+    _run(task, _stream(50, seed=6), [])
+    data = task.checkpoint().to_bytes()
+    again = Checkpoint.from_bytes(data)
+    assert again.to_bytes() == data
+    restored = FairRegressionPostProcessor.from_state_dict(again.state)
+    probe = np.linspace(-1, 1, 9), np.tile([0.3, 0.7], (9, 1))
+    assert np.array_equal(restored.proba_many(*probe), task.fair.proba_many(*probe))
+    with pytest.raises(ValueError, match="format"):
+        Checkpoint.from_bytes(b'{"format": "other"}')
+    with pytest.raises(ValueError, match="not JSON"):
+        Checkpoint.from_bytes(b"\x00garbage")
+
+
+def test_feature_messages_use_the_models_and_feedback_is_learned_at_checkpoints():
+    regressor, classifier = linear_model.LinearRegression(), linear_model.LogisticRegression()
+    models = BaseModels(regressor, classifier, ["0", "1"])
+    task = PartitionTask("in", 0, FairRegressionPostProcessor(L=5, n_groups=2), parser=InputParser(2, 1000, models=True),
+                         models=models, learn_models=True, feedback_parser=FeedbackParser(["0", "1"], 1000))
+    feature = Record("in", 0, 0, 0, b"1", b'{"id": 1, "features": {"x": 1.0}}', [])
+    outputs = [out.value for out in task.process([feature]).outputs]
+    feedback = [Record("fb", 0, i, 0, None, json.dumps({"id": i, "features": {"x": 1.0}, "y": 0.8, "s": 1}).encode(),
+                       []) for i in range(20)]
+    assert [f.id for f in task.add_feedback(feedback).feedback] == list(range(20))
+    outputs += [out.value for out in task.process([feature._replace(offset=1)]).outputs]
+    assert json.loads(outputs[0])["eta"] == json.loads(outputs[1])["eta"] == 0.0  # not learned yet
+    point = task.checkpoint()
+    assert point.feedback_offset == 20 and point.models is not None
+    outputs += [out.value for out in task.process([feature._replace(offset=2)]).outputs]
+    assert json.loads(outputs[2])["eta"] > 0.3  # learned y = 0.8 at the checkpoint
+    restored_regressor, _ = pickle.loads(point.models)
+    assert restored_regressor.predict_one({"x": 1.0}) == json.loads(outputs[2])["eta"]
+
+
+def test_model_errors_are_dead_letters():
+    class Broken:
+        def predict_one(self, x):
+            raise RuntimeError("boom")
+
+        def predict_proba_one(self, x):
+            return {}
+
+    models = BaseModels(Broken(), linear_model.LogisticRegression(), [0, 1])
+    with pytest.raises(Invalid) as error:
+        models.score({"x": 1.0})
+    assert error.value.reason == "model_error"
+    assert models.score.__self__.groups == ["0", "1"]
+
+
+@pytest.mark.slow
+def test_every_tau_the_parser_accepts_is_accepted_by_the_library():
+    """No poison pill: a tau that passes validation never makes the post-processor raise."""
+    rng = np.random.default_rng(12)
+    parser = InputParser(n_groups=5, max_bytes=10_000)
+    fair = FairRegressionPostProcessor(L=5, n_groups=5)
+    accepted = rejected = 0
+    for _ in range(3000):
+        tau = rng.dirichlet(np.ones(5))
+        tau[int(rng.integers(0, 5))] += rng.choice([-1, 1]) * rng.uniform(0, 1.2e-6)
+        value = json.dumps({"id": 1, "eta": 0.0, "tau": tau.tolist()}).encode()
+        try:
+            parsed = parser.parse(value)
+        except Invalid as error:
+            assert error.reason in ("tau_not_distribution",)
+            rejected += 1
+            continue
+        fair.proba_many([parsed.prediction], [parsed.tau])
+        fair.learn_one(parsed.prediction, parsed.tau)
+        accepted += 1
+    assert accepted > 500 and rejected > 500

@@ -1,0 +1,171 @@
+"""Failure paths of the daemon on the real broker: checkpoints never pair a state with the wrong offset."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from kafka.admin import KafkaAdminClient
+
+from connectors.kafka.loop import Daemon
+from connectors.kafka.logs import setup_logging
+from connectors.kafka.positions import EXIT_OUT_OF_RANGE
+from tests.support.daemon_process import wait_for
+from tests.support.kafka_daemon import (
+    checkpoints,
+    ensure_topics_for,
+    messages,
+    produce,
+    produce_messages,
+    read_topic,
+    settings,
+)
+
+
+def _items(stream, bad_every: int = 0):
+    items = []
+    for i, (partition, ident, body) in enumerate(stream):
+        value = json.dumps(body).encode()
+        if bad_every and i % bad_every == bad_every - 1:
+            value = b"{not json"
+        items.append((partition, str(ident).encode(), value, None))
+    return items
+
+
+def _valid_before(items, partition: int, offset: int) -> int:
+    """Valid messages of ``partition`` before ``offset`` (what a state covering that offset has learned)."""
+    values = [value for p, _, value, _ in items if p == partition][:offset]
+    return sum(value != b"{not json" for value in values)
+
+
+def test_an_output_the_producer_refuses_is_dead_lettered_and_checkpoints_stay_exact(kafka_broker):
+    values = settings(kafka_broker, "refused", **{"kafka.max_poll_records": 50})
+    config = ensure_topics_for(kafka_broker, values)
+    items = _items(messages(600, seed=21))
+    produce(kafka_broker, config.topics.input, items)
+    daemon = Daemon(config)
+    send = daemon.sender.send_output
+    calls = []
+
+    def refusing(output):
+        calls.append(output.key)
+        if len(calls) % 97 == 0:  # mid-poll, after the poll's state has been computed
+            raise RuntimeError("refused by the producer")
+        send(output)
+
+    daemon.sender.send_output = refusing
+    assert daemon.run(once=True) == 0
+    outputs = read_topic(kafka_broker, config.topics.output)
+    dead = read_topic(kafka_broker, config.topics.dead_letter)
+    assert len(dead) == 600 // 97 and len(outputs) + len(dead) == 600
+    assert {dict(r.headers)["streamfair.error_type"] for r in dead} == {b"RuntimeError"}
+    for partition, history in checkpoints(kafka_broker, config.topics.changelog).items():
+        assert all(n_samples == offset for offset, n_samples in history), history  # every sample learned once
+
+
+def test_a_failure_of_the_daemon_itself_mid_poll_goes_back_to_the_last_checkpoint(kafka_broker):
+    values = settings(kafka_broker, "midpoll", **{"kafka.max_poll_records": 40,
+                                                   "processing.checkpoint_every_messages": 60})
+    config = ensure_topics_for(kafka_broker, values)
+    items = _items(messages(450, seed=22), bad_every=23)
+    produce(kafka_broker, config.topics.input, items)
+    daemon = Daemon(config)
+    dead_letter = daemon.sender.send_dead_letter
+    failures = []
+
+    def failing_once(dead):
+        if not failures and dead.source.offset > 30:  # after a checkpoint, with outputs of earlier polls queued
+            failures.append(dead.source.offset)
+            raise RuntimeError("dead-letter path broken once")
+        dead_letter(dead)
+
+    daemon.sender.send_dead_letter = failing_once
+    assert daemon.run(once=True) == 0
+    assert failures and daemon.stats.rewinds >= 1 and daemon.stats.errors["process_failed"] == 1
+    outputs = read_topic(kafka_broker, config.topics.output)
+    answered = {json.loads(r.value)["id"] for r in outputs}
+    assert len(answered) == 450 - 450 // 23  # every valid message answered (replays are duplicates)
+    for partition, history in checkpoints(kafka_broker, config.topics.changelog).items():
+        for offset, n_samples in history:  # the state has learned exactly the valid messages before offset
+            assert n_samples == _valid_before(items, partition, offset), (partition, offset, n_samples)
+
+
+def _recreate(broker, topic: str) -> None:
+    """Delete ``topic`` and create it again, empty (as a broker that lost its data would)."""
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.delete_topics([topic])
+        wait_for(lambda: topic not in admin.list_topics(), 10, f"{topic} to go")
+        admin.create_topics({topic: {"num_partitions": 3, "replication_factor": 1}})
+    finally:
+        admin.close()
+
+
+def _recreate_input(broker, config, n_new: int, seed: int) -> list:
+    """The input topic created again, with ``n_new`` new messages."""
+    _recreate(broker, config.topics.input)
+    stream = messages(n_new, seed=seed, prefix=f"new{seed}-")
+    produce_messages(broker, config.topics.input, stream)
+    return stream
+
+
+@pytest.mark.parametrize("policy, n_new", [("earliest", 60), ("earliest", 900), ("latest", 60), ("fail", 60)])
+def test_a_checkpoint_of_a_lost_input_log_is_detected_and_handled_by_the_policy(kafka_broker, policy, n_new):
+    values = settings(kafka_broker, f"lostlog-{policy}-{n_new}", **{"processing.out_of_range": policy})
+    config = ensure_topics_for(kafka_broker, values)
+    produce_messages(kafka_broker, config.topics.input, messages(300, seed=31))
+    assert Daemon(config).run(once=True) == 0  # checkpoints at offset 100 of every partition
+    stream = _recreate_input(kafka_broker, config, n_new, seed=32)
+    stream_ids = {ident for _, ident, _ in stream if isinstance(ident, str)}  # (integer ids repeat across runs)
+
+    lines = io.StringIO()
+    daemon = Daemon(config, logger=setup_logging("INFO", stream=lines, name=f"lostlog-{policy}-{n_new}"))
+    code = daemon.run(once=True)
+    events = [json.loads(line) for line in lines.getvalue().splitlines()]
+    errors = [e for e in events if e["event"] == "position_out_of_range"]
+    assert errors and all(e["level"] == "error" and e["position"] == 100 for e in errors)
+    answered = {json.loads(r.value)["id"] for r in read_topic(kafka_broker, config.topics.output)} & stream_ids
+    assert len(errors) == 3 and {e["partition"] for e in errors} == {0, 1, 2}
+    if policy == "fail":
+        assert code == EXIT_OUT_OF_RANGE and not answered
+        return
+    assert code == 0
+    if n_new < 300:  # the old position is beyond the new log's end
+        assert all(e["high_watermark"] == n_new // 3 for e in errors)
+    if policy == "earliest":
+        assert answered == stream_ids  # the whole new log, from its start
+    else:
+        assert not answered  # from the end: nothing yet
+        produce_messages(kafka_broker, config.topics.input, later := messages(30, seed=33, prefix="later"))
+        assert Daemon(config).run(once=True) == 0
+        answered = {json.loads(r.value)["id"] for r in read_topic(kafka_broker, config.topics.output)}
+        assert answered >= {ident for _, ident, _ in later if isinstance(ident, str)}
+
+
+def test_a_feedback_position_beyond_the_feedback_log_is_detected_and_reset(kafka_broker):
+    values = settings(kafka_broker, "lostfeedback", **{"topics.feedback": "daemon-lostfeedback.feedback",
+                                                        "postprocessor.robust": True})
+    config = ensure_topics_for(kafka_broker, values)
+    stream = messages(300, seed=34)
+    produce_messages(kafka_broker, config.topics.input, stream)
+    labels = [(p, b"f", json.dumps({"id": ident, "y": 0.1}).encode(), None) for p, ident, _ in stream]
+    produce(kafka_broker, config.topics.feedback, labels)
+    assert Daemon(config).run(once=True) == 0
+    assert {p: points[-1][0] for p, points in checkpoints(kafka_broker, config.topics.changelog).items()} == {
+        0: 100, 1: 100, 2: 100}
+    _recreate(kafka_broker, config.topics.feedback)
+    produce(kafka_broker, config.topics.feedback, labels[:30])  # 10 per partition in the new log
+
+    lines = io.StringIO()
+    daemon = Daemon(config, logger=setup_logging("INFO", stream=lines, name="lostfeedback"))
+    assert daemon.run(once=True) == 0
+    errors = [json.loads(line) for line in lines.getvalue().splitlines()]
+    errors = [e for e in errors if e["event"] == "position_out_of_range"]
+    assert sorted((e["topic"], e["partition"], e["position"], e["high_watermark"]) for e in errors) == [
+        (config.topics.feedback, p, 100, 10) for p in range(3)]
+    latest = {}
+    for record in read_topic(kafka_broker, config.topics.changelog):
+        point = json.loads(record.value)
+        latest[point["partition"]] = point["feedback_offset"]
+    assert latest == {0: 10, 1: 10, 2: 10}  # the new feedback log was read from its start

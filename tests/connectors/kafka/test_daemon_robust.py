@@ -1,0 +1,161 @@
+"""The daemon serving the group-robust (DRO) post-processor, against the real broker.
+
+Outputs are compared with :class:`streamfair.dro.GroupRobustFairRegressionPostProcessor` run in
+process on each partition's message sequence (predict, then ``learn_one(eta, tau, key=id)``), with
+the feedback labels applied where the daemon applies them: at the checkpoint that follows them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from connectors.kafka.checkpoint import Checkpoint, restore_postprocessor
+from connectors.kafka.loop import Daemon
+from connectors.kafka.observer import DaemonObserver
+from streamfair.dro import GroupRobustFairRegressionPostProcessor
+from tests.support.kafka_daemon import (
+    POSTPROCESSOR,
+    check_outputs,
+    ensure_topics_for,
+    messages,
+    produce,
+    produce_messages,
+    read_topic,
+    settings,
+)
+
+ROBUST = {"robust": True, "refresh": 20, "temperature": 0.02}
+
+
+def robust_reference(fair: dict, stream, offsets: Counter, expected: dict) -> None:
+    """Predict then learn ``stream`` with the in-process post-processors ``fair[partition]``."""
+    for partition, ident, body in stream:
+        offset = offsets[partition]
+        offsets[partition] += 1
+        f = fair[partition]
+        proba = f.proba_one(body["eta"], body["tau"]).tolist() if body.get("distribution") else None
+        expected[ident] = (float(f.predict_one(body["eta"], body["tau"], key=ident)), f.n_samples, partition, offset,
+                           proba)
+        f.learn_one(body["eta"], body["tau"], key=ident)
+
+
+class Snapshot(DaemonObserver):
+    """Keeps the daemon's tasks as they are at the end of a run (after the final checkpoint)."""
+
+    tasks: dict = {}
+
+    def on_stop(self, daemon):
+        self.tasks = dict(daemon.tasks)
+
+
+def latest_checkpoints(broker, topic: str) -> dict[int, Checkpoint]:
+    latest = {}
+    for record in read_topic(broker, topic):
+        point = Checkpoint.from_bytes(record.value)
+        latest[point.partition] = point
+    return latest
+
+
+def test_robust_daemon_matches_the_library_and_restores_its_dro_state(kafka_broker):
+    values = settings(kafka_broker, "robust", **{f"postprocessor.{k}": v for k, v in ROBUST.items()},
+                      **{"topics.feedback": "daemon-robust.feedback", "processing.checkpoint_every_messages": 100})
+    config = ensure_topics_for(kafka_broker, values)
+    stream = messages(900, seed=3)
+    first, second = stream[:450], stream[450:]
+
+    # run 1: the first half of the inputs
+    produce_messages(kafka_broker, config.topics.input, first)
+    assert Daemon(config).run(once=True) == 0
+    # run 2: labels for some of them (and one for an id never seen), on the input's partition; no inputs
+    rng = np.random.default_rng(5)
+    noise = {0: 0.05, 1: 0.8}  # the base model serves group 1 (tau = [0.2, 0.8]) badly
+    labelled = [(p, ident, float(np.clip(body["eta"] + noise[int(body["tau"][1] > 0.5)] * rng.standard_normal(), -1, 1)))
+                for p, ident, body in first if rng.random() < 0.4]
+    feedback = [(p, b"f", json.dumps({"id": ident, "y": y}).encode(), None) for p, ident, y in labelled]
+    feedback.append((1, b"f", b'{"id": "never-seen", "y": 0.1}', None))
+    feedback.append((2, b"bad", b'{"id": "m7", "y": "high"}', None))
+    produce(kafka_broker, config.topics.feedback, feedback)
+    snapshot = Snapshot()
+    restarted = Daemon(config, observers=[snapshot])
+    assert restarted.run(once=True) == 0
+    assert restarted.stats.dead_letters == Counter({"bad_label": 1})
+    assert sum(t.labels_applied for t in snapshot.tasks.values()) == len(labelled)
+    assert [t.labels_unmatched for _, t in sorted(snapshot.tasks.items())] == [0, 1, 0]
+    # run 3: the second half, served from the restored state
+    produce_messages(kafka_broker, config.topics.input, second)
+    assert Daemon(config).run(once=True) == 0
+
+    kwargs = {**POSTPROCESSOR, **ROBUST}
+    kwargs.pop("robust")
+    fair = {p: GroupRobustFairRegressionPostProcessor(n_groups=2, **kwargs) for p in range(3)}
+    unlabelled = {p: GroupRobustFairRegressionPostProcessor(n_groups=2, **kwargs) for p in range(3)}
+    offsets, expected = Counter(), {}
+    robust_reference(fair, first, offsets, expected)
+    robust_reference(unlabelled, first, Counter(), {})
+    for p, ident, y in labelled:
+        assert fair[p].learn_label(ident, y)
+    robust_reference(fair, second, offsets, expected)
+
+    outputs = read_topic(kafka_broker, config.topics.output)
+    copies = check_outputs(outputs, expected)
+    assert len(copies) == 900 and set(copies.values()) == {1}
+    latest = latest_checkpoints(kafka_broker, config.topics.changelog)
+    for p in range(3):
+        restored = restore_postprocessor(latest[p].state)
+        assert type(restored) is GroupRobustFairRegressionPostProcessor
+        assert restored.state_dict()["dro"] == fair[p].state_dict()["dro"]  # weights, risks, pending, counters
+        got, want = restored.dro_diagnostics(), fair[p].dro_diagnostics()
+        assert np.array_equal(got.weights, want.weights) and got.robust_value == want.robust_value
+        assert got.n_labels == sum(1 for q, _, _ in labelled if q == p) > 0  # the counter continued over restarts
+        assert restored.n_samples == 300
+        # the DRO state is live: the labels made the badly served group 1 the worst-off one
+        assert got.weights[1] > 0.6 > unlabelled[p].dro_diagnostics().weights[1]
+        assert not np.array_equal(got.group_risks, unlabelled[p].dro_diagnostics().group_risks)
+
+
+def test_robust_micro_batches_keep_their_ids_across_a_restart(kafka_broker):
+    values = settings(kafka_broker, "robust-batch", **{f"postprocessor.{k}": v for k, v in ROBUST.items()},
+                      **{"processing.batch_size": 8})
+    config = ensure_topics_for(kafka_broker, values)
+    stream = messages(300, seed=4, prefix="b")
+    produce_messages(kafka_broker, config.topics.input, stream[:151])  # 50 or 51 per partition: batches left open
+    assert Daemon(config).run(once=True) == 0
+    latest = latest_checkpoints(kafka_broker, config.topics.changelog)
+    assert all(0 < len(point.pending_keys) == len(point.pending_eta) < 8 for point in latest.values())
+    produce_messages(kafka_broker, config.topics.input, stream[151:])
+    assert Daemon(config).run(once=True) == 0
+
+    kwargs = {**POSTPROCESSOR, **ROBUST}
+    kwargs.pop("robust")
+    final = latest_checkpoints(kafka_broker, config.topics.changelog)
+    for p in range(3):
+        reference = GroupRobustFairRegressionPostProcessor(n_groups=2, **kwargs)
+        rows = [(ident, body) for q, ident, body in stream if q == p]
+        for start in range(0, 96, 8):  # one mini-batch step per 8 valid messages, as the daemon does
+            batch = rows[start : start + 8]
+            reference.learn_many([b["eta"] for _, b in batch], [b["tau"] for _, b in batch], batch_size=8,
+                                 keys=[i for i, _ in batch])
+        restored = restore_postprocessor(final[p].state)
+        assert restored.state_dict()["dro"] == reference.state_dict()["dro"]
+        assert final[p].pending_keys == [i for i, _ in rows[96:]]
+
+
+def test_a_checkpoint_restores_its_own_class_and_a_class_change_is_refused():
+    from connectors.kafka.config import ConfigError, load_config
+
+    robust = load_config(env={}, overrides=["postprocessor.robust=true", "postprocessor.refresh=3"])
+    fair = robust.postprocessor.build()
+    for i in range(7):
+        fair.learn_one(0.1 * i - 0.3, [0.3, 0.7], key=f"k{i}")
+    data = Checkpoint(robust.topics.input, 0, 7, None, fair.state_dict()).to_bytes()
+    task = Daemon(robust).partitions.new_task(0, data)
+    assert type(task.fair) is GroupRobustFairRegressionPostProcessor
+    assert task.fair.state_dict()["dro"] == fair.state_dict()["dro"] and task.fair.learn_label("k6", 0.2)
+    plain = load_config(env={})
+    with pytest.raises(ConfigError, match="^postprocessor: the changelog 'streamfair.changelog' holds a "
+                                          "GroupRobustFairRegressionPostProcessor"):
+        Daemon(plain).partitions.new_task(0, data)

@@ -1,0 +1,153 @@
+"""``streamfair report``: the history format, the picture, scraping a metrics endpoint, the command."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+from connectors.cli import commands as cli
+from connectors.prometheus import StreamfairMetrics, serve
+from connectors.prometheus.report import (
+    History,
+    HistoryRecord,
+    HistoryWriter,
+    read_history,
+    records_from_exposition,
+    render,
+    scrape_history,
+)
+from streamfair import FairRegressionPostProcessor
+
+GROUPS = ["a", "b"]
+EPS = 0.03
+
+
+def library_loop(path, n=1200, every=100, seed=0):
+    """A library user's loop: learn, audit with labels, record a history line every ``every`` samples."""
+    rng = np.random.default_rng(seed)
+    fair = FairRegressionPostProcessor(profile="paper", L=8, n_groups=2, horizon=300, eps=EPS, seed=seed)
+    metrics = StreamfairMetrics(GROUPS, fair.eps, audit_window=400)
+    with HistoryWriter(path, GROUPS, fair.eps) as history:
+        for i in range(n):
+            s = int(rng.integers(0, 2))
+            tau = [0.8, 0.2] if s == 0 else [0.2, 0.8]
+            eta = float(np.clip(0.6 * s - 0.3 + 0.1 * rng.standard_normal(), -1, 1))
+            metrics.add_feedback(0, fair.atoms, fair.proba_many([eta], [tau]), [eta], [s])
+            fair.learn_one(eta, tau)
+            if (i + 1) % every == 0:
+                diagnostics, report = metrics.observe(fair, 0)
+                history.write(HistoryRecord.from_diagnostics(0, diagnostics, report, metrics.audited_samples(0),
+                                                             time=1000.0 + i / 100))
+    return fair, metrics
+
+
+@pytest.mark.slow
+def test_history_round_trip_and_rules(tmp_path):
+    path = tmp_path / "h.jsonl"
+    fair, metrics = library_loop(path)
+    history = read_history(path)
+    assert history.groups == GROUPS and history.target == [EPS, EPS] and history.measure == "gap"
+    assert [r.n_samples for r in history.records] == list(range(100, 1201, 100))
+    last = history.records[-1]
+    diagnostics, report = metrics.observe(fair, 0)
+    assert last.live_gap == diagnostics.group_unfairness.tolist()
+    assert last.audited_gap == report.atom_unfairness.tolist() and last.risk == report.risk
+    assert last.audited_samples == 400
+    # appending continues the same file; another header is refused
+    with HistoryWriter(path, GROUPS, EPS) as writer:
+        writer.write(last)
+        with pytest.raises(ValueError, match="record.live_gap"):
+            writer.write(HistoryRecord(0.0, "0", 1, [0.1], [0.1], [0.1]))
+    assert len(read_history(path).records) == 13
+    with pytest.raises(ValueError, match="holds a history for groups"):
+        HistoryWriter(path, ["x", "y"], EPS)
+    # a truncated last line (killed writer) is dropped; a broken line elsewhere is an error
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines) + "\n" + lines[-1][:20])
+    assert len(read_history(path).records) == 13
+    path.write_text("\n".join(lines[:3] + ["{oops"] + lines[3:]) + "\n")
+    with pytest.raises(ValueError, match="line 4"):
+        read_history(path)
+    (tmp_path / "other.json").write_text('{"something": 1}\n')
+    with pytest.raises(ValueError, match="not a streamfair history"):
+        read_history(tmp_path / "other.json")
+    with pytest.raises(ValueError, match="target"):
+        HistoryWriter(tmp_path / "new.jsonl", GROUPS, [0.1])
+    with pytest.raises(ValueError, match="measure"):
+        HistoryWriter(tmp_path / "new.jsonl", GROUPS, 0.1, measure="kl")
+
+
+@pytest.mark.slow
+def test_render_draws_gaps_eps_and_risk(tmp_path):
+    path = tmp_path / "h.jsonl"
+    library_loop(path)
+    history = read_history(path)
+    figure = render(history, tmp_path / "report.png", x="samples")
+    image = matplotlib.image.imread(tmp_path / "report.png")
+    assert image.shape[0] > 500 and image.shape[1] > 800
+    gap_axes, risk_axes = figure.axes
+    lines = {line.get_label(): line for line in gap_axes.get_lines()}
+    assert set(lines) == {"group a live", "group b live", "group a audited", "group b audited", "eps"}
+    np.testing.assert_allclose(lines["eps"].get_ydata(), [EPS, EPS])
+    np.testing.assert_allclose(lines["group b live"].get_xdata(), [r.n_samples for r in history.records])
+    np.testing.assert_allclose(lines["group b live"].get_ydata(), [r.live_gap[1] for r in history.records])
+    np.testing.assert_allclose(risk_axes.get_lines()[0].get_ydata(), [r.risk for r in history.records])
+    # per-group eps: one line each; no audited data: the risk panel says why
+    records = [HistoryRecord(t, "1", 10 * t, [0.1, 0.2], [0.3, 0.4], [0.0, 0.1]) for t in range(3)]
+    history = History(GROUPS, [0.01, 0.05], records=records)
+    figure = render(history, tmp_path / "plain.png")
+    labels = [line.get_label() for line in figure.axes[0].get_lines()]
+    assert labels == ["group a live", "group b live", "eps group a", "eps group b"]
+    # a KS target: the KS distances are drawn against it
+    ks_figure = render(History(GROUPS, [0.05, 0.05], "ks", records), tmp_path / "ks.png")
+    ks_lines = {line.get_label(): line for line in ks_figure.axes[0].get_lines()}
+    assert set(ks_lines) == {"group a live", "group b live", "KS target"}
+    np.testing.assert_allclose(ks_lines["group b live"].get_ydata(), [0.4, 0.4, 0.4])
+    assert not figure.axes[1].get_lines() and "needs a feedback stream" in figure.axes[1].texts[0].get_text()
+    with pytest.raises(ValueError, match="x must be"):
+        render(history, tmp_path / "x.png", x="epochs")
+    with pytest.raises(ValueError, match="no records"):
+        render(history, tmp_path / "x.png", partitions=["7"])
+
+
+@pytest.mark.slow
+def test_scraping_a_metrics_endpoint(tmp_path):
+    fair, metrics = library_loop(tmp_path / "h.jsonl", n=400)
+    metrics.observe(fair, 0)
+    server = serve(metrics.registry, port=0, host="127.0.0.1")
+    try:
+        url = f"http://127.0.0.1:{server.port}/metrics"
+        history = scrape_history(url, duration=0.25, every=0.1)
+        assert history.groups == GROUPS and history.target == [EPS, EPS] and history.measure == "gap" and len(history.records) >= 2
+        record = history.records[-1]
+        diagnostics, report = metrics.observe(fair, 0)
+        assert record.partition == "0" and record.n_samples == 400
+        np.testing.assert_allclose(record.live_gap, diagnostics.group_unfairness)
+        np.testing.assert_allclose(record.audited_ks, report.ks_unfairness)
+        assert record.risk == pytest.approx(report.risk) and record.audited_samples == 400
+        png, saved = tmp_path / "scraped.png", tmp_path / "scraped.jsonl"
+        code = cli.main(["report", "--scrape", url, "--duration", "0.2", "--every", "0.1", "-o", str(png),
+                         "--save-history", str(saved)])
+        assert code == 0 and png.stat().st_size > 10000 and len(read_history(saved).records) >= 2
+    finally:
+        server.close()
+    with pytest.raises(ValueError, match="not a streamfair|no streamfair_fairness_ks_target or streamfair_fairness_eps"):
+        records_from_exposition("# HELP up x\n# TYPE up gauge\nup 1\n")
+    with pytest.raises(ValueError, match="every"):
+        scrape_history("http://127.0.0.1:1/metrics", duration=1, every=0)
+
+
+@pytest.mark.slow
+def test_report_command(tmp_path, capsys):
+    path = tmp_path / "h.jsonl"
+    library_loop(path, n=300)
+    png = tmp_path / "out.png"
+    assert cli.main(["report", str(path), "-o", str(png), "--x", "samples"]) == 0
+    assert png.stat().st_size > 10000 and "3 records" in capsys.readouterr().out
+    assert cli.main(["report", "-o", str(png)]) == 2
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"streamfair_history": 99}) + "\n")
+    assert cli.main(["report", str(tmp_path / "bad.jsonl"), "-o", str(png)]) == 1
+    assert "not a streamfair history" in capsys.readouterr().err

@@ -1,0 +1,174 @@
+"""The group-robust DP regression post-processor (DRO weights wired into the cost hook)."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from streamfair import FairRegressionPostProcessor, evaluate
+from streamfair.dro.robust_regression import GroupRobustFairRegressionPostProcessor
+
+
+def minority_stream(n, seed, minority=0.15):
+    """Group 1 (15%) sits far from the majority: the plain fair solution moves it most."""
+    rng = np.random.default_rng(seed)
+    s = (rng.random(n) < minority).astype(int)
+    tau = np.where(s[:, None] == 1, [0.05, 0.95], [0.95, 0.05])
+    eta = np.clip(np.where(s == 1, 0.5, -0.3) + 0.1 * rng.standard_normal(n), -1, 1)
+    return s, tau, eta
+
+
+CONFIG = dict(L=10, p=[0.85, 0.15], horizon=10_000, eps=0.005)
+
+
+@pytest.mark.slow
+def test_lowers_worst_group_risk_at_equal_fairness():
+    s, tau, eta = minority_stream(30_000, 0)
+    s_test, tau_test, eta_test = minority_stream(4000, 100)
+    reports = {}
+    for name, model in (
+        ("plain", FairRegressionPostProcessor(**{"profile": "paper", **CONFIG})),
+        ("robust", GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG})),
+    ):
+        model.learn_many(eta, tau)
+        # risk w.r.t. eta: what post-processing costs each group (sum_l pi(l|x) r_l(x))
+        reports[name] = evaluate(model.proba_many(eta_test, tau_test), model.atoms, eta_test, s_test)
+    plain, robust = reports["plain"], reports["robust"]
+    assert plain.group_risk.argmax() == 1  # the minority is poorly served by the average-risk solution
+    assert robust.group_risk.max() <= 0.5 * plain.group_risk.max()
+    assert robust.risk >= plain.risk  # the price: a higher average risk
+    assert robust.max_ks <= plain.max_ks + 0.05  # at (statistically) equal fairness
+    assert robust.atom_unfairness.max() <= plain.atom_unfairness.max() + 0.02
+
+
+@pytest.mark.slow
+def test_tracked_group_risks_follow_the_learned_policy():
+    s, tau, eta = minority_stream(20_000, 1)
+    model = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, forgetting=1e-3)
+    model.learn_many(eta, tau)
+    proba = model.learning_proba(eta[-3000:], tau[-3000:])
+    report = evaluate(proba, model.atoms, eta[-3000:], s[-3000:])
+    np.testing.assert_allclose(model.dro_diagnostics().group_risks, report.group_risk, rtol=0.15)
+    assert model.dro_diagnostics().weights[1] > 0.5
+
+
+def test_weights_equal_to_p_give_the_plain_post_processor():
+    """Derivation check: q = p makes omega(x) = 1, i.e. the average-risk post-processor."""
+    s, tau, eta = minority_stream(3000, 2)
+    plain = FairRegressionPostProcessor(**{"profile": "paper", **CONFIG})
+    robust = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, refresh=10**6)
+    robust._q = np.array(CONFIG["p"])
+    np.testing.assert_allclose(robust.sample_weights(tau), 1.0, rtol=1e-14)
+    plain.learn_many(eta, tau)
+    robust.learn_many(eta, tau)
+    np.testing.assert_allclose(robust.proba_many(eta[:50], tau[:50]), plain.proba_many(eta[:50], tau[:50]), rtol=1e-10)
+    np.testing.assert_allclose(robust._optimizer.w_ag, plain._optimizer.w_ag, rtol=1e-10, atol=1e-14)
+
+
+def test_sample_weights_have_mean_one_under_p():
+    model = GroupRobustFairRegressionPostProcessor(profile="paper", L=5, p=[0.6, 0.3, 0.1])
+    model._q = np.array([0.2, 0.3, 0.5])
+    onehot = np.eye(3)
+    assert np.array([0.6, 0.3, 0.1]) @ model.sample_weights(onehot) == pytest.approx(1.0, abs=1e-15)
+    np.testing.assert_allclose(model.sample_weights(onehot), [0.2 / 0.6, 1.0, 5.0])
+
+
+def test_learn_one_equals_learn_many_bit_for_bit():
+    s, tau, eta = minority_stream(700, 3)
+    keys = [f"m{i}" if i % 3 else None for i in range(700)]
+    one = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, refresh=64)
+    many = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, refresh=64)
+    for i in range(700):
+        one.learn_one(eta[i], tau[i], key=keys[i])
+    many.learn_many(eta[:300], tau[:300], keys=keys[:300])
+    many.learn_many(eta[300:], tau[300:], keys=keys[300:])
+    np.testing.assert_array_equal(one._optimizer.w_ag, many._optimizer.w_ag)
+    np.testing.assert_array_equal(one.dro.losses, many.dro.losses)
+    assert one.dro_diagnostics().n_pending == many.dro_diagnostics().n_pending == 426  # keyed among 640 folded
+
+
+@pytest.mark.parametrize("updater", ["softmax", "exponentiated"])
+def test_late_labels_correct_exactly_like_labels_before_the_refresh(updater):
+    """Labels applied before their block is folded in, or after: the same group risks and weights."""
+    s, tau, eta = minority_stream(200, 4)
+    y = eta + np.random.default_rng(5).normal(0, 0.3, 200)
+    keys = [str(i) for i in range(200)]
+    early = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, updater=updater, refresh=200)
+    late = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, updater=updater, refresh=200)
+    early.learn_many(eta[:199], tau[:199], keys=keys[:199])
+    for i in range(0, 199, 2):
+        assert early.learn_label(keys[i], y[i])  # the block is still open: the true loss is folded in
+    early.learn_many(eta[199:], tau[199:], keys=keys[199:])  # completes the block: refresh
+    late.learn_many(eta, tau, keys=keys)  # refresh with surrogate losses ...
+    for i in range(0, 199, 2):
+        assert late.learn_label(keys[i], y[i])  # ... corrected afterwards
+    np.testing.assert_allclose(early.dro.losses, late.dro.losses, rtol=1e-12)
+    np.testing.assert_allclose(early.dro.weights, late.dro.weights, rtol=1e-12)
+    assert not np.allclose(early.dro.losses, GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, refresh=200).dro.losses)
+    for model in (early, late):
+        diagnostics = model.dro_diagnostics()
+        assert diagnostics.n_labels == 100 and diagnostics.label_coverage == pytest.approx(0.5)
+        assert diagnostics.n_pending == 100
+    assert not late.learn_label("0", 1.0)  # already labelled
+    assert not late.learn_label("unknown", 1.0)
+
+
+def test_label_changes_group_risk_by_the_base_models_error():
+    model = GroupRobustFairRegressionPostProcessor(profile="paper", L=5, p=[0.5, 0.5], refresh=1, forgetting=0.0)
+    model.learn_one(0.2, [1.0, 0.0], key="a")
+    before = model.dro.losses.copy()
+    proba = model._learning_proba(np.array([0.2]), np.array([[1.0, 0.0]]))  # same dual: no step since
+    model.learn_label("a", 0.7)
+    true_loss = float(proba[0] @ (model.atoms - 0.7) ** 2)
+    surrogate = float(proba[0] @ (model.atoms - 0.2) ** 2)
+    weight = model.dro.stats.weights[0]
+    assert model.dro.losses[0] - before[0] == pytest.approx((true_loss - surrogate) / weight, rel=1e-12)
+    assert model.dro.losses[1] == before[1]
+
+
+def test_pending_labels_are_bounded():
+    model = GroupRobustFairRegressionPostProcessor(profile="paper", L=5, p=[0.5, 0.5], refresh=10, max_pending=25)
+    s, tau, eta = minority_stream(60, 6)
+    model.learn_many(eta, tau, keys=list(range(60)))
+    diagnostics = model.dro_diagnostics()
+    assert diagnostics.n_pending == 25 and diagnostics.n_expired == 35
+    assert not model.learn_label(0, 0.0) and model.learn_label(59, 0.0)
+
+
+@pytest.mark.parametrize("updater", ["softmax", "exponentiated"])
+def test_state_round_trip_mid_block_with_pending_labels(updater):
+    s, tau, eta = minority_stream(900, 7)
+    keys = [f"k{i}" for i in range(900)]
+    a = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, updater=updater, refresh=50, forgetting=1e-3)
+    a.learn_many(eta[:430], tau[:430], keys=keys[:430])
+    a.learn_label("k420", 0.3)  # an early label in the open block
+    a.learn_label("k10", 0.1)  # a late label
+    b = GroupRobustFairRegressionPostProcessor.from_state_dict(a.state_dict())
+    c = pickle.loads(pickle.dumps(a))
+    for model in (b, c):
+        model.learn_many(eta[430:], tau[430:], keys=keys[430:])
+        assert model.learn_label("k20", 0.5)
+        assert model.dro_diagnostics().n_labels == 3
+    a.learn_many(eta[430:], tau[430:], keys=keys[430:])
+    a.learn_label("k20", 0.5)
+    for model in (b, c):
+        np.testing.assert_array_equal(a.dro.weights, model.dro.weights)
+        np.testing.assert_array_equal(a.dro.losses, model.dro.losses)
+        np.testing.assert_array_equal(a._optimizer.w_ag, model._optimizer.w_ag)
+        np.testing.assert_array_equal(a.proba_many(eta[:20], tau[:20]), model.proba_many(eta[:20], tau[:20]))
+
+
+def test_validation_names_the_argument():
+    with pytest.raises(ValueError, match="updater"):
+        GroupRobustFairRegressionPostProcessor(profile="paper", p=[0.5, 0.5], updater="max")
+    with pytest.raises(ValueError, match="temperature"):
+        GroupRobustFairRegressionPostProcessor(profile="paper", p=[0.5, 0.5], temperature=0.0)
+    with pytest.raises(ValueError, match="refresh"):
+        GroupRobustFairRegressionPostProcessor(profile="paper", p=[0.5, 0.5], refresh=0)
+    model = GroupRobustFairRegressionPostProcessor(profile="paper", p=[0.5, 0.5])
+    with pytest.raises(ValueError, match="keys"):
+        model.learn_many([0.1, 0.2], [[0.5, 0.5]] * 2, keys=["a"])
+    with pytest.raises(ValueError, match="y"):
+        model.learn_label("a", float("nan"))

@@ -1,0 +1,320 @@
+"""The ``anytime`` profile: KS targets (CDF constraints), the tracking optimizer, its serving, its bounds.
+
+Each test can fail: a known answer, an identity (adjointness, finite differences, an LP), or a
+comparison with the paper profile on the same stream.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+from connectors.experiments import drift, fair_lp
+from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor, dual
+from streamfair.constraints import AtomConstraints, CdfConstraints
+from streamfair.dro import GroupRobustFairRegressionPostProcessor
+from streamfair.postprocessor import DEFAULT_MEMORY, anytime_beta
+from streamfair.regression import DEFAULT_KS
+from streamfair.tracking import SNAPSHOTS
+from tests.support.paper_profile_stream import GOLDEN, N_STREAM, record_all, stream
+
+
+def population(n: int = 2000, seed: int = 0):
+    """Exact posteriors: ``tau1`` is the feature, ``S ~ Bernoulli(tau1)``; ``p`` is the population mean."""
+    rng = np.random.default_rng(seed)
+    tau1 = rng.uniform(0.05, 0.95, n)
+    tau = np.column_stack([1 - tau1, tau1])
+    eta = np.clip(0.8 * (tau1 - 0.5) + 0.25 * rng.standard_normal(n), -1, 1)
+    return eta, tau, tau.mean(axis=0)
+
+
+def plug_in_ks(proba: np.ndarray, tau: np.ndarray, p: np.ndarray) -> float:
+    """Worst-group KS of a randomized predictor on a finite population with exact posteriors."""
+    t = dual.group_features(tau, p)
+    return float(np.abs(np.cumsum(proba.T @ t / len(tau), axis=0)).max())
+
+
+# ---------------------------------------------------------------- the CDF constraint family
+def test_cdf_maps_are_adjoint_and_match_the_matrix():
+    rng = np.random.default_rng(1)
+    c = CdfConstraints(7)
+    matrix = np.tril(np.ones((7, 7)))[:-1]  # row k: atoms 0..k
+    proba, d = rng.random((3, 7)), rng.standard_normal((6, 2))
+    np.testing.assert_allclose(c.rows_of(proba), proba @ matrix.T, rtol=1e-15)
+    np.testing.assert_allclose(c.atoms_of(d), matrix.T @ d, rtol=1e-15)
+    x = rng.random(7)
+    assert float(c.rows_of(x) @ d[:, 0]) == pytest.approx(float(x @ c.atoms_of(d)[:, 0]), rel=1e-13)
+    identity = AtomConstraints(7)
+    assert identity.rows_of(proba) is proba and identity.atoms_of(d) is d
+
+
+def cdf_objective(w, t, r, weights, ks, beta):
+    """``F(Lambda, V) = E[LSE_beta((C^T (Lambda - V)) t - r)] + sum_k <lambda_k + nu_k, ks>``."""
+    c = CdfConstraints(r.shape[1])
+    per_atom = np.stack([c.atoms_of(w[0]), c.atoms_of(w[1])])
+    return dual.objective(per_atom, t, r, weights, np.zeros_like(ks), beta) + float((w[0] + w[1]).sum(axis=0) @ ks)
+
+
+def test_learning_step_uses_the_gradient_of_the_cdf_dual():
+    """One step from zero moves the dual by ``-step * grad F`` of the CDF dual: finite differences."""
+    f = FairRegressionPostProcessor(L=3, ks=0.02, p=[0.5, 0.5], beta=5.0)
+    eta, tau = 0.4, np.array([0.3, 0.7])
+    w0 = np.zeros((2, 6, 2))
+    w0[0, 2, 1], w0[1, 4, 0] = 0.3, 0.2
+    f._optimizer.w[...] = w0
+    f.learn_one(eta, tau)
+    step = f._optimizer.step
+    t, r = dual.group_features(tau[None], f.p), dual.squared_costs(np.array([eta]), f.atoms)
+    numeric = np.zeros_like(w0)
+    h = 1e-6
+    for index in np.ndindex(w0.shape):
+        up, down = w0.copy(), w0.copy()
+        up[index] += h
+        down[index] -= h
+        numeric[index] = (cdf_objective(up, t, r, np.ones(1), f.ks, f.beta)
+                          - cdf_objective(down, t, r, np.ones(1), f.ks, f.beta)) / (2 * h)
+    np.testing.assert_allclose(f._optimizer.w, np.maximum(w0 - step * numeric, 0.0), atol=1e-9)
+    assert step == pytest.approx(1.0 / (2 * f.beta * f.sigma2))  # the paper's SGD step 1 / M
+
+
+def test_the_gradient_subtracts_the_running_baseline_of_the_constraint_rows():
+    """The control variate: the step uses ``(C pi - b) t``, and ``b`` averages ``C pi`` (known answers)."""
+    f = FairRegressionPostProcessor(L=3, ks=0.02, p=[0.5, 0.5], beta=5.0, memory=4)
+    opt = f._optimizer
+    rows = []
+    for eta, tau in ((0.4, [0.3, 0.7]), (-0.2, [0.6, 0.4]), (0.9, [0.1, 0.9])):
+        w, baseline = opt.w.copy(), opt.baseline.copy()
+        t = dual.group_features(np.array([tau]), f.p)[0]
+        c = f.constraints
+        proba = dual.policy(np.stack([c.atoms_of(w[0]), c.atoms_of(w[1])]), t[None], dual.squared_costs(
+            np.array([eta]), f.atoms), f.beta)[0]
+        row = c.rows_of(proba)
+        rows.append(row)
+        f.learn_one(eta, tau)
+        gap = np.outer(row - baseline, t)
+        expected = np.maximum(w - opt.step * np.stack([gap + f.ks, -gap + f.ks]), 0.0)
+        np.testing.assert_allclose(opt.w, expected, rtol=1e-12, atol=1e-15)
+    # b: the running mean while fewer than `memory` steps were taken
+    np.testing.assert_allclose(opt.baseline, np.mean(rows, axis=0), rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_ks_target_is_met_by_the_entropic_optimum_and_matches_the_lp():
+    """Full-gradient steps reach the CDF-constrained entropic optimum: KS <= target and Lemma 3.3 vs the LP."""
+    eta, tau, p = population(400, seed=3)
+    ks = 0.04
+    f = FairRegressionPostProcessor(L=6, ks=ks, p=p, beta=40.0, memory=16)
+    for _ in range(4000):
+        f.learn_many(eta, tau, batch_size=eta.size)  # one exact-gradient step per call
+    t, r = dual.group_features(tau, p), dual.squared_costs(eta, f.atoms)
+    w = f._optimizer.w
+    c = f.constraints
+    policy = dual.policy(np.stack([c.atoms_of(w[0]), c.atoms_of(w[1])]), t, r, f.beta)
+    achieved = plug_in_ks(policy, tau, p)
+    assert achieved <= ks + 2e-3  # Lemma 3.2 for the CDF rows (up to the optimizer's tolerance)
+    lp = fair_lp.solve(t, r, np.full(eta.size, 1 / eta.size), np.full(2, ks), CdfConstraints(f.atoms.size))
+    assert np.abs(lp.constraint_values).max() == pytest.approx(ks, abs=1e-9)  # the constraint is active
+    unconstrained = float(r.min(axis=1).mean())
+    assert lp.risk > unconstrained + 1e-3  # so the comparison is not trivial
+    risk = float((policy * r).sum(axis=1).mean())
+    assert lp.risk - 1e-3 <= risk <= lp.risk + math.log(f.atoms.size) / f.beta  # Lemma 3.3
+
+
+@pytest.mark.slow
+def test_ks_is_the_evaluated_ks_while_the_per_atom_eps_of_the_same_size_corrects_nothing():
+    """The knob's units: ``ks=0.05`` holds the KS near 0.05; the paper's ``eps=0.005`` leaves the 101-atom grid unfair.
+
+    The streaming served KS fluctuates around its target (constant-step SGD): its mean over the
+    evaluations after the first memory is within 25% of it.
+    """
+    eta, tau, p = population()
+    rng = np.random.default_rng(4)
+    by_ks = FairRegressionPostProcessor(ks=0.05, p=p)
+    by_eps = FairRegressionPostProcessor(eps=0.005, p=p)
+    base = plug_in_ks(by_ks.proba_many(eta, tau), tau, p)  # untrained: the soft-rounded base model
+    assert base > 0.12
+    trace = {"ks": [], "eps": []}
+    for _ in range(12):
+        index = rng.integers(0, eta.size, 1000)
+        for name, f in (("ks", by_ks), ("eps", by_eps)):
+            f.learn_many(eta[index], tau[index])
+            trace[name].append(plug_in_ks(f.proba_many(eta, tau), tau, p))
+    assert np.mean(trace["ks"][2:]) < 0.05 * 1.25 and max(trace["ks"][2:]) < 0.05 * 1.6
+    assert min(trace["eps"]) > 0.9 * base  # per-atom gaps are all below 0.005: nothing to correct
+
+
+# ---------------------------------------------------------------- anytime and tracking
+def test_served_ks_is_below_the_base_models_after_a_few_hundred_samples():
+    eta, tau, p = population()
+    fair = FairRegressionPostProcessor(p=p)
+    base = plug_in_ks(fair.proba_many(eta, tau), tau, p)
+    index = np.random.default_rng(5).integers(0, eta.size, 300)
+    fair.learn_many(eta[index], tau[index])
+    assert plug_in_ks(fair.proba_many(eta, tau), tau, p) < 0.7 * base
+    paper = FairRegressionPostProcessor(p=p, profile="paper")
+    paper_base = plug_in_ks(paper.proba_many(eta, tau), tau, p)
+    paper.learn_many(eta[index], tau[index])
+    assert plug_in_ks(paper.proba_many(eta, tau), tau, p) == paper_base  # no correction before the epoch ends
+
+
+def _probe_ks(model, kind: str, at: int) -> float:
+    eta, tau, _ = drift.drift_stream(kind, 4000, change_at=6000, seed=99, at=at)
+    return plug_in_ks(model.proba_many(eta, tau), tau, drift.P)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["flip", "shift"])
+def test_after_an_abrupt_change_the_served_ks_returns_to_target_within_the_memory(kind):
+    eta, tau, _ = drift.drift_stream(kind, 6000 + 3 * DEFAULT_MEMORY, change_at=6000, seed=7)
+    fair = FairRegressionPostProcessor(p=drift.P)
+    paper = FairRegressionPostProcessor(p=drift.P, profile="paper")
+    for model in (fair, paper):
+        model.learn_many(eta[:6000], tau[:6000])
+    assert _probe_ks(fair, kind, 5999) < 1.3 * DEFAULT_KS
+    assert _probe_ks(fair, kind, 6000) > 2 * DEFAULT_KS  # the change breaks fairness
+    for model in (fair, paper):
+        model.learn_many(eta[6000:], tau[6000:])
+    assert _probe_ks(fair, kind, eta.size) < 1.3 * DEFAULT_KS
+    assert _probe_ks(paper, kind, eta.size) > 2 * DEFAULT_KS  # the doubling epochs have not moved yet
+
+
+@pytest.mark.slow
+def test_served_law_moves_by_at_most_one_over_the_snapshots_per_snapshot():
+    eta, tau, p = population(500, seed=8)
+    fair = FairRegressionPostProcessor(p=p, memory=320)  # a snapshot every 20 samples
+    probe_eta, probe_tau = eta[:50], tau[:50]
+    previous = fair.proba_many(probe_eta, probe_tau)
+    moved_at = []
+    for i in range(1200):
+        fair.learn_one(eta[i % 500], tau[i % 500])
+        now = fair.proba_many(probe_eta, probe_tau)
+        tv = 0.5 * np.abs(now - previous).sum(axis=1).max()
+        held = min(fair._optimizer.n_snapshots, SNAPSHOTS)
+        if fair._optimizer.n_snapshots == 0:
+            continue  # the live iterate is served before the first snapshot
+        if tv > 0:
+            moved_at.append(i + 1)
+            if held > 1:  # the first snapshot replaces the live iterate: no bound for that one move
+                assert tv <= 1.0 / held + 1e-12
+        previous = now
+    assert moved_at and all(n % 20 == 0 for n in moved_at)  # it changes only when a snapshot is taken
+
+
+def test_anytime_defaults_follow_the_documented_formulas():
+    f = FairRegressionPostProcessor(B=2.0, p=[0.25, 0.75])
+    assert f.profile == "anytime" and f.optimizer == "tracking" and f.memory == DEFAULT_MEMORY
+    assert f.ks.tolist() == [DEFAULT_KS, DEFAULT_KS] and f.eps is None and f.L == 50
+    assert f.beta == pytest.approx(math.log(101) / (0.02 * 4.0)) == anytime_beta(101, 4.0)
+    sigma2 = 0.75 / 0.25 + 0.25 / 0.75
+    assert f._optimizer.step == pytest.approx(1.0 / (2 * f.beta * sigma2))
+    c = FairClassificationPostProcessor(n_classes=3, p=[0.5, 0.5], cost_matrix=2 * (1 - np.eye(3)))
+    assert c.beta == pytest.approx(math.log(3) / (0.02 * 2.0)) and c.eps.tolist() == [0.02, 0.02]
+    paper = FairRegressionPostProcessor(p=[0.25, 0.75], profile="paper")
+    assert paper.horizon == 2500 and paper.L == 50 and paper.eps.tolist() == [0.001, 0.001] and paper.ks is None
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragments",
+    [
+        (dict(ks=0.05, eps=0.01), ["ks", "eps", "not both"]),
+        (dict(ks=-0.1), ["ks", "-0.1"]),
+        (dict(ks=[0.1, 0.1, 0.1], p=[0.5, 0.5]), ["inconsistent"]),
+        (dict(horizon=100), ["horizon", "tracking"]),
+        (dict(serve="live"), ["serve", "tracking"]),
+        (dict(memory=0), ["memory", "0"]),
+        (dict(memory=100, profile="paper"), ["memory", "sgd3"]),
+        (dict(profile="fast"), ["profile", "fast"]),
+        (dict(optimizer="adam"), ["optimizer", "adam"]),
+    ],
+)
+def test_constructor_names_the_bad_argument(kwargs, fragments):
+    with pytest.raises(ValueError) as error:
+        FairRegressionPostProcessor(**{"n_groups": 2, **kwargs})
+    for fragment in fragments:
+        assert fragment in str(error.value)
+
+
+# ---------------------------------------------------------------- diagnostics, pinned
+def test_diagnostics_before_the_window_fills_are_the_exact_plug_in_quantities():
+    eta, tau, p = population(300, seed=9)
+    fair = FairRegressionPostProcessor(p=p, window=1000, memory=160)
+    fair.learn_many(eta[:250], tau[:250])
+    d = fair.diagnostics()
+    t = dual.group_features(tau[:250], p)
+    proba = fair.proba_many(eta[:250], tau[:250])
+    np.testing.assert_allclose(d.atom_gaps, proba.T @ t / 250, rtol=0, atol=1e-15)
+    rows = np.cumsum(d.atom_gaps, axis=0)[:-1]
+    assert d.group_ks.tolist() == np.abs(np.cumsum(d.atom_gaps, axis=0)).max(axis=0).tolist()
+    assert d.target.tolist() == [DEFAULT_KS, DEFAULT_KS]
+    assert d.violation == pytest.approx(float(np.sqrt(np.sum(np.maximum(np.abs(rows) - DEFAULT_KS, 0) ** 2))), abs=1e-15)
+    alpha = 1.0 / (2 * fair.beta * float(np.sum((1 - p) / p)))
+    assert d.mapping_step == pytest.approx(alpha, rel=1e-15)
+    served = fair._optimizer.served_points.mean(axis=0)
+    gradient = np.stack([rows + DEFAULT_KS, -rows + DEFAULT_KS])
+    expected = np.linalg.norm(np.minimum(served / alpha, gradient))
+    assert d.gradient_mapping_norm == pytest.approx(expected, rel=1e-12)
+    assert d.epoch == 1 and d.epoch_horizon == 160 and d.epoch_progress == pytest.approx(90 / 160)
+
+
+# ---------------------------------------------------------------- the shared contract, both profiles
+FACTORIES = {
+    "regression": (lambda **kw: FairRegressionPostProcessor(p=[0.7, 0.3], **kw), "eta"),
+    "classification": (lambda **kw: FairClassificationPostProcessor(n_classes=2, p=[0.7, 0.3], **kw), "proba"),
+    "robust": (lambda **kw: GroupRobustFairRegressionPostProcessor(p=[0.7, 0.3], refresh=50, **kw), "eta"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", FACTORIES)
+@pytest.mark.parametrize("profile", ["anytime", "paper"])
+def test_learn_many_fused_and_state_follow_the_contract_in_both_profiles(name, profile):
+    factory, kind = FACTORIES[name]
+    eta, tau, proba = stream()
+    base = proba if kind == "proba" else eta
+    n = 900
+    loop, many, fused = (factory(profile=profile, memory=200) if profile == "anytime" else
+                         factory(profile=profile, horizon=300) for _ in range(3))
+    for i in range(n):
+        loop.learn_one(base[i], tau[i])
+    many.learn_many(base[:n], tau[:n])
+    served = [fused.predict_learn_one(base[i], tau[i], key=f"k{i}") for i in range(n)]
+    for other in (many, fused):
+        np.testing.assert_array_equal(np.asarray(other.dual), np.asarray(loop.dual))
+        np.testing.assert_array_equal(other.proba_many(base[:50], tau[:50]), loop.proba_many(base[:50], tau[:50]))
+    replay = factory(profile=profile, memory=200) if profile == "anytime" else factory(profile=profile, horizon=300)
+    again = []
+    for i in range(n):
+        again.append(replay.predict_one(base[i], tau[i], key=f"k{i}"))
+        replay.learn_one(base[i], tau[i])
+    assert [str(x) for x in again] == [str(x) for x in served]
+    restored = type(loop).from_state_dict(loop.state_dict())
+    unpickled = pickle.loads(pickle.dumps(loop))
+    for copy in (restored, unpickled):
+        copy.learn_many(base[n:n + 300], tau[n:n + 300])
+    loop.learn_many(base[n:n + 300], tau[n:n + 300])
+    for copy in (restored, unpickled):
+        np.testing.assert_array_equal(np.asarray(copy.dual), np.asarray(loop.dual))
+        np.testing.assert_array_equal(copy.proba_many(base[:50], tau[:50]), loop.proba_many(base[:50], tau[:50]))
+
+
+# ---------------------------------------------------------------- the paper profile is today's behaviour
+@pytest.mark.slow
+def test_paper_profile_reproduces_the_recorded_outputs_bit_for_bit():
+    recorded = np.load(GOLDEN)
+    produced = record_all(profile="paper")
+    for key in recorded.files:
+        np.testing.assert_array_equal(produced[key], recorded[key], err_msg=key)
+
+
+@pytest.mark.slow
+def test_a_checkpoint_written_before_the_profiles_restores_as_the_paper_profile_and_continues():
+    state = pickle.loads(GOLDEN.with_name("paper_checkpoint_v1.pkl").read_bytes())
+    assert state["version"] == 1
+    restored = FairRegressionPostProcessor.from_state_dict(state)
+    assert restored.profile == "paper" and restored.optimizer == "sgd3"
+    eta, tau, _ = stream()
+    served = [restored.predict_learn_one(eta[i], tau[i], key=f"m{i}") for i in range(3000, N_STREAM)]
+    np.testing.assert_array_equal(np.asarray(served), np.load(GOLDEN)["regression/served"][3000:])

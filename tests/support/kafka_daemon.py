@@ -1,0 +1,169 @@
+"""What the daemon's Kafka tests share: settings named after the test, an unfair message stream,
+producing and reading topics, and the in-process library run every output is checked against."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from connectors.kafka.broker import Broker
+from connectors.kafka.clients import ensure_topics
+from connectors.kafka.config import load_config
+from streamfair import FairRegressionPostProcessor
+
+POSTPROCESSOR = {"L": 10, "memory": 160, "seed": 11}  # the default profile, a short memory: outputs move often
+
+
+def settings(broker: Broker, name: str, session_ms: int = 3000, **extra) -> dict:
+    """Daemon settings (``{"section.key": value}``) with topics and group named after the test."""
+    name = f"daemon-{name}"  # the broker is shared by the whole session
+    values = {
+        "kafka.bootstrap_servers": [broker.bootstrap],
+        "kafka.group_id": f"{name}-group",
+        "kafka.session_timeout_ms": session_ms,
+        "kafka.heartbeat_interval_ms": session_ms // 3,
+        "topics.input": f"{name}.in",
+        "topics.output": f"{name}.out",
+        "topics.dead_letter": f"{name}.dlq",
+        "topics.changelog": f"{name}.changelog",
+        "processing.checkpoint_every_messages": 300,
+        "processing.checkpoint_every_seconds": 1.0,
+        "log.level": "DEBUG",
+        **{f"postprocessor.{k}": v for k, v in POSTPROCESSOR.items()},
+    }
+    values.update(extra)
+    return values
+
+
+def to_config(values: dict):
+    overrides = [f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in values.items()]
+    return load_config(env={}, overrides=overrides)
+
+
+def write_toml(path: Path, values: dict) -> Path:
+    sections = defaultdict(dict)
+    for key, value in values.items():
+        section, name = key.split(".")
+        sections[section][name] = value
+    lines = []
+    for section, table in sections.items():
+        lines.append(f"[{section}]")
+        for name, value in table.items():
+            text = json.dumps(value) if not isinstance(value, bool) else str(value).lower()
+            lines.append(f"{name} = {text}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def messages(n: int, seed: int, prefix: str = "m") -> list[tuple[int, object, dict]]:
+    """``(partition, id, body)``: an unfair stream over 3 partitions (group 1 scores higher)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        s = int(rng.integers(0, 2))
+        tau = [0.8, 0.2] if s == 0 else [0.2, 0.8]
+        eta = float(np.clip(0.6 * s - 0.3 + 0.2 * rng.standard_normal(), -1, 1))
+        ident = i if i % 5 == 0 else f"{prefix}{i}"  # integer and string ids
+        body = {"id": ident, "eta": eta, "tau": tau}
+        if i % 50 == 0:
+            body["distribution"] = True
+        out.append((i % 3, ident, body))
+    return out
+
+
+def produce(broker: Broker, topic: str, items, **client) -> None:
+    """``items``: ``(partition, key, value_bytes, headers)``, sent in order (``client``: more producer settings)."""
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=2, **client)
+    for partition, key, value, headers in items:
+        producer.send(topic, key=key, value=value, partition=partition, headers=headers or [])
+    producer.flush()
+    producer.close()
+
+
+def produce_messages(broker: Broker, topic: str, stream, **client) -> None:
+    produce(broker, topic, [(p, str(i).encode(), json.dumps(body).encode(), None) for p, i, body in stream], **client)
+
+
+def read_topic(broker: Broker, topic: str, timeout: float = 20.0, **client) -> list:
+    """Every record of ``topic`` up to the fetch high-watermarks, partition by partition in order."""
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=20,
+                             **client)
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        consumer.assign(partitions)
+        for tp in partitions:
+            consumer.seek(tp, 0)
+        records = defaultdict(list)
+        deadline = time.monotonic() + timeout
+        while True:
+            for tp, batch in consumer.poll(timeout_ms=50).items():
+                records[tp.partition].extend(batch)
+            if all(consumer.highwater(tp) is not None and consumer.position(tp) >= consumer.highwater(tp)
+                   for tp in partitions):
+                break
+            assert time.monotonic() < deadline, f"reading {topic} timed out"
+        return [r for p in sorted(records) for r in records[p]]
+    finally:
+        consumer.close()
+
+
+def reference(stream, **postprocessor) -> dict:
+    """``id -> (prediction, state_version, partition, offset, proba or None)`` from the library."""
+    fair = {p: FairRegressionPostProcessor(n_groups=2, **(postprocessor or POSTPROCESSOR)) for p in range(3)}
+    offsets = Counter()
+    expected = {}
+    for partition, ident, body in stream:
+        offset = offsets[partition]
+        offsets[partition] += 1
+        if body is None:
+            continue
+        f = fair[partition]
+        proba = f.proba_one(body["eta"], body["tau"]).tolist() if body.get("distribution") else None
+        prediction = float(f.predict_one(body["eta"], body["tau"], key=ident))
+        expected[ident] = (prediction, f.n_samples, partition, offset, proba)
+        f.learn_one(body["eta"], body["tau"])
+    return expected
+
+
+def check_outputs(records, expected) -> Counter:
+    """Every output equals the reference; returns the number of copies of each id."""
+    copies = Counter()
+    first = {}
+    for record in records:
+        out = json.loads(record.value)
+        ident = out["id"]
+        copies[ident] += 1
+        if ident in first:
+            assert record.value == first[ident], f"duplicate of {ident!r} differs"
+            continue
+        first[ident] = record.value
+        prediction, version, partition, offset, proba = expected[ident]
+        assert (out["prediction"], out["state_version"], out["partition"], out["offset"]) == (
+            prediction, version, partition, offset), ident
+        assert record.partition == partition and record.key == str(ident).encode()
+        if proba is not None:
+            assert out["distribution"]["proba"] == proba
+        else:
+            assert "distribution" not in out
+    return copies
+
+
+def checkpoints(broker: Broker, topic: str) -> dict[int, list[tuple[int, int]]]:
+    """``partition -> [(offset, n_samples), ...]`` in changelog order."""
+    history = defaultdict(list)
+    for record in read_topic(broker, topic):
+        point = json.loads(record.value)
+        history[point["partition"]].append((point["offset"], point["state"]["n_samples"]))
+    return history
+
+
+def ensure_topics_for(broker: Broker, values: dict):
+    """The daemon configuration of settings ``values``, its topics created on ``broker``."""
+    config = to_config(values)
+    ensure_topics(config)
+    return config
