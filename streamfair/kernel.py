@@ -10,8 +10,10 @@ place).  Every post-processor (regression, classification, group-robust) and bot
 ``predict_*`` and the diagnostics.  The pure-numpy functions of :mod:`streamfair.dual` and
 :mod:`streamfair.constraints` are the reference they are tested against.
 
-Sums of exponentials follow numpy's pairwise order and every other sum runs in index order, so
-the result of a row never depends on the rows computed with it: ``learn_many`` is bit for bit a
+The softmax is :func:`streamfair.softmax.softmax`'s (the maximum subtracted, the exponentials
+normalized by their sum in numpy's pairwise order) with the exponential computed inline (to within
+2.3e-16 relative of libm's); every other sum runs in index order, so the result of a row never
+depends on the rows computed with it: ``learn_many`` is bit for bit a
 loop of ``learn_one`` and a draw is bit for bit the inverse CDF of the served probabilities.
 
 Compiled code is cached next to the module (``NUMBA_CACHE_DIR`` moves it); where no cache can be
@@ -50,6 +52,7 @@ __all__ = [
     "dual_learn_batch",
     "served_proba",
     "served_draws",
+    "served_draw",
 ]
 
 
@@ -127,16 +130,39 @@ def _pairwise_sum(values):
     return sums[0]
 
 
+#: ``exp(x) = 2^n exp(r)`` with ``n = round(x / log 2)`` and ``|r| <= log(2) / 2``: ``log 2`` split in two so that
+#: ``n log 2`` is exact (fdlibm's constants), ``exp(r)`` by its Taylor polynomial of degree 13 (error below 1e-17).
+LOG2E, LN2_HI, LN2_LO = 1.4426950408889634, 6.93147180369123816490e-01, 1.90821492927058770002e-10
+T2, T3, T4, T5, T6, T7 = 1 / 2, 1 / 6, 1 / 24, 1 / 120, 1 / 720, 1 / 5040
+T8, T9, T10, T11, T12, T13 = 1 / 40320, 1 / 362880, 1 / 3628800, 1 / 39916800, 1 / 479001600, 1 / 6227020800
+#: ``2^-k`` for ``k = 0 .. 1076`` (0 from ``k = 1075``): the ``2^n`` of the exponentials of ``x`` in ``[-745, 0]``.
+POWERS_OF_HALF = 0.5 ** np.arange(1077.0)
+
+
+@compiled
+def _exp_nonpositive(x):
+    """``exp(x)`` for ``x <= 0`` to within 2.3e-16 relative (underflowing to 0 at ``-745``), inlined.
+
+    The softmax takes ``m`` exponentials per policy; the served mixture ``k m`` of them per row.
+    """
+    x = max(x, -745.0)
+    n = np.floor(x * LOG2E + 0.5)
+    r = (x - n * LN2_HI) - n * LN2_LO
+    poly = ((((((((((((T13 * r + T12) * r + T11) * r + T10) * r + T9) * r + T8) * r + T7) * r + T6) * r + T5) * r
+                + T4) * r + T3) * r + T2) * r + 1.0) * r + 1.0
+    return poly * POWERS_OF_HALF[int(-n)]
+
+
 @compiled
 def _softmax_minus(scores, costs):
-    """``scores = softmax(scores - costs)`` in place, rounded as :func:`streamfair.softmax.softmax`."""
+    """``scores = softmax(scores - costs)`` in place: the maximum subtracted, normalized by the pairwise sum."""
     m = scores.size
     top = -np.inf
     for atom in range(m):
         scores[atom] -= costs[atom]
         top = max(top, scores[atom])
     for atom in range(m):
-        scores[atom] = np.exp(scores[atom] - top)
+        scores[atom] = _exp_nonpositive(scores[atom] - top)
     total = _pairwise_sum(scores)
     for atom in range(m):
         scores[atom] /= total
@@ -339,21 +365,36 @@ def served_proba(coefficients, features, costs, out):
 
 
 @compiled
+def _inverse_cdf(proba, u):
+    """The number of atoms whose cumulative probability is at most ``u cdf(m - 1)``, at most ``m - 1``."""
+    m = proba.size
+    for atom in range(1, m):
+        proba[atom] += proba[atom - 1]
+    threshold = u * proba[m - 1]
+    index = 0
+    for atom in range(m):
+        if proba[atom] <= threshold:
+            index += 1
+    return min(index, m - 1)
+
+
+@compiled
 def served_draws(coefficients, features, costs, u, out):
     """One atom index per row: the inverse CDF of the row's :func:`served_proba` at the uniform ``u[i]``.
 
-    The index is the number of atoms whose cumulative probability is at most ``u cdf(m - 1)`` (the
-    last atom at most): :func:`streamfair.keyed_random.sample_indices` of the served probabilities.
+    Bit for bit :func:`streamfair.keyed_random.sample_indices` of the served probabilities.
     """
     m = coefficients.shape[1]
     policy, proba = np.empty(m), np.empty(m)
     for i in range(features.shape[0]):
         _served_row(coefficients, features[i], costs[i], policy, proba)
-        for atom in range(1, m):
-            proba[atom] += proba[atom - 1]
-        threshold = u[i] * proba[m - 1]
-        index = 0
-        for atom in range(m):
-            if proba[atom] <= threshold:
-                index += 1
-        out[i] = min(index, m - 1)
+        out[i] = _inverse_cdf(proba, u[i])
+
+
+@compiled
+def served_draw(coefficients, features, costs, u):
+    """:func:`served_draws` of one row (``features`` ``(K,)``, ``costs`` ``(m,)``, a uniform ``u``): the same index."""
+    m = coefficients.shape[1]
+    proba = np.empty(m)
+    _served_row(coefficients, features, costs, np.empty(m), proba)
+    return _inverse_cdf(proba, u)

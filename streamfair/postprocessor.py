@@ -614,7 +614,7 @@ class DualPostProcessor:
 
     def _sample_index(self, features: np.ndarray, scaled_costs: np.ndarray, u: float) -> int:
         """:meth:`_sample_indices` of one row (``features`` and ``scaled_costs`` with one row): the same index."""
-        return int(self._sample_indices(features, scaled_costs, np.array([u]))[0])
+        return kernel.served_draw(self._served_coefficients(), features[0], scaled_costs[0], u)
 
     def proba_many(self, predictions: Any, tau: Any) -> np.ndarray:
         """``pi(l | x_i)`` for each sample: shape ``(n, m)``; the distribution DP is about."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,10 +18,10 @@ import pytest
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor, dual, kernel
 from streamfair.constraints import CONSTRAINTS
 from streamfair.keyed_random import sample_indices
+from tests.support import REPO
 
 RTOL = 1e-12
 ATOL = 1e-15
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def random_case(family: str, m: int, k: int, seed: int, n: int = 1):
@@ -174,6 +173,22 @@ def test_classification_serves_the_reference_mixture():
     np.testing.assert_allclose(fair.proba_many(proba[:50], tau[:50]), expected, rtol=1e-10, atol=1e-300)
 
 
+def test_the_inline_exponential_is_libms_to_the_last_bits():
+    x = np.concatenate([-np.random.default_rng(1).random(20_000) * 60.0, [0.0, -1e-300, -0.5 * np.log(2.0), -700.0]])
+    got = np.array([kernel._exp_nonpositive(value) for value in x])
+    np.testing.assert_allclose(got, np.exp(x), rtol=2.5e-16, atol=0.0)
+    assert kernel._exp_nonpositive(0.0) == 1.0 and kernel._exp_nonpositive(-800.0) == 0.0
+
+
+def test_one_draw_is_the_draw_of_its_row():
+    rng = np.random.default_rng(6)
+    coefficients, features = rng.normal(0, 2.0, (4, 9, 2)), rng.normal(0, 1.0, (30, 2))
+    costs, u = rng.random((30, 9)) * 4.0, rng.random(30)
+    draws = np.empty(30, dtype=np.int64)
+    kernel.served_draws(coefficients, features, costs, u, draws)
+    assert [kernel.served_draw(coefficients, features[i], costs[i], u[i]) for i in range(30)] == draws.tolist()
+
+
 def test_sum_follows_numpys_pairwise_order_bit_for_bit():
     rng = np.random.default_rng(3)
     for n in [1, 7, 8, 9, 101, 128, 129, 300, 1000, 4097]:
@@ -204,8 +219,8 @@ def test_without_a_usable_cache_the_kernel_compiles_in_memory_and_gives_the_same
     code = (setup + "from streamfair import FairRegressionPostProcessor as F; f = F(n_groups=2, memory=32); "
             "f.learn_many([0.1, 0.5] * 40, [[0.3, 0.7], [0.6, 0.4]] * 40); f.learn_one(0.2, [0.1, 0.9]); "
             "print(repr(float(f.proba_one(0.2, [0.5, 0.5])[3])), f.predict_one(0.2, [0.5, 0.5], key='a'))")
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(blocker / "cache"), "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(blocker / "cache"), "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert result.returncode == 0, result.stderr
     assert ("compiling it in memory" in result.stderr) == (cache == "nowhere")
     fair = FairRegressionPostProcessor(n_groups=2, memory=32)
