@@ -14,9 +14,9 @@ Run: ``python benchmarks/bench_core.py`` or ``streamfair bench core``.
 from __future__ import annotations
 
 import numpy as np
+from timing import best_seconds  # benchmarks/timing.py
 
 from streamfair import FairRegressionPostProcessor, dual
-from timing import best_seconds  # benchmarks/timing.py
 
 GOALS = {"learn_one": 300_000, "learn_many (exact)": 600_000, "fused predict + learn, keyed draw": 150_000,
          "mini-batch (b=1000)": 2_000_000}
@@ -29,7 +29,7 @@ def numpy_tracking(fair: FairRegressionPostProcessor, features: np.ndarray, cost
     step, slack, memory = fair._optimizer.step, fair.slack, fair.memory
     w = np.zeros((2, constraints.n_rows, slack.size))
     baseline = np.zeros(constraints.n_rows)
-    for i, (t, r) in enumerate(zip(features, costs)):
+    for i, (t, r) in enumerate(zip(features, costs, strict=True)):
         per_atom = constraints.atoms_of(w[0] - w[1])
         pi = dual.policy(np.stack([per_atom, np.zeros_like(per_atom)]), t[None], r[None], beta)[0]
         centered = constraints.rows_of(pi) - baseline
@@ -44,7 +44,7 @@ def numpy_acsa(fair: FairRegressionPostProcessor, features: np.ndarray, costs: n
     big_m, mu, beta, eps = fair.schedule.smoothness, fair.schedule.mu, fair.beta, fair.slack
     w = np.zeros((2, fair.atoms.size, eps.size))
     w_ag = w.copy()
-    for step, (t, r) in enumerate(zip(features, costs), start=1):
+    for step, (t, r) in enumerate(zip(features, costs, strict=True), start=1):
         alpha, gamma = 2.0 / (step + 1), 4.0 * big_m / (step * (step + 1))
         den = gamma + (1.0 - alpha**2) * mu
         query = ((1 - alpha) * (mu + gamma) * w_ag + alpha * ((1 - alpha) * mu + gamma) * w) / den
@@ -77,12 +77,12 @@ def rates(profile: str, n: int, batch_size: int) -> tuple[float, dict[str, float
 
     def one():
         fair = make()
-        for e, t in zip(eta_list, tau_list):
+        for e, t in zip(eta_list, tau_list, strict=True):
             fair.learn_one(e, t)
 
     def fused():
         fair = make()
-        for i, (e, t) in enumerate(zip(eta_list, tau_list)):
+        for i, (e, t) in enumerate(zip(eta_list, tau_list, strict=True)):
             fair.predict_learn_one(e, t, key=i)
 
     big_eta, big_tau = np.tile(eta, 20), np.tile(tau, (20, 1))
@@ -90,7 +90,8 @@ def rates(profile: str, n: int, batch_size: int) -> tuple[float, dict[str, float
         "learn_one": n / best_seconds(one),
         "learn_many (exact)": n / best_seconds(lambda: make().learn_many(eta, tau)),
         "fused predict + learn, keyed draw": n / best_seconds(fused),
-        "mini-batch (b=1000)": 20 * n / best_seconds(lambda: make().learn_many(big_eta, big_tau, batch_size=batch_size)),
+        "mini-batch (b=1000)": 20 * n / best_seconds(
+            lambda: make().learn_many(big_eta, big_tau, batch_size=batch_size)),
     }
     return base_rate, paths
 

@@ -38,7 +38,7 @@ one: ``cdf=True``), ``K`` groups, ``k`` served points.  A dual is ``w = (Lambda,
 from __future__ import annotations
 
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import numba
 import numpy as np
@@ -288,7 +288,9 @@ def _dual_query(stack, qa, qw, out):
     n_rows, groups = out.shape
     for row in range(n_rows):
         for s in range(groups):
-            out[row, s] = qw * (stack[0, 0, row, s] - stack[0, 1, row, s]) + qa * (stack[1, 0, row, s] - stack[1, 1, row, s])
+            iterate = stack[0, 0, row, s] - stack[0, 1, row, s]
+            aggregate = stack[1, 0, row, s] - stack[1, 1, row, s]
+            out[row, s] = qw * iterate + qa * aggregate
 
 
 @compiled
@@ -310,7 +312,8 @@ def dual_learn(stack, coefficients, beta, cdf, features, costs):
     """One step of the paper's optimizers on one sample; ``coefficients = (qa, qw, k1, k2, b3, avg)``."""
     qa, qw, k1, k2, b3, avg = coefficients
     n_rows, groups = stack.shape[2], stack.shape[3]
-    scores, gap, pi, rows = np.empty((n_rows, groups)), np.empty((n_rows, groups)), np.empty(costs.size), np.empty(n_rows)
+    scores, gap = np.empty((n_rows, groups)), np.empty((n_rows, groups))
+    pi, rows = np.empty(costs.size), np.empty(n_rows)
     _dual_query(stack, qa * beta, qw * beta, scores)
     _policy_rows(scores, cdf, features, costs, pi, rows)
     for row in range(n_rows):

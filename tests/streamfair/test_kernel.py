@@ -71,7 +71,8 @@ def test_tracking_rows_are_single_steps_bit_for_bit(family):
     baseline, slack = np.zeros(constraints.n_rows), np.full(2, 0.01)
     one, one_baseline = w.copy(), baseline.copy()
     for i in range(30):
-        kernel.tracking_learn(one, one_baseline, slack, 0.2, 3.0, family == "cdf", features[i], costs[i], min(5 + i + 1, 12))
+        count = min(5 + i + 1, 12)
+        kernel.tracking_learn(one, one_baseline, slack, 0.2, 3.0, family == "cdf", features[i], costs[i], count)
     kernel.tracking_learn_rows(w, baseline, slack, 0.2, 3.0, family == "cdf", features, costs, 5, 12)
     assert np.array_equal(w, one) and np.array_equal(baseline, one_baseline)
 
@@ -81,8 +82,8 @@ def test_tracking_mini_batch_step_matches_the_numpy_reference(family):
     rng, constraints, w, features, costs = random_case(family, 31, 3, seed=9, n=40)
     baseline = rng.uniform(0.0, 1.0, constraints.n_rows)
     slack, step, beta, count = np.full(3, 0.02), 0.4, 2.0, 3
-    expected_w, expected_baseline = reference_tracking_step(constraints, w, baseline, slack, step, beta, features, costs,
-                                                            count)
+    expected_w, expected_baseline = reference_tracking_step(constraints, w, baseline, slack, step, beta, features,
+                                                            costs, count)
     kernel.tracking_learn_batch(w, baseline, slack, step, beta, family == "cdf", features, costs, count)
     np.testing.assert_allclose(w, expected_w, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(baseline, expected_baseline, rtol=RTOL, atol=ATOL)
@@ -122,7 +123,8 @@ def test_served_mixture_and_draws_match_the_numpy_reference(points):
     tau = rng.dirichlet(np.ones(k), n)
     features = dual.group_features(tau, tau.mean(axis=0))
     costs = 5.0 * dual.squared_costs(rng.uniform(-1, 1, n), np.linspace(-1, 1, m))
-    expected = np.mean([dual.policy(np.stack([c, np.zeros_like(c)]), features, costs, 1.0) for c in coefficients], axis=0)
+    policies = [dual.policy(np.stack([c, np.zeros_like(c)]), features, costs, 1.0) for c in coefficients]
+    expected = np.mean(policies, axis=0)
     proba = np.empty((n, m))
     kernel.served_proba(coefficients, features, costs, proba)
     np.testing.assert_allclose(proba, expected, rtol=RTOL, atol=1e-300)
@@ -153,7 +155,8 @@ def test_post_processors_learn_as_the_numpy_reference(profile, constraint):
     else:
         schedule = FairRegressionPostProcessor(L=6, p=[0.4, 0.6], profile=profile, **slack).schedule
         stack = np.stack([zero, zero, -np.broadcast_to(fair.slack, zero.shape)])
-        expected, _ = reference_dual_step(constraints, stack, schedule.coefficients(schedule.mu), fair.beta, features, costs)
+        coefficients = schedule.coefficients(schedule.mu)  # the first step of SGD3: its prox weight is mu
+        expected, _ = reference_dual_step(constraints, stack, coefficients, fair.beta, features, costs)
         learned = fair._optimizer.w
     np.testing.assert_allclose(learned, expected, rtol=RTOL, atol=ATOL)
     assert learned.max() > 0.0
@@ -220,7 +223,8 @@ def test_without_a_usable_cache_the_kernel_compiles_in_memory_and_gives_the_same
             "f.learn_many([0.1, 0.5] * 40, [[0.3, 0.7], [0.6, 0.4]] * 40); f.learn_one(0.2, [0.1, 0.9]); "
             "print(repr(float(f.proba_one(0.2, [0.5, 0.5])[3])), f.predict_one(0.2, [0.5, 0.5], key='a'))")
     env = {**os.environ, "NUMBA_CACHE_DIR": str(blocker / "cache"), "PYTHONPATH": str(REPO)}
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
+                            cwd=REPO)
     assert result.returncode == 0, result.stderr
     assert ("compiling it in memory" in result.stderr) == (cache == "nowhere")
     fair = FairRegressionPostProcessor(n_groups=2, memory=32)
