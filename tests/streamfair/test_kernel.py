@@ -207,13 +207,14 @@ def test_a_function_without_a_cache_location_is_compiled_in_memory():
     assert twice(1.5) == 3.0
 
 
-@pytest.mark.parametrize("cache", ["nowhere", "unusable"])
+@pytest.mark.parametrize("cache", [pytest.param("nowhere", marks=pytest.mark.slow), "unusable"])
 def test_without_a_usable_cache_the_kernel_compiles_in_memory_and_gives_the_same_results(tmp_path, cache):
     """A process where no cache directory can be used (read-only everywhere, or an unusable ``NUMBA_CACHE_DIR``).
 
     "nowhere": numba finds no location at all (as with a read-only installation and home), simulated by
     giving it no locator; the kernel then compiles in memory, with a warning.  "unusable": ``NUMBA_CACHE_DIR``
     lies under a file; numba moves on to another location.  Either way it learns and serves as here.
+    ("nowhere" compiles every function the subprocess uses: tens of seconds on a loaded machine.)
     """
     blocker = tmp_path / "a-file"
     blocker.write_text("")
