@@ -207,14 +207,16 @@ def test_a_function_without_a_cache_location_is_compiled_in_memory():
     assert twice(1.5) == 3.0
 
 
-@pytest.mark.parametrize("cache", [pytest.param("nowhere", marks=pytest.mark.slow), "unusable"])
+@pytest.mark.parametrize("cache", [pytest.param("nowhere", marks=pytest.mark.slow), "unusable",
+                                   pytest.param("absent", marks=pytest.mark.slow)])
 def test_without_a_usable_cache_the_kernel_compiles_in_memory_and_gives_the_same_results(tmp_path, cache):
     """A process where no cache directory can be used (read-only everywhere, or an unusable ``NUMBA_CACHE_DIR``).
 
     "nowhere": numba finds no location at all (as with a read-only installation and home), simulated by
     giving it no locator; the kernel then compiles in memory, with a warning.  "unusable": ``NUMBA_CACHE_DIR``
-    lies under a file; numba moves on to another location.  Either way it learns and serves as here.
-    ("nowhere" compiles every function the subprocess uses: tens of seconds on a loaded machine.)
+    lies under a file; numba moves on to another location.  "absent": ``NUMBA_CACHE_DIR`` does not exist
+    yet; numba creates it and caches there.  Each way it learns and serves as here.  ("nowhere" and
+    "absent" compile every function the subprocess uses: tens of seconds on a loaded machine.)
     """
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -223,11 +225,14 @@ def test_without_a_usable_cache_the_kernel_compiles_in_memory_and_gives_the_same
     code = (setup + "from streamfair import FairRegressionPostProcessor as F; f = F(n_groups=2, memory=32); "
             "f.learn_many([0.1, 0.5] * 40, [[0.3, 0.7], [0.6, 0.4]] * 40); f.learn_one(0.2, [0.1, 0.9]); "
             "print(repr(float(f.proba_one(0.2, [0.5, 0.5])[3])), f.predict_one(0.2, [0.5, 0.5], key='a'))")
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(blocker / "cache"), "PYTHONPATH": str(REPO)}
+    cache_dir = tmp_path / "new" / "cache" if cache == "absent" else blocker / "cache"
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache_dir), "PYTHONPATH": str(REPO)}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
                             cwd=REPO)
     assert result.returncode == 0, result.stderr
     assert ("compiling it in memory" in result.stderr) == (cache == "nowhere")
+    if cache == "absent":
+        assert any(cache_dir.rglob("kernel.*.nbi"))
     fair = FairRegressionPostProcessor(n_groups=2, memory=32)
     fair.learn_many([0.1, 0.5] * 40, [[0.3, 0.7], [0.6, 0.4]] * 40)
     fair.learn_one(0.2, [0.1, 0.9])
