@@ -120,7 +120,10 @@ def plug_in_ks(model: FairRegressionPostProcessor, eta: np.ndarray, tau: np.ndar
 
 
 def drift_trace(kind: str, profile: str, seed: int) -> np.ndarray:
-    """``(samples, plug-in KS)`` every ``DRIFT_EVERY`` samples: the KS on the distribution of the last sample learned."""
+    """``(samples, plug-in KS)`` every ``DRIFT_EVERY`` samples.
+
+    The KS is on the distribution of the last sample learned.
+    """
     eta, tau, _ = drift.drift_stream(kind, DRIFT_LENGTH, DRIFT_CHANGE, seed)
     model = FairRegressionPostProcessor(B=1.0, p=drift.P, seed=seed, profile=profile)
     trace = []
@@ -148,24 +151,40 @@ def _cell(values: np.ndarray) -> str:
 
 def main(repetitions: int = 2, plots: str | None = None) -> str:
     start = time.perf_counter()
-    lines = [f"Time to fair: worst-group KS / risk on test (mean of {repetitions} repetitions); KS target "
-             f"{DEFAULT_KS} (anytime and LP)", ""]
+    lines = [
+        f"Time to fair: worst-group KS / risk on test (mean of {repetitions} repetitions); KS target "
+        f"{DEFAULT_KS} (anytime and LP)",
+        "",
+    ]
     results = {}
     for name in DATASETS:
         results[name] = res = time_to_fair(name, repetitions)
-        lines += [f"**{name}** (base model: {_cell(res['base'].mean(axis=0))})", "",
-                  "| n | " + " | ".join(METHODS) + " |", "|---|" + "---|" * len(METHODS)]
+        lines += [
+            f"**{name}** (base model: {_cell(res['base'].mean(axis=0))})",
+            "",
+            "| n | " + " | ".join(METHODS) + " |",
+            "|---|" + "---|" * len(METHODS),
+        ]
         for j, n in enumerate(SIZES):
             lines.append(f"| {n} | " + " | ".join(_cell(res[m][:, j].mean(axis=0)) for m in METHODS) + " |")
         lines.append("")
     points, ours = frontier(repetitions)
     ratio = ours[1] / frontier_risk(points, ours[0])
-    lines += ["Synthetic frontier (LP on the pool, test KS / risk at targets "
-              + ", ".join(map(str, FRONTIER_TARGETS)) + "): " + ", ".join(_cell(p) for p in points),
-              f"anytime at 32,000 samples: {_cell(ours)}; risk / frontier risk at the same KS: {ratio:.2f}", ""]
-    lines += [f"Drift recovery (plug-in KS with exact posteriors; change after {DRIFT_CHANGE} samples; target "
-              f"{DEFAULT_KS}): samples until back at 1.2 x target; KS before the change / worst after / at the end",
-              "", "| stream | anytime | paper |", "|---|---|---|"]
+    lines += [
+        "Synthetic frontier (LP on the pool, test KS / risk at targets "
+        + ", ".join(map(str, FRONTIER_TARGETS))
+        + "): "
+        + ", ".join(_cell(p) for p in points),
+        f"anytime at 32,000 samples: {_cell(ours)}; risk / frontier risk at the same KS: {ratio:.2f}",
+        "",
+    ]
+    lines += [
+        f"Drift recovery (plug-in KS with exact posteriors; change after {DRIFT_CHANGE} samples; target "
+        f"{DEFAULT_KS}): samples until back at 1.2 x target; KS before the change / worst after / at the end",
+        "",
+        "| stream | anytime | paper |",
+        "|---|---|---|",
+    ]
     traces = {}
     for kind in drift.KINDS:
         cells = []
@@ -190,7 +209,7 @@ def _plot(results: dict, traces: dict, folder: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(DATASETS), figsize=(16, 3.6))
-    for ax, name in zip(axes, DATASETS):
+    for ax, name in zip(axes, DATASETS, strict=True):
         res = results[name]
         for method in METHODS:
             ax.plot(SIZES, res[method][:, :, 0].mean(axis=0), marker="o", label=method)
@@ -201,7 +220,7 @@ def _plot(results: dict, traces: dict, folder: str) -> None:
     fig.tight_layout()
     fig.savefig(f"{folder}/anytime_time_to_fair.png", dpi=110)
     fig, axes = plt.subplots(1, len(drift.KINDS), figsize=(14, 3.6))
-    for ax, kind in zip(axes, drift.KINDS):
+    for ax, kind in zip(axes, drift.KINDS, strict=True):
         for profile in ("anytime", "paper"):
             trace = traces[kind, profile]
             ax.plot(trace[:, 0], trace[:, 1], label=profile)

@@ -21,12 +21,20 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from timing import best_seconds  # benchmarks/timing.py
 
 from streamfair.classification import FairClassificationPostProcessor
-from streamfair.complex_metrics import DemographicParity, Problem, QMean, RandomizedClassifier, Sample, SoftmaxRegression, ZeroOneError, constrained_gda
+from streamfair.complex_metrics import (
+    DemographicParity,
+    Problem,
+    QMean,
+    RandomizedClassifier,
+    Sample,
+    SoftmaxRegression,
+    ZeroOneError,
+    constrained_gda,
+)
 from streamfair.complex_metrics.streaming import OnlinePrimalDual, StreamingFrankWolfe
-
-from timing import best_seconds  # benchmarks/timing.py
 
 
 def _per_sample(function, n: int, repeats: int = 3) -> float:
@@ -34,36 +42,48 @@ def _per_sample(function, n: int, repeats: int = 3) -> float:
     return 1e6 * best_seconds(function, repeats) / n
 
 
+def _measured(classes: int, n: int, rng: np.random.Generator) -> tuple[float, list[tuple[str, float]]]:
+    """The argmax serving cost and each operation's cost, in µs per sample, for ``classes`` classes."""
+    proba = rng.dirichlet(np.ones(classes), n)
+    tau = rng.dirichlet([1.0, 1.0], n)
+    groups = rng.integers(0, 2, n)
+    y = rng.integers(0, classes, n)
+    baseline = _per_sample(lambda: [int(np.argmax(row)) for row in proba], n)
+
+    def fresh():
+        return FairClassificationPostProcessor(n_classes=classes, p=[0.5, 0.5], horizon=n, profile="paper")
+
+    learned, learner = fresh(), fresh()
+    learned.learn_many(proba, tau)
+    mixture = RandomizedClassifier(np.full(4, 0.25), rng.normal(size=(4, 2 * classes, classes)), "aware", seed=1)
+    streaming_b = StreamingFrankWolfe(QMean(), n_classes=classes)
+    streaming_c = OnlinePrimalDual(ZeroOneError(), [DemographicParity(0.02)], n_classes=classes, n_groups=2,
+                                   grouping="aware")
+    problem = Problem(QMean(), Sample(proba, y))
+    weights = -np.ones(problem.dimension)
+    return baseline, [
+        ("argmax serving (baseline)", baseline),
+        ("DP post-processor `learn_one`",
+         _per_sample(lambda: [learner.learn_one(p, t) for p, t in zip(proba, tau, strict=True)], n)),
+        ("DP post-processor `learn_many`", _per_sample(lambda: fresh().learn_many(proba, tau), n)),
+        ("DP post-processor `predict_one` (keyed draw)",
+         _per_sample(lambda: [learned.predict_one(p, t, key=i)
+                              for i, (p, t) in enumerate(zip(proba, tau, strict=True))], n)),
+        ("mixture `predict_one` (4 components, aware)",
+         _per_sample(lambda: [mixture.predict_one(p, int(g), key=i)
+                              for i, (p, g) in enumerate(zip(proba, groups, strict=True))], n)),
+        ("mode B `predict_one` + `learn_one` (Q-mean)", _per_sample(lambda: streaming_b.run(proba, y), n)),
+        ("mode C `predict_one` + `learn_one` (0-1, DP)", _per_sample(lambda: streaming_c.run(proba, None, groups), n)),
+        ("plug-in oracle call, per labelled sample",
+         _per_sample(lambda: [problem.lmo(weights) for _ in range(20)], 20 * n)),
+    ]
+
+
 def cost_table(n: int = 4000) -> str:
     rng = np.random.default_rng(0)
     rows = ["| operation | classes | µs / sample | × argmax serving |", "|---|---|---|---|"]
     for classes in (2, 10):
-        proba = rng.dirichlet(np.ones(classes), n)
-        tau = rng.dirichlet([1.0, 1.0], n)
-        groups = rng.integers(0, 2, n)
-        y = rng.integers(0, classes, n)
-        baseline = _per_sample(lambda: [int(np.argmax(row)) for row in proba], n)
-
-        def fresh():
-            return FairClassificationPostProcessor(n_classes=classes, p=[0.5, 0.5], horizon=n, profile="paper")
-
-        learned, learner = fresh(), fresh()
-        learned.learn_many(proba, tau)
-        mixture = RandomizedClassifier(np.full(4, 0.25), rng.normal(size=(4, 2 * classes, classes)), "aware", seed=1)
-        streaming_b = StreamingFrankWolfe(QMean(), n_classes=classes)
-        streaming_c = OnlinePrimalDual(ZeroOneError(), [DemographicParity(0.02)], n_classes=classes, n_groups=2, grouping="aware")
-        problem = Problem(QMean(), Sample(proba, y))
-        weights = -np.ones(problem.dimension)
-        measured = [
-            ("argmax serving (baseline)", baseline),
-            ("DP post-processor `learn_one`", _per_sample(lambda: [learner.learn_one(p, t) for p, t in zip(proba, tau)], n)),
-            ("DP post-processor `learn_many`", _per_sample(lambda: fresh().learn_many(proba, tau), n)),
-            ("DP post-processor `predict_one` (keyed draw)", _per_sample(lambda: [learned.predict_one(p, t, key=i) for i, (p, t) in enumerate(zip(proba, tau))], n)),
-            ("mixture `predict_one` (4 components, aware)", _per_sample(lambda: [mixture.predict_one(p, int(g), key=i) for i, (p, g) in enumerate(zip(proba, groups))], n)),
-            ("mode B `predict_one` + `learn_one` (Q-mean)", _per_sample(lambda: streaming_b.run(proba, y), n)),
-            ("mode C `predict_one` + `learn_one` (0-1, DP)", _per_sample(lambda: streaming_c.run(proba, None, groups), n)),
-            ("plug-in oracle call, per labelled sample", _per_sample(lambda: [problem.lmo(weights) for _ in range(20)], 20 * n)),
-        ]
+        baseline, measured = _measured(classes, n, rng)
         for name, micro in measured:
             rows.append(f"| {name} | {classes} | {micro:.2f} | {micro / baseline:.1f} |")
     return "\n".join(rows)
@@ -99,23 +119,43 @@ def fairlearn_table(eps: float = 0.005) -> str:
     tau_train, tau_test = group.predict_proba(x[train]), group.predict_proba(x[test])
     y_test, s_test = y[test], s[test]
     rows = [
-        "| method (Adult, 70/30) | needs S at prediction | test accuracy | test DP gap | fit (s) | batch serving µs / sample | time × fairlearn |",
+        "| method (Adult, 70/30) | needs S at prediction | test accuracy | test DP gap | fit (s) "
+        "| batch serving µs / sample | time × fairlearn |",
         "|---|---|---|---|---|---|---|",
     ]
     results = []
     start = time.perf_counter()
     positive = proba_test.argmax(axis=1)
-    results.append(("base logistic regression (argmax)", "no", np.mean(positive == y_test), _dp_gap(positive.astype(float), s_test), 0.0, 1e6 * (time.perf_counter() - start) / len(test)))
+    results.append(
+        (
+            "base logistic regression (argmax)",
+            "no",
+            np.mean(positive == y_test),
+            _dp_gap(positive.astype(float), s_test),
+            0.0,
+            1e6 * (time.perf_counter() - start) / len(test),
+        )
+    )
 
     start = time.perf_counter()
-    fair = FairClassificationPostProcessor(n_classes=2, eps=eps, p=np.bincount(s[train]) / len(train), horizon=len(train), beta=200.0,
-                                           profile="paper")
+    fair = FairClassificationPostProcessor(
+        n_classes=2, eps=eps, p=np.bincount(s[train]) / len(train), horizon=len(train), beta=200.0, profile="paper"
+    )
     fair.learn_many(proba_train, tau_train)
     fit_time = time.perf_counter() - start
     start = time.perf_counter()
     fair_proba = fair.proba_many(proba_test, tau_test)
     serve = 1e6 * (time.perf_counter() - start) / len(test)
-    results.append((f"ours: DP post-processor, unaware, eps={eps}", "no (tau)", np.mean(fair_proba[np.arange(len(test)), y_test]), _dp_gap(fair_proba[:, 1], s_test), fit_time, serve))
+    results.append(
+        (
+            f"ours: DP post-processor, unaware, eps={eps}",
+            "no (tau)",
+            np.mean(fair_proba[np.arange(len(test)), y_test]),
+            _dp_gap(fair_proba[:, 1], s_test),
+            fit_time,
+            serve,
+        )
+    )
 
     start = time.perf_counter()
     problem = Problem(ZeroOneError(), Sample(proba_train, None, s[train]), [DemographicParity(eps)])
@@ -127,7 +167,16 @@ def fairlearn_table(eps: float = 0.005) -> str:
     serve = 1e6 * (time.perf_counter() - start) / len(test)
     rates = confusion[:, :, 1].sum(axis=1) / confusion.sum(axis=(1, 2))
     gap = float(np.abs(rates - confusion[:, :, 1].sum()).max())
-    results.append((f"ours: plug-in ConGDA, group-aware (Alg. 10), eps={eps}", "yes", 1 - ZeroOneError()(confusion), gap, fit_time, serve))
+    results.append(
+        (
+            f"ours: plug-in ConGDA, group-aware (Alg. 10), eps={eps}",
+            "yes",
+            1 - ZeroOneError()(confusion),
+            gap,
+            fit_time,
+            serve,
+        )
+    )
 
     reference_time = None
     try:
@@ -137,7 +186,9 @@ def fairlearn_table(eps: float = 0.005) -> str:
     else:
         estimator = _fixed_scores()
         start = time.perf_counter()
-        optimizer = ThresholdOptimizer(estimator=estimator, constraints="demographic_parity", prefit=True, predict_method="predict_proba")
+        optimizer = ThresholdOptimizer(
+            estimator=estimator, constraints="demographic_parity", prefit=True, predict_method="predict_proba"
+        )
         optimizer.fit(proba_train, y[train], sensitive_features=s[train])
         fit_time = time.perf_counter() - start
         start = time.perf_counter()
@@ -146,9 +197,16 @@ def fairlearn_table(eps: float = 0.005) -> str:
         positive_rate = optimizer._pmf_predict(proba_test, sensitive_features=s_test)[:, 1]  # exact P(Y_hat = 1 | x, s)
         accuracy = float(np.mean(np.where(y_test == 1, positive_rate, 1 - positive_rate)))
         reference_time = fit_time + serve * len(test) / 1e6
-        rows_extra = [f"| fairlearn ThresholdOptimizer (DP) | yes | {accuracy:.4f} | {_dp_gap(positive_rate, s_test):.4f} | {fit_time:.2f} | {serve:.2f} | 1.0 |"]
+        rows_extra = [
+            f"| fairlearn ThresholdOptimizer (DP) | yes | {accuracy:.4f} | {_dp_gap(positive_rate, s_test):.4f} "
+            f"| {fit_time:.2f} | {serve:.2f} | 1.0 |"
+        ]
     for name, needs, accuracy, gap, fit_time, serve in results:
-        ratio = "" if reference_time is None or fit_time == 0 else f"{(fit_time + serve * len(test) / 1e6) / reference_time:.2f}"
+        ratio = (
+            ""
+            if reference_time is None or fit_time == 0
+            else f"{(fit_time + serve * len(test) / 1e6) / reference_time:.2f}"
+        )
         rows.append(f"| {name} | {needs} | {accuracy:.4f} | {gap:.4f} | {fit_time:.2f} | {serve:.2f} | {ratio} |")
     return "\n".join(rows + rows_extra)
 

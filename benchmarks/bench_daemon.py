@@ -1,14 +1,15 @@
-"""The daemon's throughput and latency against a bare kafka-python consume-and-produce loop.
+"""The daemon's throughput and latency, with each Kafka client, against a bare kafka-python loop.
 
-Same broker (the bundled Tansu), same input topic, same client settings, same run:
+Same broker (the bundled Tansu), same input topic, same client settings, same run; the daemon runs
+with ``kafka.client = "kafka-python"`` and with ``"confluent"`` (librdkafka):
 
 * **throughput**: 24,000 score messages are produced to a 3-partition topic first; each contender
   (a fresh consumer group) then drains them.  Rate = messages / (last output acknowledged - first
   record polled); the daemon's end is its final checkpoint.  The bare loop forwards each record's
   key, value, partition and timestamp unchanged; the daemon parses, validates, predicts, learns,
   encodes and checkpoints.  Contenders run alternately, in rounds; each daemon run is compared with
-  the bare run of its own round, and the table shows the medians, since the load of a shared
-  machine drifts between rounds.
+  the bare run of its own round (and the confluent daemon with the kafka-python daemon of its
+  round), and the table shows the medians, since the load of a shared machine drifts between rounds.
 * **latency**: 1,000 messages/s offered for 5 s, the contender in its own process; latency = the
   time a reader sees the output minus the input record's create timestamp (the daemon and the
   bare loop both keep it), in milliseconds.
@@ -29,11 +30,12 @@ ROUNDS = 3
 RATE = 1000
 LATENCY_SECONDS = 5.0
 BATCH_SIZES = (1, 64)
+CLIENTS = ("kafka-python", "confluent")
 
 
-def _values(bootstrap: str, name: str, batch_size: int = 1) -> dict:
+def _values(bootstrap: str, name: str, batch_size: int = 1, client: str = "kafka-python") -> dict:
     return {
-        "kafka.bootstrap_servers": bootstrap, "kafka.group_id": f"{name}-group", "kafka.session_timeout_ms": "3000",
+        "kafka.client": client, "kafka.bootstrap_servers": bootstrap, "kafka.group_id": f"{name}-group", "kafka.session_timeout_ms": "3000",
         "kafka.heartbeat_interval_ms": "1000", "topics.input": "bench.in", "topics.output": f"{name}.out",
         "topics.dead_letter": f"{name}.dlq", "topics.changelog": f"{name}.changelog",
         "processing.batch_size": str(batch_size), "processing.checkpoint_every_messages": "5000",
@@ -169,29 +171,35 @@ def main() -> str:
         rates: dict[str, list[float]] = {}
         for round_ in range(ROUNDS):
             rates.setdefault("bare", []).append(_bare_loop(_values(broker.bootstrap, f"bare{round_}"), N_MESSAGES))
-            for b in BATCH_SIZES:
-                name = f"daemon{b}-{round_}"
-                rates.setdefault(f"b{b}", []).append(_daemon(_values(broker.bootstrap, name, b)))
+            for client in CLIENTS:
+                for b in BATCH_SIZES:
+                    name = f"daemon-{client}{b}-{round_}"
+                    rates.setdefault(f"{client} b{b}", []).append(_daemon(_values(broker.bootstrap, name, b, client)))
 
         latency = {}
-        for seed, kind in enumerate(("bare", "daemon")):
-            values = {**_values(broker.bootstrap, f"lat-{kind}"), "topics.input": f"lat-{kind}.in"}
-            latency[kind] = _latencies(broker, kind, values, seed)
+        for seed, (kind, client) in enumerate((("bare", "kafka-python"), ("daemon", "kafka-python"),
+                                               ("daemon", "confluent"))):
+            name = f"lat-{kind}-{client}"
+            values = {**_values(broker.bootstrap, name, client=client), "topics.input": f"{name}.in"}
+            latency[(kind, client)] = _latencies(broker, kind, values, seed)
 
     lines = [
-        f"Throughput, {N_MESSAGES} messages, 3 partitions, Tansu, kafka-python 3 ({ROUNDS} rounds of alternating "
-        "runs; medians, each ratio against the bare loop of its own round)",
+        f"Throughput, {N_MESSAGES} messages, 3 partitions, Tansu ({ROUNDS} rounds of alternating runs; medians, "
+        "each ratio against the runs of its own round)",
         "",
-        "| contender | messages/s | ratio to bare loop | ratios per round |",
-        "|---|---:|---:|---|",
-        f"| bare consume-and-produce loop | {np.median(rates['bare']):,.0f} | 1.00 | "
+        "| contender | messages/s | ratio to bare loop | ratio to kafka-python daemon | ratios to bare per round |",
+        "|---|---:|---:|---:|---|",
+        f"| bare kafka-python consume-and-produce loop | {np.median(rates['bare']):,.0f} | 1.00 | | "
         f"{', '.join(f'{r:,.0f}/s' for r in rates['bare'])} |",
     ]
-    for b in BATCH_SIZES:
-        ratios = [rate / bare for rate, bare in zip(rates[f"b{b}"], rates["bare"])]
-        what = "per-sample learning (paper's algorithm)" if b == 1 else f"mini-batches of {b}"
-        lines.append(f"| daemon, batch_size={b} ({what}) | {np.median(rates[f'b{b}']):,.0f} | "
-                     f"{np.median(ratios):.2f} | {', '.join(f'{r:.2f}' for r in ratios)} |")
+    for client in CLIENTS:
+        for b in BATCH_SIZES:
+            runs = rates[f"{client} b{b}"]
+            ratios = [rate / bare for rate, bare in zip(runs, rates["bare"])]
+            to_kafka_python = np.median([rate / base for rate, base in zip(runs, rates[f"kafka-python b{b}"])])
+            what = "per-sample learning (paper's algorithm)" if b == 1 else f"mini-batches of {b}"
+            lines.append(f"| daemon ({client}), batch_size={b} ({what}) | {np.median(runs):,.0f} | "
+                         f"{np.median(ratios):.2f} | {to_kafka_python:.2f} | {', '.join(f'{r:.2f}' for r in ratios)} |")
     lines += [
         "",
         f"Latency at {RATE} messages/s offered for {LATENCY_SECONDS:.0f} s (ms, input create time to output read)",
@@ -199,8 +207,8 @@ def main() -> str:
         "| contender | p50 | p90 | p99 | max | received |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for kind, values in latency.items():
-        name = "bare loop" if kind == "bare" else "daemon, batch_size=1"
+    for (kind, client), values in latency.items():
+        name = "bare kafka-python loop" if kind == "bare" else f"daemon ({client}), batch_size=1"
         p50, p90, p99 = np.percentile(values, [50, 90, 99]) if values.size else (float("nan"),) * 3
         lines.append(f"| {name} | {p50:.1f} | {p90:.1f} | {p99:.1f} | {values.max(initial=0):.1f} | {values.size} |")
     return "\n".join(lines)

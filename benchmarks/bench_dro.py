@@ -30,13 +30,21 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sparse
 from scipy.optimize import linprog
+from timing import best_seconds
 
 from streamfair import FairRegressionPostProcessor
 from streamfair.dro.online_divergence import ChiSquareTracker, CVaRTracker, KLTracker
 from streamfair.dro.online_group import ExponentiatedGroupWeights, SoftmaxGroupWeights
-from streamfair.dro.problem import ChiSquareSet, CVaRSet, GroupSet, KLSet, LinearDROProblem, imbalanced_groups, make_synthetic
+from streamfair.dro.problem import (
+    ChiSquareSet,
+    CVaRSet,
+    GroupSet,
+    KLSet,
+    LinearDROProblem,
+    imbalanced_groups,
+    make_synthetic,
+)
 from streamfair.dro.solvers import solve
-from timing import best_seconds
 
 TARGETS = (3e-2, 1e-2, 3e-3)
 ACCELERATED_EPSILON = 0.02
@@ -166,7 +174,7 @@ def run_solvers(sizes, seeds, budgets, methods_by_kind, cache: Path | None = Non
                     for method in missing:
                         if method in paths:
                             paths[method].parent.mkdir(parents=True, exist_ok=True)
-                            np.savez(paths[method], **dict(zip(("calls", "gaps", "share"), runs[method])))
+                            np.savez(paths[method], **dict(zip(("calls", "gaps", "share"), runs[method], strict=True)))
                     print(f"[bench_dro] {kind} N={n} seed={seed} {missing}: {time.time() - started:.0f} s",
                           file=sys.stderr, flush=True)
                 for method, run in sorted(runs.items(), key=lambda item: methods.index(item[0])):
@@ -183,13 +191,18 @@ def suboptimality_table(curves) -> str:
     for (kind, n, method), runs in curves.items():
         hits = []
         for target in TARGETS:
-            firsts = [next((c for c, g in zip(calls, gaps) if g <= target), np.inf) for calls, gaps, _ in runs]
+            firsts = [
+                next((c for c, g in zip(calls, gaps, strict=True) if g <= target), np.inf) for calls, gaps, _ in runs
+            ]
             median = float(np.median(firsts))
             hits.append("not reached" if not np.isfinite(median) else f"{median:.3g}")
         low, final, high = np.percentile([gaps[-1] for _, gaps, _ in runs], [25, 50, 75])
         share = float(np.median([share for _, _, share in runs]))
-        lines.append(f"| {kind} | {n:g} | {method} | {len(runs)} | " + " | ".join(hits)
-                     + f" | {final:.2e} [{low:.1e}, {high:.1e}] | {share:.0%} |")
+        lines.append(
+            f"| {kind} | {n:g} | {method} | {len(runs)} | "
+            + " | ".join(hits)
+            + f" | {final:.2e} [{low:.1e}, {high:.1e}] | {share:.0%} |"
+        )
     return "\n".join(lines)
 
 
@@ -243,10 +256,22 @@ def online_cost_table(n: int = 20_000, n_groups: int = 2) -> str:
         f"| DP post-processor (L = 25, K = {n_groups}), learn_many | baseline | {base:.2f} | 1 |",
     ]
     cases = [
-        ("SoftmaxGroupWeights", "update_many (vectorized)", lambda: SoftmaxGroupWeights(n_groups, 0.1).update_many(losses, tau)),
-        ("ExponentiatedGroupWeights", "update_many (vectorized)", lambda: ExponentiatedGroupWeights(n_groups, 0.01).update_many(losses, tau)),
+        (
+            "SoftmaxGroupWeights",
+            "update_many (vectorized)",
+            lambda: SoftmaxGroupWeights(n_groups, 0.1).update_many(losses, tau),
+        ),
+        (
+            "ExponentiatedGroupWeights",
+            "update_many (vectorized)",
+            lambda: ExponentiatedGroupWeights(n_groups, 0.01).update_many(losses, tau),
+        ),
         ("CVaRTracker", "update_many (scalar loop)", lambda: CVaRTracker(0.1).update_many(losses)),
-        ("ChiSquareTracker (rho = 1)", "update_many (scalar loop)", lambda: ChiSquareTracker(rho=1.0).update_many(losses)),
+        (
+            "ChiSquareTracker (rho = 1)",
+            "update_many (scalar loop)",
+            lambda: ChiSquareTracker(rho=1.0).update_many(losses),
+        ),
         ("KLTracker", "update_many (scalar loop)", lambda: KLTracker(1.0).update_many(losses)),
     ]
     for name, mode, function in cases:
@@ -271,8 +296,12 @@ METHODS = {
 CACHE = Path(__file__).resolve().parent / ".cache" / "dro"
 
 
-def main(full: bool = False, kinds: tuple[str, ...] = tuple(METHODS), sizes: tuple[int, ...] | None = None,
-         compute: bool = True) -> str:
+def main(
+    full: bool = False,
+    kinds: tuple[str, ...] = tuple(METHODS),
+    sizes: tuple[int, ...] | None = None,
+    compute: bool = True,
+) -> str:
     if full:
         sizes, seeds, budgets, cache = sizes or tuple(FULL_BUDGETS), FULL_SEEDS, FULL_BUDGETS, CACHE
     else:
@@ -289,7 +318,9 @@ def main(full: bool = False, kinds: tuple[str, ...] = tuple(METHODS), sizes: tup
     ]
     if full:
         for kind in {key[0] for key in curves}:
-            plot({key: runs for key, runs in curves.items() if key[0] == kind}, f"docs/img/dro_suboptimality_{kind}.png")
+            plot(
+                {key: runs for key, runs in curves.items() if key[0] == kind}, f"docs/img/dro_suboptimality_{kind}.png"
+            )
     return "\n".join(parts)
 
 

@@ -7,10 +7,13 @@ True
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
-def best_seconds(function: Callable[[], Any], repeats: int = 3, clock: Callable[[], float] = time.perf_counter) -> float:
+def best_seconds(
+    function: Callable[[], Any], repeats: int = 3, clock: Callable[[], float] = time.perf_counter
+) -> float:
     """Shortest of ``repeats`` timings of ``function()`` by ``clock`` (wall time; ``time.process_time``: CPU)."""
     best = float("inf")
     for _ in range(repeats):

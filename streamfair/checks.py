@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import functools
 import pickle
+from collections.abc import Callable, Iterator
 from numbers import Number
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -81,7 +82,7 @@ def assert_same_state(a: Any, b: Any, path: str = "state") -> None:
             assert_same_state(a[key], b[key], f"{path}[{key!r}]")
     elif isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         assert len(a) == len(b), f"{path}: lengths {len(a)} != {len(b)}"
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             assert_same_state(x, y, f"{path}[{i}]")
     elif isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         x, y = np.asarray(a), np.asarray(b)
@@ -180,7 +181,7 @@ def check_state_round_trip(make: Make) -> None:
     state = fair.state_dict()
     copy = type(fair).from_state_dict(state)
     assert_same_state(copy.state_dict(), state)
-    for i, (x, y) in enumerate(zip(_continuation(fair, 1), _continuation(copy, 1))):
+    for i, (x, y) in enumerate(zip(_continuation(fair, 1), _continuation(copy, 1), strict=True)):
         _assert_same_outputs(x, y, f"continuation output {i} after from_state_dict")
     assert_same_state(copy.state_dict(), fair.state_dict())
 
@@ -192,7 +193,7 @@ def check_pickle_round_trip(make: Make) -> None:
     _learn_with_labels(fair, predictions, tau, keys)
     copy = pickle.loads(pickle.dumps(fair))
     assert type(copy) is type(fair), f"unpickled a {type(copy).__name__}"
-    for i, (x, y) in enumerate(zip(_continuation(fair, 2), _continuation(copy, 2))):
+    for i, (x, y) in enumerate(zip(_continuation(fair, 2), _continuation(copy, 2), strict=True)):
         _assert_same_outputs(x, y, f"continuation output {i} after pickling")
     more, more_tau, more_keys = stream(fair, 4 * N_SAMPLES, 3)  # past epoch / window ends: the re-bound hooks
     fair.learn_many(more, more_tau, keys=more_keys)

@@ -11,7 +11,8 @@ entropic dual, the stochastic optimizers, randomized predictions, state and diag
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,9 @@ def _check_cost_matrix(cost_matrix: Any, n_classes: int) -> np.ndarray:
     try:
         array = np.asarray(cost_matrix, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(f"cost_matrix must be an ({n_classes}, {n_classes}) array of numbers, got {cost_matrix!r}") from None
+        raise ValueError(
+            f"cost_matrix must be an ({n_classes}, {n_classes}) array of numbers, got {cost_matrix!r}"
+        ) from None
     if array.shape != (n_classes, n_classes):
         raise ValueError(f"cost_matrix must have shape ({n_classes}, {n_classes}), got shape {array.shape}")
     if not np.all(np.isfinite(array)):

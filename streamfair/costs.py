@@ -39,7 +39,8 @@ A cost model is a small immutable object with
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -92,7 +93,7 @@ class ExpectedCosts:
     prediction_input = "proba"
     prediction_modes = ("sample", "mode")
 
-    def __init__(self, classes: Sequence[Any], cost_matrix: np.ndarray):
+    def __init__(self, classes: Sequence[Any] | np.ndarray, cost_matrix: np.ndarray):
         self.labels = np.asarray(classes)
         self.atoms = np.arange(self.labels.size, dtype=float)
         self.cost_matrix = cost_matrix

@@ -156,14 +156,14 @@ def logistic_objective(coef, intercept, X, labels, l2: float = 1.0) -> tuple[flo
 def _hessian(Z: np.ndarray, proba: np.ndarray, l2: float) -> np.ndarray:
     """Hessian of the objective in the flattened ``[coef; intercept]`` (row-major ``(d+1, K)``)."""
     n_features, k = Z.shape[1], proba.shape[1]
-    hessian = np.empty((n_features, k, n_features, k))
+    blocks = np.empty((n_features, k, n_features, k))
     for a in range(k):
         for b in range(a, k):
             curvature = proba[:, a] * ((a == b) - proba[:, b])
             block = (Z * curvature[:, None]).T @ Z
-            hessian[:, a, :, b] = block
-            hessian[:, b, :, a] = block
-    hessian = hessian.reshape(n_features * k, n_features * k)
+            blocks[:, a, :, b] = block
+            blocks[:, b, :, a] = block
+    hessian = blocks.reshape(n_features * k, n_features * k)
     penalized = np.arange((n_features - 1) * k)  # every coefficient but the intercepts (last row)
     hessian[penalized, penalized] += l2
     return hessian

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from . import dual
 from .costs import SquaredCosts
@@ -114,17 +114,24 @@ class FairRegressionPostProcessor(DualPostProcessor):
     ):
         self.B = check_positive("B", B)
         if ks is not None and eps is not None:
-            raise ValueError(f"give ks (a KS target) or eps (the paper's per-atom slack), not both: ks={ks!r}, eps={eps!r}")
+            raise ValueError(
+                f"give ks (a KS target) or eps (the paper's per-atom slack), not both: ks={ks!r}, eps={eps!r}"
+            )
         paper = check_choice("profile", profile, PROFILES) == "paper"
         if L is None:
             L = default_grid_size(reference_horizon(horizon)) if paper else DEFAULT_GRID_SIZE
         self.L = check_integer("L", L, 1)
-        if ks is None and eps is None:
-            eps, ks = (PAPER_EPS, None) if paper else (None, DEFAULT_KS)
+        slack: float | Sequence[float]
+        if eps is not None:
+            slack, constraint = eps, "atom"
+        elif ks is not None:
+            slack, constraint = ks, "cdf"
+        else:  # neither: the profile's default
+            slack, constraint = (PAPER_EPS, "atom") if paper else (DEFAULT_KS, "cdf")
         super().__init__(
             SquaredCosts(self.B, dual.regression_grid(self.B, self.L)),
-            slack=ks if eps is None else eps,
-            constraint="atom" if ks is None else "cdf",
+            slack=slack,
+            constraint=constraint,
             p=p,
             n_groups=n_groups,
             beta=beta,

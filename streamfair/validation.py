@@ -42,7 +42,7 @@ def check_integer(name: str, value, minimum: int) -> int:
 
 def check_seed(value) -> int:
     """A seed: an integer in ``[0, 2**64)``."""
-    if isinstance(value, bool) or not isinstance(value, Integral) or not 0 <= value < 2**64:
+    if isinstance(value, bool) or not isinstance(value, Integral) or not 0 <= int(value) < 2**64:
         raise ValueError(f"seed must be an integer in [0, 2**64), got {value!r}")
     return int(value)
 

@@ -80,7 +80,9 @@ def test_promtool_unit_tests_fire_and_hold_every_alert(prometheus_tools):
     result = promtool(prometheus_tools, "test", "rules", "alerts.test.yml")
     assert result.returncode == 0, result.stdout + result.stderr
     alerts = {rule["alert"] for group in load_yaml(PROMETHEUS_DIR / "alerts.yml")["groups"] for rule in group["rules"]}
-    cases = [case for test in load_yaml(PROMETHEUS_DIR / "alerts.test.yml")["tests"] for case in test["alert_rule_test"]]
+    cases = [
+        case for test in load_yaml(PROMETHEUS_DIR / "alerts.test.yml")["tests"] for case in test["alert_rule_test"]
+    ]
     firing = {c["alertname"] for c in cases if c.get("exp_alerts")}
     quiet = {c["alertname"] for c in cases if not c.get("exp_alerts")}
     assert firing == alerts and quiet == alerts  # each alert is shown to fire, and not to fire too early
@@ -96,10 +98,13 @@ def test_promtool_unit_tests_can_fail(prometheus_tools, tmp_path):
 
 
 def test_alerts_cover_the_issue():
-    rules = {rule["alert"]: rule for group in load_yaml(PROMETHEUS_DIR / "alerts.yml")["groups"]
-             for rule in group["rules"]}
+    rules = {
+        rule["alert"]: rule for group in load_yaml(PROMETHEUS_DIR / "alerts.yml")["groups"] for rule in group["rules"]
+    }
     for name in ("StreamfairFairnessAboveTarget", "StreamfairAuditedFairnessAboveTarget"):
-        assert "streamfair_fairness_ks_target" in rules[name]["expr"] and "streamfair_fairness_eps" in rules[name]["expr"]
+        assert (
+            "streamfair_fairness_ks_target" in rules[name]["expr"] and "streamfair_fairness_eps" in rules[name]["expr"]
+        )
     assert "streamfair_consumer_lag_records" in rules["StreamfairConsumerLagGrowing"]["expr"]
     assert "streamfair_dead_letters_total" in rules["StreamfairDeadLetterRateHigh"]["expr"]
     assert "streamfair_checkpoint_age_seconds" in rules["StreamfairCheckpointStale"]["expr"]
@@ -123,8 +128,27 @@ def exported_names() -> set[str]:
     return names
 
 
-PROMQL_WORDS = {"sum", "max", "min", "avg", "by", "on", "group_left", "rate", "deriv", "histogram_quantile", "and",
-                "up", "bool", "label_values", "ignoring", "without", "or", "unless", "le"}
+PROMQL_WORDS = {
+    "sum",
+    "max",
+    "min",
+    "avg",
+    "by",
+    "on",
+    "group_left",
+    "rate",
+    "deriv",
+    "histogram_quantile",
+    "and",
+    "up",
+    "bool",
+    "label_values",
+    "ignoring",
+    "without",
+    "or",
+    "unless",
+    "le",
+}
 
 
 def metric_names(expr: str) -> set[str]:
@@ -154,8 +178,17 @@ def test_dashboard_panels_and_provisioning():
         position = panel["gridPos"]
         assert position["x"] + position["w"] <= 24
     titles = " | ".join(p["title"].lower() for p in panels)
-    for topic in ("throughput", "latency", "lag", "live vs audited", "gradient-mapping norm", "dual norms",
-                  "horizon progress", "dro weights", "checkpoint"):
+    for topic in (
+        "throughput",
+        "latency",
+        "lag",
+        "live vs audited",
+        "gradient-mapping norm",
+        "dual norms",
+        "horizon progress",
+        "dro weights",
+        "checkpoint",
+    ):
         assert topic in titles, topic
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
     assert set(variables) == {"instance"} and variables["instance"]["datasource"]["uid"] == datasource["uid"]
@@ -203,8 +236,10 @@ def pyproject_version() -> str:
 def test_dockerfile_runs_the_daemon_with_its_metrics_port():
     instructions = dockerfile()
     assert json.loads(instructions["ENTRYPOINT"][0]) == ["streamfair", "serve"]
-    assert "serve" in cli.COMMANDS and "streamfair" in tomllib.loads((REPO / "pyproject.toml").read_text())[
-        "project"]["scripts"]
+    assert (
+        "serve" in cli.COMMANDS
+        and "streamfair" in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    )
     for copy in instructions["COPY"]:
         for source in copy.split()[:-1]:
             assert (REPO / source).exists(), source
@@ -236,7 +271,8 @@ def test_compose_services_agree_with_the_daemon(tmp_path):
     # the daemon reaches Kafka's internal listener by service name
     host, kafka_port = config.kafka.bootstrap_servers[0].split(":")
     assert host in compose and f"PLAINTEXT://{host}:{kafka_port}" in compose[host]["environment"][
-        "KAFKA_ADVERTISED_LISTENERS"].split(",")
+        "KAFKA_ADVERTISED_LISTENERS"
+    ].split(",")
     assert daemon["depends_on"]["kafka"]["condition"] == "service_healthy"
     # Prometheus scrapes that port on the streamfair service and loads the alert rules it mounts
     prometheus = load_yaml(PROMETHEUS_DIR / "prometheus.yml")
@@ -255,8 +291,9 @@ def kubernetes() -> dict[str, dict]:
     directory = DEPLOY / "kubernetes"
     kustomization = load_yaml(directory / "kustomization.yaml")
     documents = [doc for name in kustomization["resources"] for doc in load_yaml(directory / name, many=True)]
-    assert sorted(kustomization["resources"]) == sorted(p.name for p in directory.glob("*.yaml")
-                                                        if p.name != "kustomization.yaml")
+    assert sorted(kustomization["resources"]) == sorted(
+        p.name for p in directory.glob("*.yaml") if p.name != "kustomization.yaml"
+    )
     return {doc["kind"]: doc for doc in documents}
 
 

@@ -30,16 +30,16 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from connectors.kafka.broker import Broker, die_with_parent
+from connectors.kafka.clients import ensure_topics
+from connectors.kafka.config import load_config
 from streamfair import FairnessReport, evaluate, evaluate_deterministic
 from streamfair.evaluation import to_grid
-
-from connectors.kafka.broker import Broker, die_with_parent
-from connectors.kafka.config import load_config
-from connectors.kafka.clients import ensure_topics
 
 GROUP_SHARE = 0.4
 WARMUP = 4000
@@ -66,7 +66,7 @@ def synthetic(n: int, rng: np.random.Generator) -> tuple[list[dict], np.ndarray,
     s = (rng.random(n) < GROUP_SHARE).astype(int)
     x1, x2, x3 = rng.normal(1.2 * s, 1.0), rng.normal(0.0, 1.0, n), rng.normal(0.0, 1.0, n)
     y = np.clip(0.25 * x1 + 0.15 * x2 + 0.1 * x3 - 0.1 + 0.1 * rng.normal(size=n), -1.0, 1.0)
-    features = [{"x1": float(a), "x2": float(b), "x3": float(c)} for a, b, c in zip(x1, x2, x3)]
+    features = [{"x1": float(a), "x2": float(b), "x3": float(c)} for a, b, c in zip(x1, x2, x3, strict=True)]
     return features, y, s
 
 
@@ -78,11 +78,11 @@ def train_models(rng: np.random.Generator, directory: Path) -> tuple[Path, Path,
     regressor = preprocessing.StandardScaler() | linear_model.LinearRegression()
     classifier = preprocessing.StandardScaler() | linear_model.LogisticRegression()
     features, targets, groups = synthetic(WARMUP, rng)
-    for x, y, s in zip(features, targets, groups):
+    for x, y, s in zip(features, targets, groups, strict=True):
         regressor.learn_one(x, float(y))
         classifier.learn_one(x, bool(s))
     paths = directory / ETA_NAME, directory / TAU_NAME
-    for path, model in zip(paths, (regressor, classifier)):
+    for path, model in zip(paths, (regressor, classifier), strict=True):
         path.write_bytes(pickle.dumps(model))
     return paths[0], paths[1], float(targets.mean())
 
@@ -115,7 +115,7 @@ def _produce(broker: Broker, topic: str, n: int, partitions: int, seed: int, tru
     for i, x in enumerate(features):
         ident = f"u{i}"
         truth.y[ident], truth.s[ident] = float(y[i]), int(s[i])
-        body = {"id": ident, "features": x}
+        body: dict[str, Any] = {"id": ident, "features": x}
         if i % 10 == 0:
             body["distribution"] = True
         producer.send(topic, key=ident.encode(), value=json.dumps(body).encode(), partition=i % partitions)
@@ -141,7 +141,7 @@ class Target:
         return cls(None if fair.ks is None else float(np.max(fair.ks)), fair.eps)
 
     def describe(self) -> str:
-        if self.ks is not None:
+        if self.eps is None:
             return (f"Target (postprocessor.ks): the KS distance between each group's predictions and everyone's "
                     f"at most {self.ks:g}")
         eps = ", ".join(f"{e:g}" for e in np.unique(self.eps))
@@ -150,7 +150,7 @@ class Target:
                 f"of order sqrt(P(v) / n))")
 
     def text(self) -> str:
-        return f"KS <= {self.ks:g}" if self.ks is not None else f"gap <= {np.max(self.eps):g}"
+        return f"KS <= {self.ks:g}" if self.eps is None else f"gap <= {np.max(self.eps):g}"
 
 
 @dataclass(frozen=True)
@@ -310,8 +310,8 @@ def run(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="streamfair-demo-") as directory, Broker() as broker:
-        directory = Path(directory)
+    with tempfile.TemporaryDirectory(prefix="streamfair-demo-") as temporary, Broker() as broker:
+        directory = Path(temporary)
         print(f"[broker] Tansu on {broker.bootstrap} (memory storage, pid {broker.pid})", flush=True)
         eta_path, tau_path, constant = train_models(rng, out)
         values = {
@@ -337,7 +337,7 @@ def run(args: argparse.Namespace) -> int:
             daemon = subprocess.Popen([sys.executable, "-m", "connectors.cli", "serve", "--config", str(config_path)],
                                       stdout=log, stderr=log, preexec_fn=die_with_parent)
         print(f"[daemon] streamfair serve started (pid {daemon.pid})", flush=True)
-        truth, counts = Truth({}, {}), Counter()
+        truth, counts = Truth({}, {}), Counter[str]()
         producer = threading.Thread(target=_produce, args=(broker, config.topics.input, args.messages,
                                                            layout.input_partitions, args.seed + 1, truth, counts),
                                     daemon=True)

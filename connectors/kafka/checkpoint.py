@@ -87,7 +87,7 @@ def restore_postprocessor(state: dict):
 
 def checkpoint_key(topic: str, partition: int) -> bytes:
     """Changelog key of a task: ``b"<topic>:<partition>"``."""
-    return f"{topic}:{partition}".encode("utf-8")
+    return f"{topic}:{partition}".encode()
 
 
 @dataclass
@@ -122,7 +122,7 @@ class Checkpoint:
     offset: int | None
     feedback_offset: int | None
     state: dict
-    pending_eta: list[float] = field(default_factory=list)
+    pending_eta: list[float | list[float]] = field(default_factory=list)
     pending_tau: list[list[float]] = field(default_factory=list)
     pending_keys: list = field(default_factory=list)
     models: bytes | None = None

@@ -20,12 +20,9 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from kafka import TopicPartition
-from kafka.errors import KafkaError
-from kafka.structs import OffsetAndMetadata
-
 from connectors.kafka.checkpoint import Checkpoint
 from connectors.kafka.logs import log_event
+from connectors.kafka.transport import TopicPartition, TransportError
 
 if TYPE_CHECKING:
     from connectors.kafka.loop import Daemon
@@ -88,8 +85,10 @@ class Checkpointer:
             sender.begin()
             points = {p: tasks[p].checkpoint() for p in partitions}
             data = {p: point.to_bytes() for p, point in points.items()}
-            futures = [producer.send(topics.changelog, key=points[p].key, value=data[p], partition=p)
-                       for p in partitions]
+            undelivered: list[TransportError] = []
+            for p in partitions:
+                producer.send(topics.changelog, key=points[p].key, value=data[p], partition=p,
+                              on_error=undelivered.append)
             offsets = self._offsets(points)
             if sender.exactly_once:
                 if offsets:
@@ -98,9 +97,9 @@ class Checkpointer:
                 sender.in_transaction = False
             else:
                 producer.flush(timeout=timeout)
-                for future in futures:
-                    future.get(timeout=0)
-        except (KafkaError, TimeoutError) as error:
+                if undelivered:
+                    raise undelivered[0]
+        except (TransportError, TimeoutError) as error:
             self._failed(error, partitions, time.monotonic() - started)
             return False
         partitions_state.checkpointed(data)
@@ -121,14 +120,14 @@ class Checkpointer:
         daemon.notify("on_checkpoint", partitions, seconds, True)
         return True
 
-    def _offsets(self, points: dict[int, Checkpoint]) -> dict[TopicPartition, OffsetAndMetadata]:
+    def _offsets(self, points: dict[int, Checkpoint]) -> dict[TopicPartition, int]:
         topics = self.daemon.config.topics
         offsets = {}
         for p, point in points.items():
             if point.offset is not None:
-                offsets[TopicPartition(topics.input, p)] = OffsetAndMetadata(point.offset, "", -1)
+                offsets[TopicPartition(topics.input, p)] = point.offset
             if topics.feedback and point.feedback_offset is not None:
-                offsets[TopicPartition(topics.feedback, p)] = OffsetAndMetadata(point.feedback_offset, "", -1)
+                offsets[TopicPartition(topics.feedback, p)] = point.feedback_offset
         return offsets
 
     def _commit(self, offsets: dict, commit_async: bool) -> None:
@@ -137,11 +136,8 @@ class Checkpointer:
         if daemon.consumer is None:
             return
         try:
-            if commit_async:
-                daemon.consumer.commit_async(offsets)
-            else:
-                daemon.consumer.commit(offsets)
-        except KafkaError as error:
+            daemon.consumer.commit(offsets, asynchronous=commit_async)
+        except TransportError as error:
             daemon.stats.errors["commit_failed"] += 1
             log_event(daemon.log, logging.WARNING, "commit_failed", error=repr(error))
 
@@ -151,7 +147,7 @@ class Checkpointer:
         if sender.exactly_once and sender.in_transaction:
             try:
                 sender.producer.abort_transaction()
-            except KafkaError as abort_error:
+            except TransportError as abort_error:
                 log_event(daemon.log, logging.WARNING, "abort_failed", error=repr(abort_error))
             sender.in_transaction = False
         sender.fail(error)
@@ -168,7 +164,7 @@ class Checkpointer:
         daemon.wait_after("rewind", error)
         try:
             sender.renew()
-        except KafkaError as producer_error:  # broker still away: try again at the next iteration
+        except TransportError as producer_error:  # broker still away: try again at the next iteration
             log_event(daemon.log, logging.WARNING, "producer_unavailable", error=repr(producer_error))
             return
         sender.failure = None

@@ -1,4 +1,7 @@
-"""kafka-python 3 clients with deliberately chosen settings, topic set-up and changelog reads.
+"""kafka-python 3 clients with deliberately chosen settings, topic set-up, and the ``kafka-python`` transport.
+
+:class:`KafkaPythonTransport` puts them behind :mod:`connectors.kafka.transport` (``kafka.client =
+"kafka-python"``, the default).
 
 Settings (see docs/daemon.md for the reasoning):
 
@@ -21,17 +24,20 @@ Settings (see docs/daemon.md for the reasoning):
 
 from __future__ import annotations
 
-import threading
-import time
-from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka.errors import KafkaConfigurationError, KafkaError, MessageSizeTooLargeError, UnsupportedCodecError
+from kafka.structs import OffsetAndMetadata
 
+from connectors.kafka import transport
 from connectors.kafka.config import Config
+from connectors.kafka.transport import (ClientConfigurationError, RecordTooLarge, TopicLayout, TransportError,
+                                        UnsupportedCodec, plan_topics)
 
 #: Error code of CreateTopics for a topic that already exists (another instance created it).
 TOPIC_ALREADY_EXISTS = 36
@@ -113,17 +119,6 @@ def make_producer(config: Config, transactional_id: str | None = None) -> KafkaP
     return KafkaProducer(**settings)
 
 
-@dataclass(frozen=True)
-class TopicLayout:
-    """Partition counts found (or created) at start."""
-
-    input_partitions: int
-    output_partitions: int
-    dead_letter_partitions: int
-    changelog_partitions: int
-    feedback_partitions: int | None
-
-
 def _partition_counts(admin: KafkaAdminClient, names: Iterable[str]) -> dict[str, int]:
     counts = {}
     for topic in admin.describe_topics(list(names)):
@@ -133,41 +128,13 @@ def _partition_counts(admin: KafkaAdminClient, names: Iterable[str]) -> dict[str
 
 
 def ensure_topics(config: Config) -> TopicLayout:
-    """Create missing topics (if ``topics.create``) and check partition counts.
-
-    The output, dead-letter, changelog and feedback topics get as many partitions as the input
-    (the changelog as a compacted topic).  Raises ``ValueError`` naming the key when a topic is
-    missing and may not be created, or has an unusable number of partitions.
-    """
+    """Create missing topics (if ``topics.create``) and check partition counts (:func:`~connectors.kafka.transport.plan_topics`)."""
     topics = config.topics
     admin = KafkaAdminClient(**_common(config))
     try:
-        names = {"input": topics.input, "output": topics.output, "dead_letter": topics.dead_letter,
-                 "changelog": topics.changelog}
-        if topics.feedback:
-            names["feedback"] = topics.feedback
-        counts = _partition_counts(admin, names.values())
-        if topics.input not in counts:
-            if not topics.create:
-                raise ValueError(f"topics.input: topic {topics.input!r} does not exist (and topics.create is false)")
-            _create(admin, {topics.input: topics.partitions}, config)
-            counts[topics.input] = topics.partitions
-        n = counts[topics.input]
-        missing = {name: n for key, name in names.items() if name not in counts}
-        if missing:
-            if not topics.create:
-                key = next(k for k, v in names.items() if v in missing)
-                raise ValueError(f"topics.{key}: topic {names[key]!r} does not exist (and topics.create is false)")
-            _create(admin, missing, config)
-            counts.update(missing)
-        if counts[topics.changelog] < n:
-            raise ValueError(f"topics.changelog: {topics.changelog!r} has {counts[topics.changelog]} partitions, "
-                             f"needs at least {n} (one per input partition)")
-        if topics.feedback and counts[topics.feedback] != n:
-            raise ValueError(f"topics.feedback: {topics.feedback!r} has {counts[topics.feedback]} partitions, "
-                             f"needs {n} (co-partitioned with the input)")
-        return TopicLayout(n, counts[topics.output], counts[topics.dead_letter], counts[topics.changelog],
-                           counts.get(topics.feedback) if topics.feedback else None)
+        names = [topics.input, topics.output, topics.dead_letter, topics.changelog] + (
+            [topics.feedback] if topics.feedback else [])
+        return plan_topics(config, _partition_counts(admin, names), lambda missing: _create(admin, missing, config))
     finally:
         admin.close()
 
@@ -187,41 +154,6 @@ def _create(admin: KafkaAdminClient, partitions: dict[str, int], config: Config)
     admin.wait_for_topics(list(partitions))
 
 
-def read_latest(
-    consumer: KafkaConsumer, topic: str, keys: dict[int, bytes], timeout_s: float = 30.0,
-    stop: threading.Event | None = None,
-) -> dict[int, bytes]:
-    """The value of the last record with ``keys[p]`` in each partition ``p`` of ``topic``.
-
-    Reads each partition from its start up to its fetch high-watermark (not ``end_offsets``, which
-    Tansu gets wrong).  A ``None`` value (tombstone) deletes the key.  Raises ``TimeoutError`` after
-    ``timeout_s``, or at once when ``stop`` is set.
-    """
-    partitions = [TopicPartition(topic, p) for p in sorted(keys)]
-    consumer.assign(partitions)
-    for tp in partitions:
-        consumer.seek(tp, 0)
-    found: dict[int, bytes] = {}
-    deadline = time.monotonic() + timeout_s
-    while True:
-        for tp, records in consumer.poll(timeout_ms=50).items():
-            key = keys[tp.partition]
-            for record in records:
-                if record.key == key:
-                    if record.value is None:
-                        found.pop(tp.partition, None)
-                    else:
-                        found[tp.partition] = record.value
-        if caught_up(consumer, partitions):
-            break
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"reading {topic!r} partitions {sorted(keys)} took more than {timeout_s} s")
-        if stop is not None and stop.is_set():
-            raise TimeoutError(f"reading {topic!r} stopped")
-    consumer.assign([])
-    return found
-
-
 def topic_id(client: Any, topic: str) -> str | None:
     """The id kafka-python's metadata holds for ``topic`` (``None`` before metadata, or without ids).
 
@@ -233,18 +165,190 @@ def topic_id(client: Any, topic: str) -> str | None:
 
 
 def caught_up(consumer: KafkaConsumer, partitions: Iterable[TopicPartition]) -> bool:
-    """Whether ``consumer`` has read every partition of ``partitions`` up to its fetch high-watermark.
+    """Whether the kafka-python ``consumer`` has read ``partitions`` up to their fetch high-watermarks.
 
-    The fetch high-watermark (``consumer.highwater``), not ``end_offsets``, which Tansu gets wrong.
-    False for no partitions, and while a partition's high-watermark or position is not known yet
-    (before its first fetch).
+    See :func:`connectors.kafka.transport.caught_up`.
     """
-    partitions = list(partitions)
-    for tp in partitions:
-        highwater = consumer.highwater(tp)
-        if highwater is None:
-            return False
-        position = consumer.position(tp, timeout_ms=0)
-        if position is None or position < highwater:
-            return False
-    return bool(partitions)
+    return transport.caught_up(KafkaPythonConsumer(consumer), partitions)
+
+
+# ---------------------------------------------------------------------------- the transport interface
+def _translated(error: KafkaError) -> TransportError:
+    """kafka-python's ``error`` as the interface's error (its class name kept in the message)."""
+    kind = (RecordTooLarge if isinstance(error, MessageSizeTooLargeError)
+            else UnsupportedCodec if isinstance(error, UnsupportedCodecError)
+            else ClientConfigurationError if isinstance(error, KafkaConfigurationError) else TransportError)
+    translated = kind(f"{type(error).__name__}: {error}")
+    translated.__cause__ = error
+    return translated
+
+
+def _offsets(offsets: Mapping[transport.TopicPartition, int]) -> dict[TopicPartition, OffsetAndMetadata]:
+    return {TopicPartition(*tp): OffsetAndMetadata(offset, "", -1) for tp, offset in offsets.items()}
+
+
+class _Listener(ConsumerRebalanceListener):
+    """kafka-python's rebalance callbacks (on its I/O thread) to a :class:`~connectors.kafka.transport.RebalanceListener`."""
+
+    def __init__(self, listener: transport.RebalanceListener):
+        self.listener = listener
+
+    def on_partitions_revoked(self, revoked):
+        self.listener.revoked(list(revoked), lost=False)
+
+    def on_partitions_lost(self, lost):
+        self.listener.revoked(list(lost), lost=True)
+
+    def on_partitions_assigned(self, assigned):
+        self.listener.assigned(list(assigned))
+
+
+class KafkaPythonConsumer:
+    """A kafka-python ``KafkaConsumer`` behind :class:`connectors.kafka.transport.Consumer`.
+
+    Its poll results pass through unchanged: kafka-python's ``TopicPartition`` keys equal the
+    interface's, and its records have the attributes of :class:`~connectors.kafka.transport.Record`.
+    """
+
+    def __init__(self, consumer: KafkaConsumer):
+        self.client = consumer
+        self.settings = consumer.config
+
+    def subscribe(self, topics: Sequence[str], listener: transport.RebalanceListener) -> None:
+        self.client.subscribe(list(topics), listener=_Listener(listener))
+
+    def poll(self, timeout_ms: int) -> Mapping[TopicPartition, Sequence[Any]]:
+        try:
+            return self.client.poll(timeout_ms=timeout_ms)
+        except KafkaError as error:
+            raise _translated(error) from None
+
+    def assign(self, partitions: Sequence[transport.TopicPartition]) -> None:
+        self.client.assign([TopicPartition(*tp) for tp in partitions])
+
+    def assignment(self) -> set[transport.TopicPartition]:
+        return {transport.TopicPartition(*tp) for tp in self.client.assignment()}
+
+    def pause(self, partitions: Sequence[transport.TopicPartition]) -> None:
+        self.client.pause(*(TopicPartition(*tp) for tp in partitions))
+
+    def resume(self, partitions: Sequence[transport.TopicPartition]) -> None:
+        self.client.resume(*(TopicPartition(*tp) for tp in partitions))
+
+    def seek(self, partition: transport.TopicPartition, offset: int) -> None:
+        self.client.seek(TopicPartition(*partition), offset)
+
+    def highwater(self, partition: transport.TopicPartition) -> int | None:
+        try:
+            return self.client.highwater(TopicPartition(*partition))
+        except KafkaError as error:
+            raise _translated(error) from None
+
+    def position(self, partition: transport.TopicPartition) -> int | None:
+        try:
+            return self.client.position(TopicPartition(*partition), timeout_ms=0)
+        except KafkaError as error:
+            raise _translated(error) from None
+
+    def beginning_offsets(self, partitions: Sequence[transport.TopicPartition]) -> dict[transport.TopicPartition, int]:
+        try:
+            found = self.client.beginning_offsets([TopicPartition(*tp) for tp in partitions])
+        except KafkaError as error:
+            raise _translated(error) from None
+        return {transport.TopicPartition(*tp): offset for tp, offset in found.items()}
+
+    def refresh_metadata(self) -> None:
+        try:
+            self.client.topics()
+        except KafkaError as error:
+            raise _translated(error) from None
+
+    def topic_id(self, topic: str) -> str | None:
+        return topic_id(self.client, topic)
+
+    def commit(self, offsets: Mapping[transport.TopicPartition, int], asynchronous: bool = False) -> None:
+        try:
+            if asynchronous:
+                self.client.commit_async(_offsets(offsets))
+            else:
+                self.client.commit(_offsets(offsets))
+        except KafkaError as error:
+            raise _translated(error) from None
+
+    def group_metadata(self) -> Any:
+        return self.client.group_metadata()
+
+    def close(self) -> None:
+        self.client.close(autocommit=False, timeout_ms=1000)
+
+
+class KafkaPythonProducer:
+    """A kafka-python ``KafkaProducer`` behind :class:`connectors.kafka.transport.Producer`."""
+
+    def __init__(self, producer: KafkaProducer):
+        self.client = producer
+        self.settings = producer.config
+
+    def send(self, topic: str, *, key: bytes | None, value: bytes | None, partition: int | None = None,
+             timestamp_ms: int | None = None, headers: list[tuple[str, bytes]] | None = None,
+             on_error: Callable[[TransportError], None] | None = None) -> None:
+        try:
+            future = self.client.send(topic, value=value, key=key, partition=partition, timestamp_ms=timestamp_ms,
+                                      headers=headers)
+        except KafkaError as error:
+            raise _translated(error) from None
+        if on_error is not None:
+            future.add_errback(lambda error: on_error(_translated(error)))
+
+    def flush(self, timeout: float) -> None:
+        try:
+            self.client.flush(timeout=timeout)
+        except KafkaError as error:
+            raise _translated(error) from None
+
+    def init_transactions(self) -> None:
+        self._call(self.client.init_transactions)
+
+    def begin_transaction(self) -> None:
+        self._call(self.client.begin_transaction)
+
+    def send_offsets_to_transaction(self, offsets: Mapping[transport.TopicPartition, int], group_metadata: Any) -> None:
+        self._call(self.client.send_offsets_to_transaction, _offsets(offsets), group_metadata)
+
+    def commit_transaction(self) -> None:
+        self._call(self.client.commit_transaction)
+
+    def abort_transaction(self) -> None:
+        self._call(self.client.abort_transaction)
+
+    def close(self, timeout: float) -> None:
+        self._call(self.client.close, timeout=timeout)
+
+    @staticmethod
+    def _call(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except KafkaError as error:
+            raise _translated(error) from None
+
+
+class KafkaPythonTransport:
+    """kafka-python 3 behind :class:`connectors.kafka.transport.Transport` (``kafka.client = "kafka-python"``)."""
+
+    def consumer(self, config: Config, *, group: bool = True) -> KafkaPythonConsumer:
+        try:
+            return KafkaPythonConsumer(make_consumer(config, group=group))
+        except KafkaError as error:
+            raise _translated(error) from None
+
+    def producer(self, config: Config, transactional_id: str | None = None) -> KafkaPythonProducer:
+        try:
+            return KafkaPythonProducer(make_producer(config, transactional_id))
+        except KafkaError as error:
+            raise _translated(error) from None
+
+    def ensure_topics(self, config: Config) -> TopicLayout:
+        try:
+            return ensure_topics(config)
+        except KafkaError as error:
+            raise _translated(error) from None

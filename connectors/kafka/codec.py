@@ -36,11 +36,11 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Sequence
-
-from streamfair.validation import SUM_TOLERANCE
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from connectors.kafka.records import DeadLetter, Feedback, InputSample
+from streamfair.validation import SUM_TOLERANCE
 
 #: Every dead-letter reason, in the order the checks run.
 REASONS: tuple[str, ...] = (
@@ -106,7 +106,7 @@ def _is_number(value: Any) -> bool:
 
 
 #: The scanner behind ``json.loads``: ``(object, end)`` for the JSON value starting at an index.
-_scan_json = json.decoder.JSONDecoder().scan_once
+_scan_json = json.decoder.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set by __init__, not in the stubs
 
 
 def _decode(value: bytes | None, max_bytes: int) -> dict:
@@ -262,6 +262,8 @@ class InputParser:
 
     def check_proba(self, proba: Any) -> list[float]:
         """``proba`` as a list of floats: a probability vector of length ``n_classes``."""
+        if self.n_classes is None:
+            raise ValueError("check_proba needs a classification parser, got n_classes=None")
         return _check_distribution("proba", proba, self.n_classes, "classes")
 
 
@@ -361,8 +363,8 @@ def encode_output(
     state_version: int,
     partition: int,
     offset: int,
-    atoms: Sequence[float] | None = None,
-    proba: Sequence[float] | None = None,
+    atoms: Iterable[Any] | None = None,
+    proba: Iterable[float] | None = None,
 ) -> bytes:
     """One prediction as compact JSON; ``atoms``/``proba`` add the full distribution.
 
@@ -379,6 +381,8 @@ def encode_output(
         text = f'{{"id":{ident_text},"prediction":{float(prediction)!r},"eta":{float(eta)!r}'
     text += f',"state_version":{int(state_version)},"partition":{int(partition)},"offset":{int(offset)}'
     if proba is not None:
+        if atoms is None:
+            raise ValueError("atoms must be given with proba, got atoms=None")
         if eta is None:
             atoms_text = f'"classes":[{",".join(json.dumps(a) for a in atoms)}]'
         else:

@@ -51,6 +51,8 @@ COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 ASSIGNORS = ("range", "cooperative-sticky")
+#: ``kafka.client`` values: the Kafka client library behind the daemon (:mod:`connectors.kafka.transport`).
+KAFKA_CLIENTS = ("kafka-python", "confluent")
 OUTPUT_KEYS = ("id", "input")
 #: Trace-context headers copied from an input to its output by default: W3C Trace Context and Zipkin B3.
 TRACE_HEADERS = ("traceparent", "tracestate", "b3", "x-b3-traceid", "x-b3-spanid", "x-b3-parentspanid",
@@ -84,6 +86,9 @@ class KafkaConfig:
     bootstrap_servers: list[str] = setting(
         STRINGS, ["127.0.0.1:9092"], "the brokers to connect to first",
         Pattern(r"^[^\s:]+:\d{1,5}$", "host:port", "entries must be host:port"), flag="--bootstrap-servers")
+    client: str = setting(STRING, "kafka-python", "the client library: `kafka-python` (pure Python) or `confluent` "
+                          "(librdkafka, faster; `pip install 'streamfair[confluent]'`; see the table of what each "
+                          "supports)", OneOf(KAFKA_CLIENTS))
     group_id: str = setting(STRING, "streamfair", "consumer group", NotEmpty(), flag="--group-id")
     client_id: str = setting(STRING, "streamfair", "client name (in the brokers' logs and quotas)", NotEmpty())
     session_timeout_ms: int = setting(INTEGER, 10000, "failure detection: a member silent this long leaves the group",
@@ -620,9 +625,12 @@ def validate(config: Config) -> None:
     _require(kafka.delivery_timeout_ms > kafka.linger_ms + kafka.request_timeout_ms, "kafka.delivery_timeout_ms",
              f"must exceed kafka.linger_ms + kafka.request_timeout_ms ({kafka.linger_ms + kafka.request_timeout_ms})",
              kafka.delivery_timeout_ms)
-    _require(kafka.compression_type in available_codecs(), "kafka.compression_type",
-             f"{kafka.compression_type} needs its package ({CODEC_PACKAGES.get(kafka.compression_type)}, "
-             "installed with streamfair[connectors])", kafka.compression_type)
+    if kafka.client == "confluent":
+        _validate_confluent(config)
+    else:  # librdkafka has every codec built in
+        _require(kafka.compression_type in available_codecs(), "kafka.compression_type",
+                 f"{kafka.compression_type} needs its package ({CODEC_PACKAGES.get(kafka.compression_type)}, "
+                 "installed with streamfair[connectors])", kafka.compression_type)
 
     topics = config.topics
     names = {"input": topics.input, "output": topics.output, "dead_letter": topics.dead_letter,
@@ -653,6 +661,19 @@ def validate(config: Config) -> None:
              f"must list the {fair.n_groups} group labels of tau's columns", models.groups)
     _require(not models.learn or models.enabled, "models.learn", "needs models.eta and models.tau", models.learn)
     _require(not models.learn or bool(topics.feedback), "models.learn", "needs topics.feedback", models.learn)
+
+
+def _validate_confluent(config: Config) -> None:
+    """What ``kafka.client = "confluent"`` needs: its package, and no kafka-python pass-through settings."""
+    try:
+        import confluent_kafka  # noqa: F401 -- only its presence is checked here
+    except ImportError:
+        raise ConfigError("kafka.client: confluent needs the confluent-kafka package "
+                          "(pip install 'streamfair[confluent]'), got 'confluent'") from None
+    for section in (config.consumer, config.producer):
+        for name, value in section.values.items():
+            _require(False, f"{section.section}.{name}", "is a kafka-python setting; with kafka.client = confluent "
+                     f"the {section.section} section must be empty (or set kafka.client = kafka-python)", value)
 
 
 def _validate_security(kafka: KafkaConfig) -> None:

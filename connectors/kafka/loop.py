@@ -23,20 +23,18 @@ import time
 import uuid
 from typing import Any, Sequence
 
-from kafka import TopicPartition
-from kafka.errors import KafkaConfigurationError, KafkaError, UnsupportedCodecError
-
 from connectors.kafka.checkpointing import Checkpointer
-from connectors.kafka.clients import TopicLayout, caught_up, ensure_topics, make_consumer
 from connectors.kafka.codec import FeedbackParser, InputParser
 from connectors.kafka.config import CODEC_PACKAGES, Config
 from connectors.kafka.logs import log_event
 from connectors.kafka.models import BaseModels
 from connectors.kafka.observer import DaemonObserver, DaemonStats
-from connectors.kafka.partitions import Partitions, RebalanceListener
+from connectors.kafka.partitions import Partitions
 from connectors.kafka.positions import LogPositions
 from connectors.kafka.sender import Sender
 from connectors.kafka.task import PartitionTask
+from connectors.kafka.transport import (ClientConfigurationError, Consumer, TopicLayout, TopicPartition,
+                                        TransportError, UnsupportedCodec, caught_up, transport)
 
 #: Seconds the final checkpoint and closing the clients are planned to take after a stop signal.
 SHUTDOWN_BUDGET_S = 7.0
@@ -89,7 +87,9 @@ class Daemon:
         When and how the tasks' progress is made durable.
     positions : LogPositions
         Positions outside the logs and ``processing.out_of_range``.
-    consumer, restorer
+    transport : Transport
+        The Kafka client library (``kafka.client``) behind the consumers and the producer.
+    consumer, restorer : Consumer
         The group consumer and the unassigned consumer that reads the changelog (``None`` when closed).
     """
 
@@ -110,10 +110,12 @@ class Daemon:
                                               config.models.features or None,
                                               labels_only=config.postprocessor.robust and not config.models.learn,
                                               classes=classes)
-        self.consumer = self.restorer = None
+        self.transport = transport(config)
+        self.consumer: Consumer | None = None
+        self.restorer: Consumer | None = None
         self.closing = False
         self.partitions = Partitions(self)
-        self.sender = Sender(config, self.stats, self.log, self.notify)
+        self.sender = Sender(config, self.transport, self.stats, self.log, self.notify)
         self.checkpoints = Checkpointer(self)
         self.positions = LogPositions(self)
         self._fatal: tuple[int, str] | None = None  # (exit code, why) when the daemon stops on its own
@@ -143,7 +145,7 @@ class Daemon:
         for partition, task in self.tasks.items():
             try:
                 highwater = self.consumer.highwater(TopicPartition(self.config.topics.input, partition))
-            except KafkaError:
+            except TransportError:
                 continue
             if highwater is not None and task.offset is not None:
                 lags[partition] = max(0, highwater - task.offset)
@@ -213,7 +215,7 @@ class Daemon:
         self._fatal = (code, reason)
         self.stopping.set()
 
-    def unsupported_codec(self, error: UnsupportedCodecError, topic: str) -> None:
+    def unsupported_codec(self, error: UnsupportedCodec, topic: str) -> None:
         """A batch no retry can read: stop with a message saying what to install, not a silent poll loop."""
         packages = ", ".join(f"{codec}: {package}" for codec, package in CODEC_PACKAGES.items())
         self.stats.errors["unsupported_codec"] += 1
@@ -238,15 +240,15 @@ class Daemon:
         while not self.stopping.is_set():
             try:
                 self.closing = False
-                self.layout = ensure_topics(config)
+                self.layout = self.transport.ensure_topics(config)
                 self.sender.renew()
-                self.restorer = make_consumer(config, group=False)
-                self.consumer = make_consumer(config)
+                self.restorer = self.transport.consumer(config, group=False)
+                self.consumer = self.transport.consumer(config)
                 break
-            except KafkaConfigurationError as error:
+            except ClientConfigurationError as error:
                 self._close()
                 raise ValueError(f"kafka: {error}") from None
-            except KafkaError as error:
+            except TransportError as error:
                 self._close()
                 self.wait_after("broker_unavailable", error)
         else:
@@ -256,7 +258,7 @@ class Daemon:
         self.sender.co_partitioned = layout.output_partitions >= layout.input_partitions
         self.sender.dead_co_partitioned = layout.dead_letter_partitions >= layout.input_partitions
         topics = [config.topics.input] + ([config.topics.feedback] if config.topics.feedback else [])
-        self.consumer.subscribe(topics, listener=RebalanceListener(self.partitions))
+        self.consumer.subscribe(topics, self.partitions)
         self._unassigned_since = now = time.monotonic()
         self._progress = (now, self.stats.consumed, self.stats.produced)
         log_event(self.log, logging.INFO, "started", topics=topics, group_id=config.kafka.group_id,
@@ -272,7 +274,7 @@ class Daemon:
             if client is None:
                 continue
             try:
-                client.close(autocommit=False, timeout_ms=1000)
+                client.close()
             except Exception as error:  # closing must not mask the real outcome
                 log_event(self.log, logging.WARNING, "close_failed", client=name, error=repr(error))
         self.sender.close()
@@ -286,10 +288,10 @@ class Daemon:
                 self.partitions.restore()
         try:
             batch = self.consumer.poll(timeout_ms=self.config.kafka.poll_timeout_ms)
-        except UnsupportedCodecError as error:
+        except UnsupportedCodec as error:
             self.unsupported_codec(error, ", ".join(sorted({tp.topic for tp in self.consumer.assignment()})))
             return
-        except KafkaError as error:
+        except TransportError as error:
             self.wait_after("poll_failed", error)
             return
         with self.lock:
@@ -343,7 +345,7 @@ class Daemon:
             return False
         try:
             return caught_up(self.consumer, self.consumer.assignment())
-        except KafkaError:
+        except TransportError:
             return False
 
     # ------------------------------------------------------------------ what an operator sees

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import math
 import pickle
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from connectors.kafka.codec import Invalid, group_label
 
@@ -98,7 +99,8 @@ class BaseModels:
         :class:`Invalid` ``"model_error"`` if the models raise or answer something unusable.
         """
         try:
-            if self.classes is None:
+            eta: float | list[float]
+            if self._class_column is None:
                 eta = float(self.regressor.predict_one(x))
                 if not math.isfinite(eta):
                     raise ValueError(f"eta is {eta!r}")

@@ -13,37 +13,17 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Sequence
 
-from kafka import TopicPartition
-from kafka.consumer.subscription_state import ConsumerRebalanceListener
-from kafka.errors import KafkaError, UnsupportedCodecError
-
 from connectors.kafka.checkpoint import Checkpoint, checkpoint_key
-from connectors.kafka.clients import read_latest, topic_id
 from connectors.kafka.config import ConfigError
 from connectors.kafka.logs import log_event
 from connectors.kafka.models import BaseModels
 from connectors.kafka.task import PartitionTask
+from connectors.kafka.transport import TopicPartition, TransportError, UnsupportedCodec, read_latest
 
 if TYPE_CHECKING:
     from connectors.kafka.loop import Daemon
 
 RESTORE_TIMEOUT_S = 30.0
-
-
-class RebalanceListener(ConsumerRebalanceListener):
-    """Runs on kafka-python's I/O thread: must not call blocking consumer methods."""
-
-    def __init__(self, partitions: Partitions):
-        self.partitions = partitions
-
-    def on_partitions_revoked(self, revoked):
-        self.partitions.revoked(revoked, lost=False)
-
-    def on_partitions_lost(self, lost):
-        self.partitions.revoked(lost, lost=True)
-
-    def on_partitions_assigned(self, assigned):
-        self.partitions.assigned(assigned)
 
 
 class Partitions:
@@ -108,18 +88,19 @@ class Partitions:
         names = [topics.input] + ([topics.feedback] if topics.feedback else [])
         return [TopicPartition(topic, p) for topic in names for p in partitions]
 
-    # ------------------------------------------------------------------ rebalancing (I/O thread)
-    def assigned(self, assigned) -> None:
+    # ------------------------------------------------------------------ rebalancing (the consumer's callbacks)
+    # kafka-python calls them on its I/O thread, confluent-kafka inside poll: no blocking consumer calls here.
+    def assigned(self, assigned: list[TopicPartition]) -> None:
         """Pause the newly assigned partitions until their tasks are restored."""
         daemon = self.daemon
         with daemon.lock:
             partitions = sorted(tp.partition for tp in assigned if tp.topic == daemon.config.topics.input)
             new = [p for p in partitions if p not in self.tasks]
             self.to_restore.update(new)
-            daemon.consumer.pause(*self.topic_partitions(new))
+            daemon.consumer.pause(self.topic_partitions(new))
             log_event(daemon.log, logging.INFO, "assigned", partitions=partitions)
 
-    def revoked(self, revoked, lost: bool) -> None:
+    def revoked(self, revoked: list[TopicPartition], lost: bool) -> None:
         """Checkpoint (unless ``lost`` or closing), then drop the tasks of the revoked partitions."""
         daemon = self.daemon
         with daemon.lock:
@@ -148,17 +129,17 @@ class Partitions:
             latest = read_latest(daemon.restorer, topics.changelog,
                                  {p: checkpoint_key(topics.input, p) for p in partitions}, RESTORE_TIMEOUT_S,
                                  daemon.stopping)
-            daemon.restorer.topics()  # fresh metadata: the input topic's current id
+            daemon.restorer.refresh_metadata()  # the input topic's current id
             starts = daemon.restorer.beginning_offsets([TopicPartition(topics.input, p) for p in partitions])
-        except UnsupportedCodecError as error:
+        except UnsupportedCodec as error:
             daemon.unsupported_codec(error, topics.changelog)
             return
-        except (KafkaError, TimeoutError) as error:
+        except (TransportError, TimeoutError) as error:
             if not daemon.stopping.is_set():
                 daemon.wait_after("restore_failed", error)
             return
         positions = daemon.positions
-        positions.input_topic_id = topic_id(daemon.restorer, topics.input) or positions.input_topic_id
+        positions.input_topic_id = daemon.restorer.topic_id(topics.input) or positions.input_topic_id
         seconds = time.monotonic() - started
         for partition in partitions:
             data = latest.get(partition)
@@ -176,7 +157,7 @@ class Partitions:
                       offset=task.offset, n_samples=task.fair.n_samples, seconds=round(seconds, 4))
             daemon.notify("on_restored", partition, task.fair.n_samples, task.offset, seconds)
         self.to_restore.difference_update(partitions)
-        daemon.consumer.resume(*self.topic_partitions(partitions))
+        daemon.consumer.resume(self.topic_partitions(partitions))
         daemon.backoff.reset()
         daemon.notify("on_assigned", sorted(self.tasks))
 

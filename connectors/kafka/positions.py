@@ -12,12 +12,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from kafka import TopicPartition
-from kafka.errors import KafkaError
-
-from connectors.kafka.clients import topic_id
 from connectors.kafka.logs import log_event
 from connectors.kafka.task import PartitionTask
+from connectors.kafka.transport import TopicPartition, TransportError
 
 if TYPE_CHECKING:
     from connectors.kafka.loop import Daemon
@@ -47,7 +44,7 @@ class LogPositions:
         """Owned input (and feedback) partitions whose position was outside their log, after the policy."""
         daemon = self.daemon
         topics = daemon.config.topics
-        current = topic_id(daemon.consumer, topics.input)
+        current = daemon.consumer.topic_id(topics.input)
         if current is not None and current != self._seen_topic_id:
             self._seen_topic_id = self.input_topic_id = current
         moved = set()
@@ -70,7 +67,7 @@ class LogPositions:
             return None, None
         try:
             highwater = self.daemon.consumer.highwater(TopicPartition(topic, partition))
-        except KafkaError:
+        except TransportError:
             return None, None
         is_input = topic == self.daemon.config.topics.input
         if is_input and self.input_topic_id and task.topic_id and task.topic_id != self.input_topic_id:
@@ -92,7 +89,7 @@ class LogPositions:
         is_input = topic == daemon.config.topics.input
         try:
             start = daemon.restorer.beginning_offsets([tp])[tp]
-        except KafkaError:
+        except TransportError:
             start = self.log_start.get(partition, 0) if is_input else 0
         if is_input:
             self.log_start[partition] = start

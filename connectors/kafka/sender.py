@@ -16,14 +16,12 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
-from kafka.errors import KafkaError, MessageSizeTooLargeError
-
-from connectors.kafka.clients import make_producer
 from connectors.kafka.codec import encode_dead_letter
 from connectors.kafka.config import Config
 from connectors.kafka.logs import log_event
 from connectors.kafka.observer import DaemonStats
 from connectors.kafka.records import DeadLetter, Output, TaskResult
+from connectors.kafka.transport import Producer, RecordTooLarge, Transport, TransportError
 
 
 def deliver(result: TaskResult, send_output: Callable[[Output], None],
@@ -59,6 +57,8 @@ class Sender:
     ----------
     config
         The daemon's configuration (topics, guarantee, producer settings).
+    transport
+        The Kafka client library that makes the producer.
     stats
         The daemon's counters: ``produced`` and ``dead_letters`` are counted here.
     log
@@ -68,7 +68,7 @@ class Sender:
 
     Attributes
     ----------
-    producer
+    producer : Producer
         The current producer (``None`` before :meth:`renew` and after :meth:`close`).
     failure
         The error that failed the interval since the last checkpoint (``None``: none).
@@ -76,11 +76,12 @@ class Sender:
         ``exactly_once``: a transaction is open.
     """
 
-    def __init__(self, config: Config, stats: DaemonStats, log: logging.Logger, notify: Callable[..., None]):
-        self.config, self.stats, self.log, self.notify = config, stats, log, notify
+    def __init__(self, config: Config, transport: Transport, stats: DaemonStats, log: logging.Logger,
+                 notify: Callable[..., None]):
+        self.config, self.transport, self.stats, self.log, self.notify = config, transport, stats, log, notify
         self.exactly_once = config.processing.guarantee == "exactly_once"
         self.transactional_id: str | None = None
-        self.producer = None
+        self.producer: Producer | None = None
         self.failure: BaseException | None = None
         self.in_transaction = False
         self.co_partitioned = False  # outputs go to the input's partition number
@@ -97,7 +98,7 @@ class Sender:
                 old.close(timeout=0)
             except Exception as error:  # a broken producer may fail to close; it is dropped anyway
                 log_event(self.log, logging.DEBUG, "close_failed", client="producer", error=repr(error))
-        producer = make_producer(self.config, self.transactional_id)
+        producer = self.transport.producer(self.config, self.transactional_id)
         if self.transactional_id:
             producer.init_transactions()
         self.producer = producer
@@ -144,7 +145,7 @@ class Sender:
         topic = self.config.topics.dead_letter
         try:
             self._send(topic, value=value, key=key, headers=headers, partition=partition)
-        except MessageSizeTooLargeError:  # keep the reason and the source position, drop the bytes
+        except RecordTooLarge:  # keep the reason and the source position, drop the bytes
             headers.append(("streamfair.value_dropped", b"too large for the producer"))
             self._send(topic, value=None, key=key if key is not None else b"", headers=headers, partition=partition)
         self.stats.dead_letters[dead.reason] += 1
@@ -156,7 +157,7 @@ class Sender:
     def _send(self, topic: str, **record: Any) -> None:
         """Queue one record.
 
-        A record too large for the producer raises :class:`MessageSizeTooLargeError` (it is that
+        A record too large for the producer raises :class:`~connectors.kafka.transport.RecordTooLarge` (it is that
         record's problem).  Any other Kafka error fails the interval since the last checkpoint, which
         is replayed after the rewind, so the rest of the poll is not sent.
         """
@@ -164,10 +165,10 @@ class Sender:
             return
         try:
             self.begin()
-            self.producer.send(topic, **record).add_errback(self._errback)
-        except MessageSizeTooLargeError:
+            self.producer.send(topic, **record, on_error=self._errback)
+        except RecordTooLarge:
             raise
-        except KafkaError as error:
+        except TransportError as error:
             self.failure = error
 
     def _on_send_error(self, error: BaseException, generation: int) -> None:  # producer I/O thread

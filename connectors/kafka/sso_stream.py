@@ -28,18 +28,18 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Hashable, Sequence
+from typing import Any
 
 import numpy as np
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from streamfair.surrogates import SSO, SSOStep
-from streamfair.validation import check_integer
-
 from connectors.kafka.clients import caught_up
 from connectors.prometheus import SurrogateMetrics
+from streamfair.surrogates import SSO, SSOStep
+from streamfair.validation import check_integer
 
 __all__ = ["BatchStep", "SSOStream", "decode_labelled"]
 
@@ -89,7 +89,7 @@ class BatchStep:
 class _Revocations(ConsumerRebalanceListener):
     """Drops the uncommitted buffer of a revoked partition (its new owner re-reads it)."""
 
-    def __init__(self, stream: "SSOStream"):
+    def __init__(self, stream: SSOStream):
         self.stream = stream
 
     def on_partitions_revoked(self, revoked) -> None:
@@ -199,7 +199,7 @@ class SSOStream:
         """Leave the group and close the consumer (buffered, uncommitted records are dropped)."""
         self.consumer.close()
 
-    def __enter__(self) -> "SSOStream":
+    def __enter__(self) -> SSOStream:
         return self
 
     def __exit__(self, *exc: Any) -> None:

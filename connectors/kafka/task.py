@@ -34,7 +34,8 @@ Examples
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -121,8 +122,9 @@ class PartitionTask:
         self.feedback_offset = feedback_offset
         self.topic_id = topic_id
         self.classification = fair.prediction_input == "proba"
-        self._pending_eta = [[float(q) for q in x] if self.classification else float(x) for x in pending_eta]
-        self._pending_tau = [[float(x) for x in row] for row in pending_tau]
+        self._pending_eta: list[float | list[float]] = [
+            [float(q) for q in x] if self.classification else float(x) for x in pending_eta]
+        self._pending_tau: list[list[float]] = [[float(x) for x in row] for row in pending_tau]
         self.uses_labels = fair.uses_labels
         if self.uses_labels and len(pending_keys) != len(self._pending_eta):
             raise ValueError(f"pending_keys must have one id per pending sample ({len(self._pending_eta)}), "
@@ -172,7 +174,7 @@ class PartitionTask:
                 self.labels_unmatched += 1
         self._labels.clear()
         for feedback in self._feedback:
-            if not self._applies(self.models.learn, feedback.features, feedback.y, feedback.s):
+            if not self._applies(self._base_models().learn, feedback.features, feedback.y, feedback.s):
                 self.feedback_failed += 1
         self._feedback.clear()
         if self._feedback_next is not None:
@@ -186,7 +188,7 @@ class PartitionTask:
             pending_eta=list(self._pending_eta),
             pending_tau=[list(row) for row in self._pending_tau],
             pending_keys=list(self._pending_keys),
-            models=self.models.to_bytes() if self.learn_models else None,
+            models=self._base_models().to_bytes() if self.learn_models else None,
             topic_id=self.topic_id,
         )
 
@@ -209,14 +211,13 @@ class PartitionTask:
         of messages whose prediction raised.
         """
         parse = self.parser.parse
-        models = self.models
         valid: list[InputSample] = []
         dead: list[DeadLetter] = []
         for record in records:
             try:
                 sample = parse(record.value, record)
                 if sample.features is not None:
-                    eta, tau = models.score(sample.features)
+                    eta, tau = self._base_models().score(sample.features)
                     sample = sample._replace(prediction=eta, tau=tau)
             except Invalid as error:
                 dead.append(DeadLetter(record, error.reason, error.detail))
@@ -230,6 +231,12 @@ class PartitionTask:
             self.offset = records[-1].offset + 1
             self.processed += len(records)
         return TaskResult(outputs, dead, [])
+
+    def _base_models(self) -> BaseModels:
+        """The base models: only feature messages and feedback for the models reach them (the parsers see to it)."""
+        if self.models is None:
+            raise RuntimeError("this task has no base models (models=None)")
+        return self.models
 
     def _headers(self, record: Any) -> list[tuple[str, bytes]] | None:
         """The input's headers named in ``propagate_headers``, in their order (``None``: none)."""
@@ -292,6 +299,7 @@ class PartitionTask:
             chunk = valid[i : i + b - start]
             outputs += self._predict_chunk(start, chunk)
             for sample in chunk:
+                assert sample.tau is not None  # valid samples are scored: parsed, or by the base models
                 self._pending_eta.append(sample.prediction)
                 self._pending_tau.append(sample.tau)
                 if self.uses_labels:
@@ -361,9 +369,12 @@ class PartitionTask:
         """
         accepted: list[Feedback] = []
         dead: list[DeadLetter] = []
+        parser = self.feedback_parser
+        if parser is None:
+            raise RuntimeError("this task reads no feedback (feedback_parser=None)")
         for record in records:
             try:
-                feedback = self.feedback_parser.parse(record.value, record)
+                feedback = parser.parse(record.value, record)
             except Invalid as error:
                 dead.append(DeadLetter(record, error.reason, error.detail))
                 continue

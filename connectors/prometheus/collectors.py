@@ -14,13 +14,13 @@ from __future__ import annotations
 import bisect
 import math
 import threading
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
-
 
 #: Histogram buckets for durations, 1 microsecond to 10 seconds (the client's defaults start at 5 ms).
 LATENCY_BUCKETS: tuple[float, ...] = (
@@ -61,7 +61,7 @@ class WeightedHistogram(Collector):
         with self._lock:
             counts, total = list(self._counts), self._sum
         cumulative, buckets = 0, []
-        for bound, count in zip(self._bounds, counts):
+        for bound, count in zip(self._bounds, counts, strict=True):
             cumulative += count
             buckets.append((floatToGoString(bound), float(cumulative)))
         yield HistogramMetricFamily(self.name, self.documentation, buckets=buckets, sum_value=total)

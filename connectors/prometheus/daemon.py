@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from importlib import metadata
-from typing import Any, Sequence
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, GCCollector, Histogram, Info, PlatformCollector, ProcessCollector
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+)
 
 from connectors.kafka.codec import group_label
 from connectors.kafka.config import ConfigError

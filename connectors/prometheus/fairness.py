@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Gauge
 
-from streamfair.evaluation import FairnessReport
-
 from connectors.prometheus.audit import AuditWindow
 from connectors.prometheus.collectors import WeightedHistogram, remove_series
+from streamfair.evaluation import FairnessReport
 
 
 class StreamfairMetrics:
@@ -70,9 +70,11 @@ class StreamfairMetrics:
             raise ValueError(f"groups must be at least 2 distinct labels, got {list(groups)!r}")
         if (eps is None) == (ks is None):
             raise ValueError(f"give exactly one of eps and ks, got eps={eps!r}, ks={ks!r}")
-        name, target = ("eps", eps) if ks is None else ("ks", ks)
+        name, given = ("eps", eps) if ks is None else ("ks", ks)
         k = len(self.groups)
-        target = np.broadcast_to(np.asarray(target, float), (k,)) if np.ndim(target) == 0 else np.asarray(target, float)
+        target = np.asarray(given, float)
+        if target.ndim == 0:
+            target = np.broadcast_to(target, (k,))
         if target.shape != (k,) or not np.all(np.isfinite(target)) or np.any(target < 0):
             raise ValueError(f"{name} must be one number >= 0 or {k} of them, got {target.tolist()!r}")
         if not (isinstance(audit_window, int) and audit_window >= 1):
@@ -89,7 +91,7 @@ class StreamfairMetrics:
             self.target = Gauge("streamfair_fairness_ks_target",
                                 "Fairness target: the largest KS distance allowed for each group.", ["group"],
                                 registry=reg)
-        for group, value in zip(self.groups, target):
+        for group, value in zip(self.groups, target, strict=True):
             self.target.labels(group).set(float(value))
         # live, from tau (no S): Diagnostics of the served predictor over the last `window` samples
         self.live_gap = Gauge("streamfair_live_fairness_gap",
@@ -167,7 +169,7 @@ class StreamfairMetrics:
         self.progress.labels(part).set(diagnostics.epoch_progress)
         self.horizon.labels(part).set(diagnostics.epoch_horizon)
         self.gradient_norm.labels(part).set(diagnostics.gradient_mapping_norm)
-        for name, value in zip(("lambda", "v"), diagnostics.dual_norms):
+        for name, value in zip(("lambda", "v"), diagnostics.dual_norms, strict=True):
             self.dual_norm.labels(part, name).set(value)
         return diagnostics, self.observe_audit(part)
 
@@ -191,7 +193,7 @@ class StreamfairMetrics:
         window = self._audits.get(part)
         if window is None:
             return None
-        for group, count in zip(self.groups, window.group_counts()):
+        for group, count in zip(self.groups, window.group_counts(), strict=True):
             self.audited_count.labels(part, group).set(int(count))
         report = window.report()
         if report is not None:
@@ -204,11 +206,11 @@ class StreamfairMetrics:
 
     def set_dro_weights(self, partition: Any, weights: Sequence[float], robust_value: float | None = None) -> None:
         """Export a post-processor's current DRO group weights (and robust risk value)."""
-        weights = np.asarray(weights, dtype=float)
-        if weights.shape != (len(self.groups),) or not np.all(np.isfinite(weights)) or np.any(weights < 0):
-            raise ValueError(f"weights must be {len(self.groups)} finite numbers >= 0, got {weights.tolist()!r}")
+        values = np.asarray(weights, dtype=float)
+        if values.shape != (len(self.groups),) or not np.all(np.isfinite(values)) or np.any(values < 0):
+            raise ValueError(f"weights must be {len(self.groups)} finite numbers >= 0, got {values.tolist()!r}")
         part = str(partition)
-        for group, value in zip(self.groups, weights):
+        for group, value in zip(self.groups, values, strict=True):
             self.dro_weight.labels(part, group).set(float(value))
         if robust_value is not None:
             self.dro_value.labels(part).set(float(robust_value))

@@ -45,9 +45,10 @@ import sys
 import time as _time
 import urllib.request
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 HISTORY_VERSION = 1
 
@@ -226,16 +227,16 @@ def records_from_exposition(text: str, now: float | None = None
     records = []
     for labels, n_samples in sorted(samples.get("streamfair_postprocessor_samples", {}).items()):
         partition = dict(labels)["partition"]
-        live = [by_group(name, partition) for name in
-                ("streamfair_live_fairness_gap", "streamfair_live_fairness_ks", "streamfair_live_prediction_mean")]
-        if any(values is None for values in live):
+        live_gap, live_ks, live_mean = (by_group(name, partition) for name in (
+            "streamfair_live_fairness_gap", "streamfair_live_fairness_ks", "streamfair_live_prediction_mean"))
+        if live_gap is None or live_ks is None or live_mean is None:
             continue
         audited_gap = by_group("streamfair_audited_fairness_gap", partition)
         risk = samples.get("streamfair_audited_squared_error", {}).get((("partition", partition),))
         counts = by_group("streamfair_audited_window_samples", partition) or [0.0]
         records.append(HistoryRecord(
-            time=now, partition=partition, n_samples=int(n_samples), live_gap=live[0], live_ks=live[1],
-            live_mean=live[2], audited_gap=audited_gap,
+            time=now, partition=partition, n_samples=int(n_samples), live_gap=live_gap, live_ks=live_ks,
+            live_mean=live_mean, audited_gap=audited_gap,
             audited_ks=by_group("streamfair_audited_fairness_ks", partition) if audited_gap else None,
             risk=risk if audited_gap else None, audited_samples=int(sum(counts))))
     return groups, [target_by_group[g] for g in groups], measure, records
@@ -298,21 +299,36 @@ def render(history: History, output: str | os.PathLike, x: str = "time", partiti
             color = colors(g % 10)
             gap_ax.plot(xs, [getattr(r, live_name)[g] for r in rows], color=color, lw=1.6,
                         label=f"group {group} live{suffix}", **style)
-            audited = [(xv, getattr(r, audited_name)[g]) for xv, r in zip(xs, rows) if getattr(r, audited_name)]
+            audited = [
+                (xv, getattr(r, audited_name)[g]) for xv, r in zip(xs, rows, strict=True) if getattr(r, audited_name)
+            ]
             if audited:
-                gap_ax.plot(*zip(*audited), color=color, lw=1.2, ls="--", label=f"group {group} audited{suffix}",
-                            **style)
-        risks = [(xv, r.risk) for xv, r in zip(xs, rows) if r.risk is not None]
+                gap_ax.plot(
+                    *zip(*audited, strict=True),
+                    color=color,
+                    lw=1.2,
+                    ls="--",
+                    label=f"group {group} audited{suffix}",
+                    **style,
+                )
+        risks = [(xv, r.risk) for xv, r in zip(xs, rows, strict=True) if r.risk is not None]
         if risks:
-            risk_ax.plot(*zip(*risks), color="black", lw=1.4, label=f"partition {partition}", **style)
+            risk_ax.plot(*zip(*risks, strict=True), color="black", lw=1.4, label=f"partition {partition}", **style)
     name = "KS target" if history.measure == "ks" else "eps"
     for g, value in enumerate(history.target):
         same = all(e == value for e in history.target)
         if same and g > 0:
             break
-        gap_ax.axhline(value, color="black" if same else colors(g % 10), ls=":", lw=1.4,
-                       label=name if same else f"{name} group {history.groups[g]}")
-    gap_ax.set_ylabel("KS distance to all predictions" if history.measure == "ks" else "fairness gap max_l |P(l|s) - P(l)|")
+        gap_ax.axhline(
+            value,
+            color="black" if same else colors(g % 10),
+            ls=":",
+            lw=1.4,
+            label=name if same else f"{name} group {history.groups[g]}",
+        )
+    gap_ax.set_ylabel(
+        "KS distance to all predictions" if history.measure == "ks" else "fairness gap max_l |P(l|s) - P(l)|"
+    )
     gap_ax.set_ylim(bottom=0)
     gap_ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     gap_ax.grid(alpha=0.3)
@@ -320,8 +336,15 @@ def render(history: History, output: str | os.PathLike, x: str = "time", partiti
     if risk_ax.lines:
         risk_ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     else:
-        risk_ax.text(0.5, 0.5, "no audited risk: needs a feedback stream with y and s", ha="center", va="center",
-                     transform=risk_ax.transAxes, color="gray")
+        risk_ax.text(
+            0.5,
+            0.5,
+            "no audited risk: needs a feedback stream with y and s",
+            ha="center",
+            va="center",
+            transform=risk_ax.transAxes,
+            color="gray",
+        )
     risk_ax.grid(alpha=0.3)
     risk_ax.set_xlabel("seconds since the first record" if x == "time" else "samples learned")
     measured = "KS distance" if history.measure == "ks" else "fairness gap"

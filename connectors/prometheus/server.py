@@ -12,8 +12,9 @@ r"""The metrics endpoint: ``/metrics`` plus ``/healthz`` (liveness) and ``/ready
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from socketserver import ThreadingMixIn
-from typing import Any, Callable
+from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app

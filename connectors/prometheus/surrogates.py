@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import weakref
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -152,6 +153,6 @@ class SurrogateMetrics:
         self.zero_diff.labels(label).set(estimate.zero_diff_fraction)
         self.negative.labels(label).set(estimate.negative_fraction)
         self.sigma.labels(label).set(estimate.sigma)
-        for cell, (value, gradient) in enumerate(zip(report.surrogates, report.gradient)):
+        for cell, (value, gradient) in enumerate(zip(report.surrogates, report.gradient, strict=True)):
             self.surrogate_value.labels(label, str(cell)).set(float(value))
             self.psi_gradient.labels(label, str(cell)).set(float(gradient))

@@ -17,7 +17,7 @@ surrogate lives on the raw score (the logit for a classifier), not on the predic
 from __future__ import annotations
 
 import math
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 from river import linear_model, optim
@@ -53,7 +53,7 @@ def set_linear_parameters(model, features: Sequence[Hashable], theta) -> None:
     theta = np.asarray(theta, dtype=float)
     if theta.shape != (len(features) + 1,):
         raise ValueError(f"theta must have shape ({len(features) + 1},), got {theta.shape}")
-    for feature, value in zip(features, theta[:-1]):
+    for feature, value in zip(features, theta[:-1], strict=True):
         model._weights[feature] = float(value)
     model.intercept = float(theta[-1])
 
@@ -166,7 +166,8 @@ class RiverSSO:
         self.model = model
         self.m = check_integer("m", m, 1)
         if eta is None:
-            smoothness = {optim.losses.Squared: 2.0, optim.losses.Log: 0.25}.get(type(model.loss))
+            smoothness_of: dict[type, float] = {optim.losses.Squared: 2.0, optim.losses.Log: 0.25}
+            smoothness = smoothness_of.get(type(model.loss))
             if smoothness is None:
                 raise ValueError(f"eta must be given for the loss {type(model.loss).__name__}, got None")
             eta = 0.5 / smoothness
@@ -198,7 +199,9 @@ class RiverSSO:
         if gradients is None:
             if len(ys) != len(xs):
                 raise ValueError(f"ys must have {len(xs)} labels, got {len(ys)}")
-            gradient_z = np.array([self.model.loss.gradient(y_true=y, y_pred=zi) for y, zi in zip(ys, z)], dtype=float)
+            gradient_z = np.array(
+                [self.model.loss.gradient(y_true=y, y_pred=zi) for y, zi in zip(ys, z, strict=True)], dtype=float
+            )
         else:
             gradient_z = np.asarray(gradients, dtype=float)
             if gradient_z.shape != (len(xs),) or not np.all(np.isfinite(gradient_z)):

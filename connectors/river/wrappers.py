@@ -18,8 +18,9 @@ import random
 import struct
 import warnings
 from abc import abstractmethod
+from collections.abc import Callable, Hashable, Iterator
 from numbers import Real
-from typing import Any, Hashable, Iterator
+from typing import Any
 
 import numpy as np
 from river import base, datasets
@@ -39,6 +40,28 @@ class _FairWrapper(base.Wrapper):
     """
 
     _model_kind: type
+    # The constructor arguments the subclasses store and the methods they provide.
+    sensitive: Hashable
+    groups: tuple
+    eps: float | tuple[float, ...] | None
+    beta: float | None
+    p: tuple[float, ...] | None
+    profile: str
+    memory: int | None
+    horizon: int | None
+    optimizer: str | None
+    inner: str | None
+    mu: float | None
+    mode: str
+    seed: int | None
+    window: int
+    serve: str | None
+    predict_one: Callable[..., Any]
+
+    @property
+    @abstractmethod
+    def _wrapped_model(self) -> base.Regressor | base.Classifier:
+        """The base model: the regressor or the classifier of ``y``."""
 
     @property
     @abstractmethod
@@ -58,7 +81,12 @@ class _FairWrapper(base.Wrapper):
     def _kind(self) -> str:
         return self._model_kind.__name__.lower()
 
-    def _start(self, engine: type, group_name: str, **engine_params) -> None:
+    def _start(
+        self,
+        engine: type[FairRegressionPostProcessor] | type[FairClassificationPostProcessor],
+        group_name: str,
+        **engine_params,
+    ) -> None:
         """Validate the shared parameters and build the post-processor (``engine_params``: its own ones)."""
         if not isinstance(self._wrapped_model, self._model_kind):
             raise ValueError(f"{self._kind} must be a River {self._kind}, got {self._wrapped_model!r}")
@@ -101,7 +129,7 @@ class _FairWrapper(base.Wrapper):
     @property
     def group_counts(self) -> dict:
         """Samples per group the group classifier has learned from (S present in ``x``)."""
-        return dict(zip(self.groups, self._group_counts))
+        return dict(zip(self.groups, self._group_counts, strict=True))
 
     def diagnostics(self) -> Diagnostics:
         """Live fairness and convergence estimates, computed without S (group order: ``groups``).
@@ -127,7 +155,7 @@ class _FairWrapper(base.Wrapper):
                 "gap": float(d.group_unfairness[s]),
                 "ks": float(d.group_ks[s]),
                 "mean": float(d.group_mean[s]),
-                "proba": dict(zip(self._outcomes, d.group_proba[:, s].tolist())),
+                "proba": dict(zip(self._outcomes, d.group_proba[:, s].tolist(), strict=True)),
             }
             for s, group in enumerate(self.groups)
         }
@@ -145,13 +173,13 @@ class _FairWrapper(base.Wrapper):
             return f"{value:.{n_decimals}f}" if isinstance(value, float) else str(value)
 
         if isinstance(eta, list):
-            eta_text = ", ".join(f"{number(label)}: {number(q)}" for label, q in zip(self._outcomes, eta))
+            eta_text = ", ".join(f"{number(label)}: {number(q)}" for label, q in zip(self._outcomes, eta, strict=True))
         else:
             eta_text = number(float(eta))
         likeliest = np.argsort(-pi, kind="stable")[:top]
         lines = [
             f"eta (base {self._kind}): {eta_text}",
-            "tau = P(S | x): " + ", ".join(f"{group}: {number(q)}" for group, q in zip(self.groups, tau)),
+            "tau = P(S | x): " + ", ".join(f"{group}: {number(q)}" for group, q in zip(self.groups, tau, strict=True)),
             f"pi(. | x), {min(top, pi.size)} likeliest of {pi.size}: "
             + ", ".join(f"{number(self._outcomes[i])}: {number(float(pi[i]))}" for i in likeliest),
             f"prediction (mode={self.mode!r}): {self.predict_one(x, **kwargs)}",
@@ -393,6 +421,8 @@ class FairRegressor(_FairWrapper, base.Regressor):
 
     @property
     def _group_model(self) -> base.Classifier:
+        if self.group_classifier is None:  # neither group_classifier nor its deprecated name was given
+            raise ValueError("group_classifier must be a River classifier, got None")
         return self.group_classifier
 
     @property
@@ -610,7 +640,7 @@ class FairClassifier(_FairWrapper, base.Classifier):
     @property
     def class_counts(self) -> dict:
         """Samples per class the classifier has learned from."""
-        return dict(zip(self.classes, self._class_counts))
+        return dict(zip(self.classes, self._class_counts, strict=True))
 
     def _base_prediction(self, features: dict, kwargs: dict) -> list[float]:
         return _posterior(self.classifier.predict_proba_one(features, **kwargs), self.classes, self._class_counts)
@@ -637,9 +667,9 @@ class FairClassifier(_FairWrapper, base.Classifier):
     # ------------------------------------------------------------------ prediction
     def predict_proba_one(self, x: dict, **kwargs) -> dict:
         """``pi(. | x)`` as ``{class: probability}``: the law of the randomized fair prediction."""
-        return {label: float(q) for label, q in zip(self.classes, self._pi(x, kwargs))}
+        return {label: float(q) for label, q in zip(self.classes, self._pi(x, kwargs), strict=True)}
 
-    def predict_one(self, x: dict, **kwargs) -> Hashable:
+    def predict_one(self, x: dict, **kwargs) -> base.typing.ClfTarget:
         """The fair label for ``x`` (see ``mode``), one of ``classes``; S is ignored and no state changes."""
         return self.classes[int(self._fair_prediction(x, kwargs))]
 
@@ -710,7 +740,7 @@ class _DrawKeys:
     True
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._names: tuple = ()
         self._order: list[int] = []
         self._prefix = b""
@@ -783,7 +813,7 @@ def logistic_with_group(
         raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")
     rng = random.Random(seed)
     for _ in range(n):
-        x = {i: rng.gauss(0.0, 1.0) for i in range(5)}
+        x: dict[Hashable, float] = {i: rng.gauss(0.0, 1.0) for i in range(5)}
         u = 2 * x[0] + x[1] - x[2] / 2
         top = max(0.0, (n_classes - 1) * u)
         weights = [math.exp(j * u - top) for j in range(n_classes)]

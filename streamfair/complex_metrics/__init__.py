@@ -19,7 +19,7 @@ True
 True
 """
 
-from .bisection import constrained_bisection, bisection
+from .bisection import bisection, constrained_bisection
 from .confusion import Sample
 from .constraints import Coverage, DemographicParity, EqualizedOdds, EqualOpportunity, Precision
 from .ellipsoid import constrained_ellipsoid, ellipsoid

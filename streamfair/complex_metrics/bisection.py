@@ -93,7 +93,10 @@ def constrained_bisection(
     interval = np.empty((iterations, 2))
     for t in range(iterations):
         gamma = (low + high) / 2
-        inner = constrained_gda(problem.with_metric(RatioLevel(problem.metric, gamma)), inner_iterations, seed=seed, **congda)
+        inner = constrained_gda(
+            problem.with_metric(RatioLevel(problem.metric, gamma)), inner_iterations, seed=seed, **congda
+        )
+        assert inner.confusion is not None  # a fresh fit has its confusion (only sparse() drops it)
         point = problem.point(inner.confusion)
         if problem.objective(point) <= gamma and problem.violation(point) <= 1e-9:
             high = gamma
@@ -101,6 +104,7 @@ def constrained_bisection(
         else:
             low = gamma
         interval[t] = low, high
+    assert best.confusion is not None  # a fresh fit has its confusion (only sparse() drops it)
     point = problem.point(best.confusion)
     best.point, best.objective, best.violation = point, problem.objective(point), problem.violation(point)
     best.history = {**best.history, "interval": interval}

@@ -64,7 +64,9 @@ def zero_one_scores(n_classes: int, n_groups: int = 1) -> np.ndarray:
 def _check_labels(name: str, value: Any, n_rows: int, n_values: int) -> np.ndarray:
     array = np.asarray(value)
     if array.shape != (n_rows,) or not (np.issubdtype(array.dtype, np.integer) or array.size == 0):
-        raise ValueError(f"{name} must be {n_rows} integer labels, got an array of shape {array.shape} and dtype {array.dtype}")
+        raise ValueError(
+            f"{name} must be {n_rows} integer labels, got an array of shape {array.shape} and dtype {array.dtype}"
+        )
     if array.size and (array.min() < 0 or array.max() >= n_values):
         raise ValueError(f"{name} must be in 0..{n_values - 1}, got values in {int(array.min())}..{int(array.max())}")
     return array.astype(np.intp)
@@ -107,6 +109,10 @@ class Sample:
         self.size, self.n_classes = proba.shape
         if self.size == 0:
             raise ValueError("proba must have at least one row")
+        self.y: np.ndarray | None
+        self.soft_labels: np.ndarray | None
+        self.tau: np.ndarray | None
+        self.groups: np.ndarray | None
         if y is not None and np.ndim(y) == 2:
             self.y, self.soft_labels = None, check_distributions("y", y, self.size, self.n_classes)
         else:
@@ -131,7 +137,8 @@ class Sample:
             self.n_groups = 1
         self.grouping = "unaware" if self.tau is not None else ("aware" if self.groups is not None else "none")
         self.features = cost_features(self.proba, self.groups, self.tau, self.n_groups)
-        self._hard_index = None
+        self._hard_index: np.ndarray | None = None
+        self._weights: np.ndarray | None
         if self.y is not None and (self.groups is not None or self.tau is None):
             group = self.groups if self.groups is not None else np.zeros(self.size, dtype=np.intp)
             self._hard_index = (group * self.n_classes + self.y) * self.n_classes
@@ -171,12 +178,14 @@ class Sample:
         if self._hard_index is not None:
             counts = np.bincount(self._hard_index + predictions, minlength=m * n * n)
             return counts.reshape(m, n, n) / self.size
+        weights = self._weights
+        assert weights is not None  # set whenever _hard_index is not
         onehot = np.zeros((self.size, n))
         onehot[np.arange(self.size), predictions] = 1.0
-        return (self._weights.T @ onehot).reshape(m, n, n) / self.size
+        return (weights.T @ onehot).reshape(m, n, n) / self.size
 
-    def subset(self, rows: Any) -> "Sample":
+    def subset(self, rows: Any) -> Sample:
         """The sample restricted to ``rows`` (an index array or a boolean mask)."""
         labels = self.y if self.y is not None else self.soft_labels
-        parts = [None if part is None else part[rows] for part in (labels, self.groups, self.tau)]
-        return Sample(self.proba[rows], *parts, n_groups=self.n_groups)
+        labels, groups, tau = (None if part is None else part[rows] for part in (labels, self.groups, self.tau))
+        return Sample(self.proba[rows], labels, groups, tau, n_groups=self.n_groups)

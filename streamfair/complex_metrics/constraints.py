@@ -17,7 +17,7 @@ paper's ``phi(C)``, i.e. ``max(A v - b)``: for coverage ``max_i |sum_j C_ji - ta
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -27,7 +27,12 @@ __all__ = ["LinearConstraint", "Coverage", "DemographicParity", "EqualOpportunit
 
 
 def _check_eps(eps) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating, np.integer)) or not np.isfinite(eps) or eps < 0:
+    if (
+        isinstance(eps, bool)
+        or not isinstance(eps, (int, float, np.floating, np.integer))
+        or not np.isfinite(eps)
+        or eps < 0
+    ):
         raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
     return float(eps)
 

@@ -51,6 +51,7 @@ def ellipsoid(problem: Problem, iterations: int = 1000, radius: float = 1000.0, 
     """Alg. 3 with ``a = radius`` (App. B.1: 1000).  Constraints of the problem are ignored (but reported)."""
     if problem.n_constraints:
         fit = ellipsoid(Problem(problem.metric, problem.sample), iterations, radius, seed)
+        assert fit.confusion is not None  # a fresh fit has its confusion (only sparse() drops it)
         fit.point = problem.point(fit.confusion)
         fit.violation = problem.violation(fit.point)
         return fit
@@ -86,7 +87,7 @@ def constrained_ellipsoid(problem: Problem, iterations: int = 1000, radius: floa
             xi = problem.conjugate_argmin(lam - problem.A.T @ mu)
             cut = np.concatenate([component.point - xi, problem.constraint_values(xi)])
             dual_value.append(problem.objective(xi) + lam @ (component.point - xi) + mu @ problem.constraint_values(xi))
-        if float(np.sqrt(max(cut @ shape @ cut, 0.0))) < THICKNESS:
+        if float(np.sqrt(max(float(cut @ shape @ cut), 0.0))) < THICKNESS:
             break
         shape, centre = jle(shape, centre, cut)
     weights = best_mixture(problem, components)

@@ -11,8 +11,8 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Sequence
 
 import numpy as np
 
@@ -49,18 +49,22 @@ class Fit:
     history: dict = field(default_factory=dict)
     points: np.ndarray | None = None
 
-    def sparse(self) -> "Fit":
+    def sparse(self) -> Fit:
         """The same training vector with at most ``d + 1`` components (Caratheodory, :func:`sparsify`).
 
         Training vector, objective and constraints are unchanged; serving and evaluation get
         cheaper.  Only the vector is matched, so ``confusion`` (the full training tensor) is set to
         ``None``: use ``classifier.confusion(sample)`` for it.
         """
-        weights = sparsify(self.points, self.classifier.weights)
+        points = self.points
+        if points is None:
+            raise ValueError("sparse() needs the training vector of each component, got points=None")
+        weights = sparsify(points, self.classifier.weights)
         keep = weights > 0
-        classifier = RandomizedClassifier(weights[keep], self.classifier.scores[keep], self.classifier.grouping, self.classifier.seed)
-        point = weights[keep] @ self.points[keep]
-        return replace(self, classifier=classifier, point=point, confusion=None, points=self.points[keep])
+        classifier = RandomizedClassifier(weights[keep], self.classifier.scores[keep], self.classifier.grouping,
+                                          self.classifier.seed)
+        point = weights[keep] @ points[keep]
+        return replace(self, classifier=classifier, point=point, confusion=None, points=points[keep])
 
 
 def make_fit(problem: Problem, components: Sequence[Component], weights: np.ndarray, seed: int = 0, **history) -> Fit:

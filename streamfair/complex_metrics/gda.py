@@ -51,7 +51,10 @@ def gradient_descent_ascent(
     if problem.n_constraints == 0:
         return constrained_gda(problem, iterations, step_xi, step_lambda, radius=radius, seed=seed)
     # Constraints are ignored while optimizing (the unconstrained baseline) but reported.
-    fit = constrained_gda(Problem(problem.metric, problem.sample), iterations, step_xi, step_lambda, radius=radius, seed=seed)
+    fit = constrained_gda(
+        Problem(problem.metric, problem.sample), iterations, step_xi, step_lambda, radius=radius, seed=seed
+    )
+    assert fit.confusion is not None  # a fresh fit has its confusion (only sparse() drops it)
     fit.point = problem.point(fit.confusion)
     fit.violation = problem.violation(fit.point)
     return fit
@@ -87,7 +90,9 @@ def constrained_gda(
     lipschitz = problem.metric.lipschitz(problem.metric_size)
     r = strict_feasibility(problem) if problem.n_constraints else np.inf
     radius = 2 * lipschitz * (1 + 1 / r) if radius is None else check_positive("radius", radius)
-    mu_radius = (2 / r if problem.n_constraints else 0.0) if mu_radius is None else check_positive("mu_radius", mu_radius)
+    mu_radius = (
+        (2 / r if problem.n_constraints else 0.0) if mu_radius is None else check_positive("mu_radius", mu_radius)
+    )
     start = problem.baseline()
     xi = project_box(start.point, problem.lower, problem.upper)
     lam = project_ball(problem.objective_gradient(xi), radius)

@@ -36,6 +36,12 @@ class LPResult:
     x: np.ndarray | None
     fun: float
 
+    def solution(self) -> np.ndarray:
+        """``x``, the optimal point; ``ValueError`` when there is none (infeasible or unbounded)."""
+        if self.x is None:
+            raise ValueError(f"the linear program has no solution: it is {self.status}")
+        return self.x
+
 
 def _pivot(tableau: np.ndarray, basis: np.ndarray, row: int, column: int) -> None:
     tableau[row] /= tableau[row, column]
@@ -53,7 +59,9 @@ def _iterate(tableau: np.ndarray, basis: np.ndarray, n_columns: int, max_pivots:
         candidates = np.flatnonzero(costs < -TOLERANCE)
         if candidates.size == 0:
             return "optimal"
-        column = int(candidates[0]) if degenerate >= DEGENERATE_PIVOTS else int(candidates[np.argmin(costs[candidates])])
+        column = (
+            int(candidates[0]) if degenerate >= DEGENERATE_PIVOTS else int(candidates[np.argmin(costs[candidates])])
+        )
         entries = tableau[:-1, column]
         rows = np.flatnonzero(entries > TOLERANCE)
         if rows.size == 0:

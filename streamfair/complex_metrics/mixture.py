@@ -17,7 +17,8 @@ True
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -48,19 +49,28 @@ class RandomizedClassifier:
         Seed of the component draws.
     """
 
-    def __init__(self, weights: Sequence[float], scores: Any, grouping: str = "none", seed: int = 0):
+    def __init__(self, weights: Sequence[float] | np.ndarray, scores: Any, grouping: str = "none", seed: int = 0):
         scores = np.asarray(scores, dtype=float)
         if scores.ndim != 3 or scores.shape[1] % scores.shape[2] or scores.shape[2] < 2:
             raise ValueError(f"scores must have shape (k, m n, n), got shape {scores.shape}")
-        weights = np.asarray(weights, dtype=float)
-        if weights.shape != (scores.shape[0],):
-            raise ValueError(f"weights must have one entry per component ({scores.shape[0]}), got shape {weights.shape}")
-        if not np.all(np.isfinite(weights)) or weights.min() < 0 or abs(weights.sum() - 1.0) > SUM_TOLERANCE:
-            raise ValueError(f"weights must be finite, >= 0 and sum to 1, got {weights.tolist()[:8]} (sum {weights.sum():.6g})")
+        weight_vector = np.asarray(weights, dtype=float)
+        if weight_vector.shape != (scores.shape[0],):
+            raise ValueError(
+                f"weights must have one entry per component ({scores.shape[0]}), got shape {weight_vector.shape}"
+            )
+        if (
+            not np.all(np.isfinite(weight_vector))
+            or weight_vector.min() < 0
+            or abs(weight_vector.sum() - 1.0) > SUM_TOLERANCE
+        ):
+            raise ValueError(
+                f"weights must be finite, >= 0 and sum to 1, got {weight_vector.tolist()[:8]} "
+                f"(sum {weight_vector.sum():.6g})"
+            )
         if grouping not in GROUPINGS:
             raise ValueError(f"grouping must be one of {GROUPINGS}, got {grouping!r}")
-        keep = weights > 0
-        self.weights = weights[keep] / weights[keep].sum()
+        keep = weight_vector > 0
+        self.weights = weight_vector[keep] / weight_vector[keep].sum()
         self.scores = scores[keep]
         self.n_classes = scores.shape[2]
         self.n_groups = scores.shape[1] // self.n_classes
@@ -105,7 +115,9 @@ class RandomizedClassifier:
             raise ValueError(f"keys must have one key per sample ({n}), got {len(keys)}")
         return keys
 
-    def predict_many(self, proba: Any, groups: Any = None, tau: Any = None, keys: Sequence[Key] | None = None) -> np.ndarray:
+    def predict_many(
+        self, proba: Any, groups: Any = None, tau: Any = None, keys: Sequence[Key] | None = None
+    ) -> np.ndarray:
         """Class predictions (indices) for ``n`` samples, one component draw per key."""
         features = self._features(proba, groups, tau, None)
         components = np.array([self.draw(key) for key in self._keys(features.shape[0], keys)], dtype=np.intp)
@@ -130,13 +142,14 @@ class RandomizedClassifier:
     def confusion(self, sample: Sample) -> np.ndarray:
         """The mixture's expected confusion tensor on ``sample``: ``sum_t alpha_t C[h_t]`` (Prop. 7)."""
         self._check_sample(sample)
-        return sum(w * sample.confusion(sample.predict(s)) for w, s in zip(self.weights, self.scores))
+        return sum(w * sample.confusion(sample.predict(s)) for w, s in zip(self.weights, self.scores, strict=True))
 
     def _check_sample(self, sample: Sample) -> None:
         if sample.n_classes != self.n_classes or sample.grouping != self.grouping or sample.n_groups != self.n_groups:
             raise ValueError(
-                f"sample ({sample.n_classes} classes, {sample.n_groups} groups, grouping {sample.grouping!r}) does not fit "
-                f"the classifier ({self.n_classes} classes, {self.n_groups} groups, grouping {self.grouping!r})"
+                f"sample ({sample.n_classes} classes, {sample.n_groups} groups, grouping {sample.grouping!r}) "
+                f"does not fit the classifier ({self.n_classes} classes, {self.n_groups} groups, "
+                f"grouping {self.grouping!r})"
             )
 
     # ------------------------------------------------------------------ state
@@ -153,10 +166,12 @@ class RandomizedClassifier:
         }
 
     @classmethod
-    def from_state_dict(cls, state: dict) -> "RandomizedClassifier":
+    def from_state_dict(cls, state: dict) -> RandomizedClassifier:
         """The classifier whose :meth:`state_dict` was taken."""
         if state.get("version") != STATE_VERSION or state.get("class") != cls.__name__:
-            raise ValueError(f"state is for {state.get('class')!r} version {state.get('version')!r}, expected {cls.__name__!r}")
+            raise ValueError(
+                f"state is for {state.get('class')!r} version {state.get('version')!r}, expected {cls.__name__!r}"
+            )
         obj = cls(state["weights"], state["scores"], state["grouping"], state["seed"])
         obj._draws = int(state["draws"])
         return obj
@@ -168,4 +183,7 @@ class RandomizedClassifier:
         self.__dict__.update(type(self).from_state_dict(state).__dict__)
 
     def __repr__(self) -> str:
-        return f"RandomizedClassifier({self.n_components} components, {self.n_classes} classes, grouping={self.grouping!r})"
+        return (
+            f"RandomizedClassifier({self.n_components} components, {self.n_classes} classes, "
+            f"grouping={self.grouping!r})"
+        )

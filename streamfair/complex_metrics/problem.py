@@ -20,8 +20,8 @@ vector ``v = Phi vec(C)`` of dimension ``d`` (Def. 24).  The outer algorithms wo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -61,13 +61,13 @@ class Layout:
     b: np.ndarray
 
     @classmethod
-    def build(cls, metric: Metric, constraints: Sequence[LinearConstraint], joint: np.ndarray) -> "Layout":
+    def build(cls, metric: Metric, constraints: Sequence[LinearConstraint], joint: np.ndarray) -> Layout:
         """The layout at the marginals ``joint`` (``(m, n)``)."""
         blocks = [metric.coordinates(joint)] + [c.coordinates(joint) for c in constraints]
         matrix = np.vstack(blocks)
         bounds = [metric.bounds(joint)] + [c.bounds(joint) for c in constraints]
         rows, rhs, start = [], [], blocks[0].shape[0]
-        for constraint, block in zip(constraints, blocks[1:]):
+        for constraint, block in zip(constraints, blocks[1:], strict=True):
             a, b = constraint.rows(joint)
             full = np.zeros((a.shape[0], matrix.shape[0]))
             full[:, start : start + block.shape[0]] = a
@@ -115,7 +115,7 @@ class Problem:
         """``K``, the number of one-sided constraint rows."""
         return self.b.size
 
-    def with_metric(self, metric: Metric) -> "Problem":
+    def with_metric(self, metric: Metric) -> Problem:
         """The same sample and constraints with another objective."""
         return Problem(metric, self.sample, self.constraints)
 
@@ -195,7 +195,7 @@ class Problem:
         a_ub = np.hstack([values.T, -np.ones((self.n_constraints, 1)), np.ones((self.n_constraints, 1))])
         a_eq = np.concatenate([np.ones(k), [0.0, 0.0]])[None]
         result = linprog(cost, a_ub, np.zeros(self.n_constraints), a_eq, np.ones(1))
-        alpha = result.x[:k]
+        alpha = result.solution()[:k]
         return combine(candidates, alpha / alpha.sum())
 
 

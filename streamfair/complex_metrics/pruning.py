@@ -26,7 +26,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -82,7 +82,8 @@ def prune(problem: Problem, components: Sequence[Component], weights: np.ndarray
         np.ones((1, u)),
         np.ones(1),
     )
-    return _spread(result.x / result.x.sum(), first, len(components))
+    weights = result.solution()
+    return _spread(weights / weights.sum(), first, len(components))
 
 
 def _line_search(f, a: np.ndarray, b: np.ndarray, steps: int = 60) -> float:
@@ -122,11 +123,12 @@ def best_mixture(
         rhs = np.concatenate([-h, np.zeros(a_ub.shape[0])])
         cost = np.concatenate([np.zeros(u), [1.0, -1.0]])
         a_eq = np.concatenate([np.ones(u), [0.0, 0.0]])[None]
-        alpha = linprog(cost, rows, rhs, a_eq, np.ones(1)).x[:u]
+        alpha = linprog(cost, rows, rhs, a_eq, np.ones(1)).solution()[:u]
         return _spread(alpha / alpha.sum(), first, len(components))
     # Frank-Wolfe over {alpha in the simplex, A V^T alpha <= b}, started at the pruning LP's solution.
     objectives = np.array([problem.objective(v) for v in unique])
-    alpha = linprog(objectives, a_ub if problem.n_constraints else None, np.zeros(a_ub.shape[0]) if problem.n_constraints else None, np.ones((1, u)), np.ones(1)).x
+    alpha = linprog(objectives, a_ub if problem.n_constraints else None,
+                    np.zeros(a_ub.shape[0]) if problem.n_constraints else None, np.ones((1, u)), np.ones(1)).solution()
 
     def f(weights):
         return problem.objective(weights @ unique)
@@ -134,7 +136,7 @@ def best_mixture(
     for _ in range(iterations):
         gradient = unique @ problem.objective_gradient(alpha @ unique)
         if problem.n_constraints:
-            vertex = linprog(gradient, a_ub, np.zeros(a_ub.shape[0]), np.ones((1, u)), np.ones(1)).x
+            vertex = linprog(gradient, a_ub, np.zeros(a_ub.shape[0]), np.ones((1, u)), np.ones(1)).solution()
         else:
             vertex = np.zeros(u)
             vertex[int(np.argmin(gradient))] = 1.0
@@ -156,7 +158,7 @@ def sparsify(points: np.ndarray, weights: np.ndarray) -> np.ndarray:
     target = merged @ unique
     a_eq = np.vstack([unique.T, np.ones((1, unique.shape[0]))])
     result = linprog(np.zeros(unique.shape[0]), A_eq=a_eq, b_eq=np.concatenate([target, [1.0]]))
-    if result.status != "optimal":  # numerically degenerate: merge duplicates only
+    if result.x is None:  # numerically degenerate: merge duplicates only
         basic = merged
     else:
         basic = result.x

@@ -33,7 +33,8 @@ True
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -174,10 +175,16 @@ class StreamingPlugIn:
             proba = np.outer(_membership(self.n_groups, None, tau), proba)
         return int(plug_in(proba.reshape(1, -1), self.scores)[0])
 
-    def learn_one(self, proba: Any, prediction: int, y: int | None = None, group: int | None = None, tau: Any = None) -> None:
+    def learn_one(
+        self, proba: Any, prediction: int, y: int | None = None, group: int | None = None, tau: Any = None
+    ) -> None:
         """Fold in one served sample: its prediction and, if known, its label (else ``proba`` stands in)."""
         proba = _check_proba(self.n_classes, proba)
-        if isinstance(prediction, bool) or not isinstance(prediction, (int, np.integer)) or not 0 <= prediction < self.n_classes:
+        if (
+            isinstance(prediction, bool)
+            or not isinstance(prediction, (int, np.integer))
+            or not 0 <= prediction < self.n_classes
+        ):
             raise ValueError(f"prediction must be a class in 0..{self.n_classes - 1}, got {prediction!r}")
         if y is None:
             labels = proba
@@ -351,7 +358,7 @@ class WindowedRefit:
 
     def refit(self) -> Fit:
         """Fit on the current window and serve the result."""
-        proba, y, groups, tau = zip(*self._buffer)
+        proba, y, groups, tau = zip(*self._buffer, strict=True)
         labelled = all(label is not None for label in y)
         sample = Sample(
             np.stack(proba),

@@ -18,7 +18,16 @@ import numpy as np
 from ..softmax import softmax
 from ..validation import check_integer, check_seed
 
-__all__ = ["PRIORS", "MEANS", "COVARIANCE", "GROUP_PRIORS", "GROUP_SHARE", "sample_three_class", "posterior", "sample_two_groups"]
+__all__ = [
+    "PRIORS",
+    "MEANS",
+    "COVARIANCE",
+    "GROUP_PRIORS",
+    "GROUP_SHARE",
+    "sample_three_class",
+    "posterior",
+    "sample_two_groups",
+]
 
 PRIORS = np.array([0.85, 0.10, 0.05])
 MEANS = np.array([[1.0, 1.0], [0.0, 0.0], [-1.0, -1.0]])
@@ -61,7 +70,16 @@ def sample_two_groups(n: int, seed: int) -> dict[str, np.ndarray]:
     y = (rng.random((n, 1)) > np.cumsum(GROUP_PRIORS[a], axis=1)).sum(axis=1)
     x = MEANS[y] + rng.standard_normal((n, 2)) @ np.linalg.cholesky(COVARIANCE).T
     likelihood = posterior(x) / PRIORS  # proportional to p(x | y), the same for every y-column scale
-    joint = np.stack([(1 - GROUP_SHARE) * likelihood * GROUP_PRIORS[0], GROUP_SHARE * likelihood * GROUP_PRIORS[1]], axis=1)
+    joint = np.stack(
+        [(1 - GROUP_SHARE) * likelihood * GROUP_PRIORS[0], GROUP_SHARE * likelihood * GROUP_PRIORS[1]], axis=1
+    )
     joint /= joint.sum(axis=(1, 2), keepdims=True)  # P(A = a, Y = i | x)
     tau = joint.sum(axis=2)
-    return {"x": x, "y": y, "a": a, "eta_aware": joint[np.arange(n), a] / tau[np.arange(n), a][:, None], "eta": joint.sum(axis=1), "tau": tau}
+    return {
+        "x": x,
+        "y": y,
+        "a": a,
+        "eta_aware": joint[np.arange(n), a] / tau[np.arange(n), a][:, None],
+        "eta": joint.sum(axis=1),
+        "tau": tau,
+    }

@@ -76,7 +76,7 @@ class AcceleratedParameters:
     provenance: dict = field(default_factory=dict, compare=False)
 
     @classmethod
-    def build(cls, problem, epsilon: float, profile: str = "practical") -> "AcceleratedParameters":
+    def build(cls, problem, epsilon: float, profile: str = "practical") -> AcceleratedParameters:
         """The parameters for ``problem`` at accuracy ``epsilon`` under a profile."""
         epsilon = check_positive("epsilon", epsilon)
         if profile not in PROFILES:
@@ -110,8 +110,13 @@ class AcceleratedParameters:
                 nu_floor=1e-3,
             )
             provenance = {**paper, **{name: "paper" for name in values}}
-            provenance.update(k_max="paper", max_level="practical", epoch_constant="practical", max_broo_steps="practical",
-                              nu_floor="practical")
+            provenance.update(
+                k_max="paper",
+                max_level="practical",
+                epoch_constant="practical",
+                max_broo_steps="practical",
+                nu_floor="practical",
+            )
         else:
             values = dict(
                 k_max=int(math.ceil((big_r / r) ** (2 / 3) * log_term)),
@@ -147,7 +152,7 @@ class _Exhausted(Exception):
     """The oracle budget ran out inside a BROO call."""
 
 
-def mlmc_level_pmf(level: np.ndarray) -> np.ndarray:
+def mlmc_level_pmf(level: int | np.ndarray) -> np.ndarray:
     """``p_j = (1 - 8^-1/2) 8^-(j-1)/2`` for ``j >= 1``: the corrected MLMC level law (sums to one).
 
     >>> round(float(mlmc_level_pmf(np.arange(1, 200)).sum()), 12)
@@ -209,6 +214,10 @@ class _BallOracle:
     def _setup_centre(self, centre: np.ndarray) -> None:
         raise NotImplementedError
 
+    def __call__(self, centre: np.ndarray, lam: float, delta: float) -> np.ndarray:
+        """An approximate minimizer over the ball around ``centre`` (the subclass's algorithm)."""
+        raise NotImplementedError
+
     def steps(self, lam: float, delta: float) -> int:
         """The BROO budget ``T = c G^2 / (lambda^2 delta^2)`` (capped)."""
         budget = self.params.epoch_constant * self.problem.lipschitz**2 / (lam * lam * delta * delta)
@@ -261,8 +270,9 @@ class _GroupBallOracle(_BallOracle):
                 estimate = self.mlmc(x, centre, group, shift)
                 j = self._member(group, 1)
                 gradient = self.oracle.gradient(j, x, np.ones(1)) + lam * (x - centre)
-                x = project_ball_box(x - step * estimate / eps_prime * gradient, centre, self.params.radius,
-                                     self.problem.radius)
+                x = project_ball_box(
+                    x - step * estimate / eps_prime * gradient, centre, self.params.radius, self.problem.radius
+                )
                 average += (x - average) / (t + 1)
             x, done = average, done + epoch_steps
             epoch_steps, step = 2 * epoch_steps, step / 2.0
@@ -272,8 +282,9 @@ class _GroupBallOracle(_BallOracle):
 class _DivergenceBallOracle(_BallOracle):
     """Algorithm 3 (dual EpochSGD) for an entropy-regularized f-divergence penalty ``psi_eps``."""
 
-    def __init__(self, oracle: CountingOracle, params: AcceleratedParameters, rng: np.random.Generator,
-                 penalty: EntropicPenalty):
+    def __init__(
+        self, oracle: CountingOracle, params: AcceleratedParameters, rng: np.random.Generator, penalty: EntropicPenalty
+    ):
         super().__init__(oracle, params, rng)
         self.penalty = penalty
 
@@ -308,8 +319,12 @@ class _DivergenceBallOracle(_BallOracle):
                 self._check_budget()
                 i = min(int(np.searchsorted(self.cdf, self.rng.random(), side="right")), self.cdf.size - 1)
                 g_x, g_y = self.estimator(i, x, eta)
-                x = project_ball_box((x - step * g_x + step * lam * centre) / (1.0 + step * lam), centre,
-                                     self.params.radius, self.problem.radius)
+                x = project_ball_box(
+                    (x - step * g_x + step * lam * centre) / (1.0 + step * lam),
+                    centre,
+                    self.params.radius,
+                    self.problem.radius,
+                )
                 eta = min(self.eta_bar + eps_prime, max(self.eta_bar - eps_prime, eta - g * step * g_y))
                 average += (x - average) / (t + 1)
                 eta_average += (eta - eta_average) / (t + 1)
@@ -322,7 +337,9 @@ class _DivergenceBallOracle(_BallOracle):
         return x
 
 
-def _morgradest(broo: _BallOracle, y: np.ndarray, lam: float, params: AcceleratedParameters, rng) -> tuple[np.ndarray, np.ndarray]:
+def _morgradest(
+    broo: _BallOracle, y: np.ndarray, lam: float, params: AcceleratedParameters, rng
+) -> tuple[np.ndarray, np.ndarray]:
     """Algorithm 2: an (almost) unbiased Moreau-envelope gradient at ``y``; also returns ``x_0``."""
     g = broo.problem.lipschitz
     sigma2 = lam * lam * params.radius**2 / params.variance_factor
@@ -375,8 +392,9 @@ def _ball_oracle(oracle: CountingOracle, robust, params: AcceleratedParameters, 
     raise ValueError(f"accelerated supports group DRO, CVaR, chi-square and KL, got {type(robust).__name__}")
 
 
-def _proximal_point(oracle: CountingOracle, broo: _BallOracle, params: AcceleratedParameters, rng,
-                    start: np.ndarray) -> np.ndarray:
+def _proximal_point(
+    oracle: CountingOracle, broo: _BallOracle, params: AcceleratedParameters, rng, start: np.ndarray
+) -> np.ndarray:
     """Algorithm 1 from ``start`` until ``A >= A_max``, ``K_max`` or the budget; returns the last ``x_k``."""
     problem = oracle.problem
     x = v = start
@@ -401,8 +419,9 @@ def _proximal_point(oracle: CountingOracle, broo: _BallOracle, params: Accelerat
 CONTINUATION_START = 1.0 / 8.0
 
 
-def _minimize(oracle: CountingOracle, robust, epsilon: float, profile: str, rng, start: np.ndarray,
-              continuation: bool) -> np.ndarray:
+def _minimize(
+    oracle: CountingOracle, robust, epsilon: float, profile: str, rng, start: np.ndarray, continuation: bool
+) -> np.ndarray:
     """Algorithm 1 on a group-DRO or penalized problem from ``start``.
 
     Without continuation: one run at ``epsilon`` (the paper).  With it (a practical choice, listed
@@ -460,8 +479,9 @@ def _nu_search(oracle: CountingOracle, robust, epsilon: float, profile: str, rng
     return best_x
 
 
-def accelerated(oracle: CountingOracle, seed: int = 0, epsilon: float = 0.01, profile: str = "practical",
-                continuation: bool = False) -> np.ndarray:
+def accelerated(
+    oracle: CountingOracle, seed: int = 0, epsilon: float = 0.01, profile: str = "practical", continuation: bool = False
+) -> np.ndarray:
     """The ball-oracle accelerated method for group DRO, CVaR, chi-square and KL (penalized or constrained).
 
     Group DRO, CVaR and the penalized sets run Algorithm 1 once (returning its last ``x_k``, or the
@@ -474,10 +494,13 @@ def accelerated(oracle: CountingOracle, seed: int = 0, epsilon: float = 0.01, pr
     rng = np.random.default_rng(seed)
     if hasattr(problem.robust, "penalized"):
         return _nu_search(oracle, problem.robust, epsilon, profile, rng, continuation)
-    return _minimize(oracle, problem.robust, epsilon, profile, rng, problem.project(np.zeros(problem.dim)), continuation)
+    return _minimize(
+        oracle, problem.robust, epsilon, profile, rng, problem.project(np.zeros(problem.dim)), continuation
+    )
 
 
-def accelerated_continuation(oracle: CountingOracle, seed: int = 0, epsilon: float = 0.01,
-                             profile: str = "practical") -> np.ndarray:
+def accelerated_continuation(
+    oracle: CountingOracle, seed: int = 0, epsilon: float = 0.01, profile: str = "practical"
+) -> np.ndarray:
     """:func:`accelerated` with eps-continuation (practical; see :func:`_minimize`)."""
     return accelerated(oracle, seed, epsilon, profile, continuation=True)

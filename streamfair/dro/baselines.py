@@ -89,8 +89,8 @@ def primal_dual(oracle: CountingOracle, seed: int = 0, step: float | None = None
     elif isinstance(robust, CVaRSet):
         m = problem.n
 
-        def draw(i: int) -> int:
-            return i
+        def draw(group: int) -> int:  # each sample is its own group
+            return group
 
         def project(log_q: np.ndarray) -> np.ndarray:  # KL projection onto the capped simplex
             return capped_softmax(log_q, robust.alpha, 1.0).weights

@@ -115,7 +115,9 @@ class EntropicCVaR(EntropicPenalty):
 
 
 class EntropicChiSquare(EntropicPenalty):
-    """Chi-square penalty ``lam D_chi2(q, unif)`` over ``n`` samples: ``psi(t) = (beta / 2)(t - 1/n)^2``, ``beta = lam n``.
+    """Chi-square penalty ``lam D_chi2(q, unif)`` over ``n`` samples.
+
+    ``psi(t) = (beta / 2)(t - 1/n)^2`` with ``beta = lam n``.
 
     ``t = psi_eps*'(v)`` solves ``beta (t - 1/n) + eps' (log t + 1) = v``, i.e.
     ``t = (eps' / beta) w`` with ``w + log w = log(beta / eps') + (v + beta / n) / eps' - 1`` (a Lambert-W

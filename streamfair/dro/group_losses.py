@@ -39,7 +39,7 @@ __all__ = ["Receipt", "Receipts", "GroupLosses", "check_rate"]
 class Receipt(NamedTuple):
     """What an update used for one sample, kept to correct it when its true loss arrives."""
 
-    index: int  # position of the sample in the stream (0-based)
+    index: int  # type: ignore[assignment]  # sample's position in the stream (0-based); shadows tuple.index
     tau: np.ndarray  # (M,) group attribution used
     loss: float  # loss used (typically a label-free surrogate)
     scale: np.ndarray  # (M,) per-group step multiplier used by mirror ascent (zeros when unused)
@@ -48,7 +48,7 @@ class Receipt(NamedTuple):
 class Receipts(NamedTuple):
     """The receipts of a batch of updates, as arrays (``row(i)`` is sample ``i``'s :class:`Receipt`)."""
 
-    index: np.ndarray
+    index: np.ndarray  # type: ignore[assignment]  # the public field name shadows tuple.index
     tau: np.ndarray
     loss: np.ndarray
     scale: np.ndarray
@@ -93,7 +93,9 @@ class GroupLosses:
     def losses(self) -> np.ndarray:
         """``L_g = S_g / W_g`` (``prior_loss`` for a group without weight)."""
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(self.weights > 0, self.sums / np.where(self.weights > 0, self.weights, 1.0), self.prior_loss)
+            return np.where(
+                self.weights > 0, self.sums / np.where(self.weights > 0, self.weights, 1.0), self.prior_loss
+            )
 
     def _check(self, losses, tau) -> tuple[np.ndarray, np.ndarray]:
         losses = check_finite("loss", losses)
@@ -119,7 +121,12 @@ class GroupLosses:
         """Cheap checks for one sample; the full validators only run to word an error."""
         tau = np.array(tau, dtype=float)
         loss = float(loss)
-        if not (math.isfinite(loss) and tau.shape == (self.n_groups,) and abs(tau.sum() - 1.0) <= SUM_TOLERANCE and tau.min() >= 0):
+        if not (
+            math.isfinite(loss)
+            and tau.shape == (self.n_groups,)
+            and abs(tau.sum() - 1.0) <= SUM_TOLERANCE
+            and tau.min() >= 0
+        ):
             check_finite("loss", loss)
             check_distribution("tau", tau, self.n_groups)
         return loss, tau

@@ -58,7 +58,7 @@ __all__ = ["DualReceipt", "DivergenceTracker", "CVaRTracker", "ChiSquareTracker"
 class DualReceipt(NamedTuple):
     """What a tracker update used for one sample, kept to correct it when its true loss arrives."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # the public field name shadows tuple.index
     loss: float
     eta: float
     lam: float

@@ -39,7 +39,7 @@ Examples
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -150,7 +150,7 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
         n_groups: int,
         step: float,
         correct_arrivals: bool = True,
-        p: Sequence[float] | None = None,
+        p: Sequence[float] | np.ndarray | None = None,
         prior_count: float = 1.0,
         clip: float = 1.0,
         forgetting: float = 0.0,
@@ -195,18 +195,18 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
         return self.stats.update_many(losses, tau, scales)
 
     def update(self, loss: float, tau: Sequence[float]) -> Receipt:
-        loss, tau = self.stats._check_one(loss, tau)
+        value, row = self.stats._check_one(loss, tau)
         if not self.correct_arrivals:
-            scale = self.step * tau
+            scale = self.step * row
         elif self.p_given is not None:
-            scale = self.step * tau / self.p_given
+            scale = self.step * row / self.p_given
         else:
-            self.tau_sum += tau
+            self.tau_sum += row
             n = self.stats.n_samples + 1
-            scale = self.step * tau / ((self.tau_sum + self.prior_count) / (n + self.prior_count * self.n_groups))
-        self.theta += np.minimum(np.maximum(scale * loss, -self.clip), self.clip)  # np.clip is slow on tiny arrays
+            scale = self.step * row / ((self.tau_sum + self.prior_count) / (n + self.prior_count * self.n_groups))
+        self.theta += np.minimum(np.maximum(scale * value, -self.clip), self.clip)  # np.clip is slow on tiny arrays
         self.theta -= self.theta.max()
-        return self.stats._fold_one(loss, tau, scale)
+        return self.stats._fold_one(value, row, scale)
 
     def correct(self, receipt: Receipt, loss: float) -> None:
         """Replace a recorded loss: ``theta += clip(s l) - clip(s l_old)``, exact for ``q``."""

@@ -83,7 +83,7 @@ class CountingOracle:
         return self.problem.gradient_sum(index, x, weights)
 
     @contextmanager
-    def capped(self, calls: int) -> Iterator["CountingOracle"]:
+    def capped(self, calls: int) -> Iterator[CountingOracle]:
         """A sub-run: inside the block at most ``calls`` more evaluations, and snapshots are paused.
 
         For solvers that call other solvers (the ``nu``-search of the accelerated method), whose

@@ -44,8 +44,9 @@ a refresh (the engine's ``_reweight_horizon``), and the fused ``proba_learn_*`` 
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Hashable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -133,6 +134,7 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         self.forgetting = check_rate("forgetting", forgetting)
         self.refresh = check_integer("refresh", refresh, 1)
         self.max_pending = check_integer("max_pending", max_pending, 0)
+        self.dro: SoftmaxGroupWeights | ExponentiatedGroupWeights
         if updater == "softmax":
             self.dro = SoftmaxGroupWeights(self.n_groups, self.temperature, forgetting=self.forgetting)
         else:

@@ -1,8 +1,8 @@
 """Log-sum-exp, softmax and Euclidean projections onto the (capped) probability simplex.
 
-These (with :func:`streamfair.softmax.softmax`, re-exported here) are the numerical primitives shared by the worst-case weight oracles
-(:mod:`streamfair.dro.weights`), the online updaters and the batch solvers.  Every exponential is
-taken after subtracting the maximum, so ``loss / temperature`` ratios of ``1e7`` and more are safe.
+These (with :func:`streamfair.softmax.softmax`, re-exported here) are the numerical primitives shared
+by the worst-case weight oracles (:mod:`streamfair.dro.weights`), the online updaters and the batch solvers.
+Every exponential is taken after subtracting the maximum, so ``loss / temperature`` ratios of ``1e7`` and more are safe.
 
 Examples
 --------

@@ -31,8 +31,8 @@ Examples
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -96,7 +96,7 @@ class LinearInterpolation:
         noise[:, :, coordinates] = rng.standard_normal((2, m, coordinates.size))
         first, second = theta + sigma * noise[0], theta + sigma * noise[1]
         H = (problem.surrogates.values(first) - problem.surrogates.values(second)).T
-        M = np.array([problem.metric_at(a) - problem.metric_at(b) for a, b in zip(first, second)])
+        M = np.array([problem.metric_at(a) - problem.metric_at(b) for a, b in zip(first, second, strict=True)])
         gradient = np.linalg.lstsq(H, M, rcond=None)[0]
         singular = np.linalg.svd(H, compute_uv=False)
         condition = float(singular[0] / singular[-1]) if singular[-1] > 0 else math.inf
@@ -166,7 +166,7 @@ class TwoStepFiniteDifference:
         low = problem.surrogates.perturb_scores(repeated, first[keep].T)
         high = problem.surrogates.perturb_scores(repeated, second[keep].T)
         differences = np.array(
-            [problem.metric_of_scores(b) - problem.metric_of_scores(a) for a, b in zip(low.T, high.T)]
+            [problem.metric_of_scores(b) - problem.metric_of_scores(a) for a, b in zip(low.T, high.T, strict=True)]
         )
         gradient = (differences / sigma2) @ Z2[keep] / keep.sum()
         return _estimate(gradient, sigma, 2 * int(keep.sum()), differences, skipped=int(np.sum(~keep)))

@@ -67,4 +67,5 @@ def project(surrogates: CellSurrogates, target, theta0, *, steps: int = 100, lr:
         gradient = surrogates.gradient_from_scores(scores, excess)
         accumulator += gradient * gradient
         theta = theta - lr * gradient / (np.sqrt(accumulator) + ADAGRAD_EPS)
+    assert best is not None  # step 0 always sets it
     return Projection(best.theta, best.values, best.multipliers, best.residual, step)

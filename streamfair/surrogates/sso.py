@@ -271,12 +271,14 @@ class SSO:
     ):
         self.n_features = check_integer("n_features", n_features, 1)
         self.target_loss = target_loss(loss)
-        self.m = None if m is None else check_integer("m", m, 1)
+        self.m: int | None = None if m is None else check_integer("m", m, 1)
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
         self.schedule = schedule
         default_eta = (1.0 if schedule == "armijo" else 0.5) / self.target_loss.smoothness
         self.eta = default_eta if eta is None else check_positive("eta", eta)
+        self.horizon: int | None
+        self.alpha: float | str
         if schedule == "exponential":
             if horizon is None:
                 raise ValueError("horizon must be given for schedule='exponential', got None")
@@ -359,7 +361,9 @@ class SSO:
         if self.schedule == "sqrt":
             return self.eta / math.sqrt(t + 1)
         if self.schedule == "exponential":
-            return self.eta * ((self.decay / self.horizon) ** (1.0 / self.horizon)) ** t
+            horizon = self.horizon
+            assert horizon is not None  # __init__ requires it for this schedule
+            return self.eta * ((self.decay / horizon) ** (1.0 / horizon)) ** t
         eta, wanted = self.eta, 0.5 * float(np.mean(gradient_z**2))
         for _ in range(ARMIJO_MAX_BACKTRACKS):
             if np.mean(self.target_loss.value(z - eta * gradient_z, y)) <= loss_at_z - eta * wanted:
@@ -373,7 +377,7 @@ class SSO:
         if self.m is None:
             theta, alpha, steps = surrogate.minimize(theta0), math.nan, 0
         else:
-            theta, alpha, steps = self._descend(surrogate, theta0)
+            theta, alpha, steps = self._descend(surrogate, theta0, self.m)
         self.theta = theta
         self.t += 1
         self.n_oracle_calls += 1
@@ -391,12 +395,14 @@ class SSO:
         )
         return self.last_step
 
-    def _descend(self, surrogate: TargetSurrogate, theta: np.ndarray) -> tuple[np.ndarray, float, int]:
+    def _descend(self, surrogate: TargetSurrogate, theta: np.ndarray, m: int) -> tuple[np.ndarray, float, int]:
         if self.alpha == "lipschitz":
             alpha = 1.0 / surrogate.smoothness
+        elif isinstance(self.alpha, str):  # "armijo"
+            alpha = self.alpha0
         else:
-            alpha = self.alpha0 if self.alpha == "armijo" else self.alpha
-        for _ in range(self.m):
+            alpha = self.alpha
+        for _ in range(m):
             gradient = surrogate.gradient(theta)
             if self.alpha == "armijo":
                 value, wanted = surrogate.value(theta), ARMIJO_C * float(gradient @ gradient)
@@ -405,7 +411,7 @@ class SSO:
                         break
                     alpha *= ARMIJO_BACKTRACK
             theta = theta - alpha * gradient
-        return theta, alpha, self.m
+        return theta, alpha, m
 
 
 def _objective(loss: TargetLoss, z: np.ndarray, y, theta: np.ndarray, l2: float) -> float:

@@ -37,8 +37,8 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -248,7 +248,10 @@ class MetricWeightTuner:
         X = np.asarray(X, dtype=float)
         y = check_finite("y", y, X.shape[0] if X.ndim == 2 else None)
         extra = [None] * y.size if extra is None else extra
-        published = [self.observe(x, label, int(cell), e) for x, label, cell, e in zip(X, y, cells, extra)]
+        for name, values in (("cells", cells), ("extra", extra)):
+            if len(values) != y.size:
+                raise ValueError(f"{name} must have {y.size} entries like y, got {len(values)}")
+        published = [self.observe(x, label, int(cell), e) for x, label, cell, e in zip(X, y, cells, extra, strict=True)]
         return [version for version in published if version is not None]
 
     def _outer_step(self) -> PublishedWeights | None:
@@ -258,6 +261,7 @@ class MetricWeightTuner:
         if metric_rows.sum() < 1 or np.bincount(cells, minlength=self.n_cells).min() < 1:
             self.skipped_steps += 1
             return None
+        assert self._extra is not None  # observe() sets it before any step
         frozen = FeedbackWindow(
             self._X[:filled][metric_rows].copy(),
             self._y[:filled][metric_rows].copy(),
@@ -280,7 +284,7 @@ class MetricWeightTuner:
         self.outer_iterations += 1
         self.sigma = report.sigma
         self.last_report = report
-        if report.skipped:
+        if report.projection is None:  # the step was skipped
             self.skipped_steps += 1
             return None
         multipliers = report.projection.multipliers

@@ -249,7 +249,8 @@ def test_diagnostics_before_the_window_fills_are_the_exact_plug_in_quantities():
     rows = np.cumsum(d.atom_gaps, axis=0)[:-1]
     assert d.group_ks.tolist() == np.abs(np.cumsum(d.atom_gaps, axis=0)).max(axis=0).tolist()
     assert d.target.tolist() == [DEFAULT_KS, DEFAULT_KS]
-    assert d.violation == pytest.approx(float(np.sqrt(np.sum(np.maximum(np.abs(rows) - DEFAULT_KS, 0) ** 2))), abs=1e-15)
+    expected = float(np.sqrt(np.sum(np.maximum(np.abs(rows) - DEFAULT_KS, 0) ** 2)))
+    assert d.violation == pytest.approx(expected, abs=1e-15)
     alpha = 1.0 / (2 * fair.beta * float(np.sum((1 - p) / p)))
     assert d.mapping_step == pytest.approx(alpha, rel=1e-15)
     served = fair._optimizer.served_points.mean(axis=0)
@@ -275,8 +276,10 @@ def test_learn_many_fused_and_state_follow_the_contract_in_both_profiles(name, p
     eta, tau, proba = stream()
     base = proba if kind == "proba" else eta
     n = 900
-    loop, many, fused = (factory(profile=profile, memory=200) if profile == "anytime" else
-                         factory(profile=profile, horizon=300) for _ in range(3))
+    loop, many, fused = (
+        factory(profile=profile, memory=200) if profile == "anytime" else factory(profile=profile, horizon=300)
+        for _ in range(3)
+    )
     for i in range(n):
         loop.learn_one(base[i], tau[i])
     many.learn_many(base[:n], tau[:n])
@@ -293,8 +296,8 @@ def test_learn_many_fused_and_state_follow_the_contract_in_both_profiles(name, p
     restored = type(loop).from_state_dict(loop.state_dict())
     unpickled = pickle.loads(pickle.dumps(loop))
     for copy in (restored, unpickled):
-        copy.learn_many(base[n:n + 300], tau[n:n + 300])
-    loop.learn_many(base[n:n + 300], tau[n:n + 300])
+        copy.learn_many(base[n : n + 300], tau[n : n + 300])
+    loop.learn_many(base[n : n + 300], tau[n : n + 300])
     for copy in (restored, unpickled):
         np.testing.assert_array_equal(np.asarray(copy.dual), np.asarray(loop.dual))
         np.testing.assert_array_equal(copy.proba_many(base[:50], tau[:50]), loop.proba_many(base[:50], tau[:50]))

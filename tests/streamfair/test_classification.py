@@ -69,7 +69,9 @@ def dp_gaps(proba, s):
 def test_costs_are_expected_losses_and_the_policy_is_the_dual_softmax():
     proba, tau, weights, p = population(12, 4, 3, seed=1)
     costs = np.random.default_rng(2).uniform(0, 3, (4, 4))
-    fair = FairClassificationPostProcessor(profile="paper", n_classes=4, cost_matrix=costs, eps=0.02, beta=6.0, p=p, horizon=64, serve="live")
+    fair = FairClassificationPostProcessor(
+        profile="paper", n_classes=4, cost_matrix=costs, eps=0.02, beta=6.0, p=p, horizon=64, serve="live"
+    )
     fair.learn_many(proba, tau)
     r = np.array([[sum(proba[i, c] * costs[c, j] for c in range(4)) for j in range(4)] for i in range(12)])
     np.testing.assert_allclose(fair._scaled_costs(proba, tau, learning=False), 6.0 * r, rtol=1e-13)
@@ -92,13 +94,17 @@ def test_gradient_matches_finite_differences_with_classification_costs():
         up, down = w.copy(), w.copy()
         up[index] += h
         down[index] -= h
-        numeric[index] = (dual.objective(up, t, r, weights, eps, beta) - dual.objective(down, t, r, weights, eps, beta)) / (2 * h)
+        numeric[index] = (
+            dual.objective(up, t, r, weights, eps, beta) - dual.objective(down, t, r, weights, eps, beta)
+        ) / (2 * h)
     assert np.abs(numeric - grad).max() < 1e-8
 
 
 def test_atom_gaps_are_the_class_rate_unfairness_of_the_joint_law():
     proba, tau, weights, p = population(30, 3, 2, seed=5)
-    fair = FairClassificationPostProcessor(profile="paper", n_classes=3, eps=0.0, beta=20.0, p=p, horizon=200, optimizer="sgd")
+    fair = FairClassificationPostProcessor(
+        profile="paper", n_classes=3, eps=0.0, beta=20.0, p=p, horizon=200, optimizer="sgd"
+    )
     rng = np.random.default_rng(6)
     index = rng.choice(30, 200, p=weights)
     fair.learn_many(proba[index], tau[index])
@@ -113,9 +119,13 @@ def test_one_sgd_step_is_the_projected_stochastic_gradient_step():
     """From zero, SGD's first step is ``(0 - g / M)_+`` with the one-sample gradient g of eq. (11)."""
     proba, tau, _, p = population(20, 3, 2, seed=7)
     eps, beta = np.array([0.01, 0.02]), 15.0
-    fair = FairClassificationPostProcessor(profile="paper", n_classes=3, eps=eps, beta=beta, p=p, horizon=10, optimizer="sgd", serve="live")
+    fair = FairClassificationPostProcessor(
+        profile="paper", n_classes=3, eps=eps, beta=beta, p=p, horizon=10, optimizer="sgd", serve="live"
+    )
     fair.learn_one(proba[0], tau[0])
-    g = dual.stochastic_gradient(np.zeros((2, 3, 2)), dual.group_features(tau, p)[0], proba[0] @ zero_one_costs(3), eps, beta)
+    g = dual.stochastic_gradient(
+        np.zeros((2, 3, 2)), dual.group_features(tau, p)[0], proba[0] @ zero_one_costs(3), eps, beta
+    )
     smoothness = 2 * beta * float(np.sum((1 - p) / p))  # M = 2 beta sigma^2 (Lemma 3.4)
     np.testing.assert_allclose(fair.dual, np.maximum(-g / smoothness, 0.0), rtol=1e-12, atol=1e-16)
     assert np.abs(fair.dual).max() > 0
@@ -125,9 +135,13 @@ def test_one_sgd_step_is_the_projected_stochastic_gradient_step():
 @pytest.mark.parametrize("optimizer", ["sgd3", "acsa2", "sgd"])
 def test_learn_many_equals_learn_one_bit_for_bit(optimizer):
     proba, tau, s, _ = group_data(700, seed=8)
-    one = FairClassificationPostProcessor(profile="paper", n_classes=3, n_groups=2, eps=0.01, horizon=200, optimizer=optimizer, seed=3)
-    many = FairClassificationPostProcessor(profile="paper", n_classes=3, n_groups=2, eps=0.01, horizon=200, optimizer=optimizer, seed=3)
-    for row, group in zip(proba, tau):
+    one = FairClassificationPostProcessor(
+        profile="paper", n_classes=3, n_groups=2, eps=0.01, horizon=200, optimizer=optimizer, seed=3
+    )
+    many = FairClassificationPostProcessor(
+        profile="paper", n_classes=3, n_groups=2, eps=0.01, horizon=200, optimizer=optimizer, seed=3
+    )
+    for row, group in zip(proba, tau, strict=True):
         one.learn_one(row, group)
     many.learn_many(proba[:300], tau[:300])
     many.learn_many(proba[300:], tau[300:])
@@ -141,7 +155,14 @@ def test_learn_many_equals_learn_one_bit_for_bit(optimizer):
 
 def test_state_round_trip_and_pickle_continue_exactly():
     proba, tau, *_ = group_data(900, seed=9)
-    fair = FairClassificationPostProcessor(profile="paper", classes=["a", "b", "c"], cost_matrix=[[0, 1, 2], [1, 0, 1], [2, 1, 0]], eps=[0.01, 0.02], seed=11, horizon=300)
+    fair = FairClassificationPostProcessor(
+        profile="paper",
+        classes=["a", "b", "c"],
+        cost_matrix=[[0, 1, 2], [1, 0, 1], [2, 1, 0]],
+        eps=[0.01, 0.02],
+        seed=11,
+        horizon=300,
+    )
     fair.learn_many(proba[:400], tau[:400])
     fair.predict_many(proba[:5], tau[:5])  # advance the internal draw counter
     copies = [FairClassificationPostProcessor.from_state_dict(fair.state_dict()), pickle.loads(pickle.dumps(fair))]
@@ -158,7 +179,9 @@ def test_state_round_trip_and_pickle_continue_exactly():
 
 def test_predictions_are_labels_reproducible_per_key_and_follow_the_policy():
     proba, tau, *_ = group_data(3000, seed=10)
-    fair = FairClassificationPostProcessor(profile="paper", classes=["x", "y", "z"], n_groups=2, eps=0.01, horizon=1000, seed=5)
+    fair = FairClassificationPostProcessor(
+        profile="paper", classes=["x", "y", "z"], n_groups=2, eps=0.01, horizon=1000, seed=5
+    )
     fair.learn_many(proba, tau)
     keys = [f"m{i}" for i in range(3000)]
     drawn = fair.predict_many(proba, tau, keys=keys)
@@ -271,7 +294,9 @@ def test_streaming_reaches_the_lp_optimum_of_a_finite_population():
     risk_lp = lp_optimum(proba, t, weights, eps, zero_one_costs(3))
     unconstrained = float(weights @ (1 - proba.max(axis=1)))
     assert risk_lp > unconstrained + 0.05  # the constraint binds
-    fair = FairClassificationPostProcessor(profile="paper", n_classes=3, eps=eps, beta=beta, p=p, horizon=horizon, seed=2)
+    fair = FairClassificationPostProcessor(
+        profile="paper", n_classes=3, eps=eps, beta=beta, p=p, horizon=horizon, seed=2
+    )
     index = np.random.default_rng(horizon).integers(0, n, fair.schedule.steps_left())
     fair.learn_many(proba[index], tau[index])
     assert fair.schedule.epoch == 1  # served: the output of exactly one epoch
@@ -290,5 +315,7 @@ def test_binary_case_starts_at_the_bayes_threshold_and_costs_move_it():
     tau = np.full((99, 2), 0.5)
     plain = FairClassificationPostProcessor(profile="paper", n_classes=2, n_groups=2)
     assert np.array_equal(plain.predict_many(proba, tau, mode="mode"), (score > 0.5).astype(int))
-    costly = FairClassificationPostProcessor(profile="paper", n_classes=2, n_groups=2, cost_matrix=[[0.0, 3.0], [1.0, 0.0]])
+    costly = FairClassificationPostProcessor(
+        profile="paper", n_classes=2, n_groups=2, cost_matrix=[[0.0, 3.0], [1.0, 0.0]]
+    )
     assert np.array_equal(costly.predict_many(proba, tau, mode="mode"), (score > 0.75).astype(int))

@@ -59,7 +59,7 @@ def test_policy_and_features_follow_the_paper_formulas():
     for i in range(6):
         t_i = np.array([1.0 - tau[i, s] / p[s] for s in range(3)])
         r_i = np.array([(eta[i] - atom) ** 2 for atom in atoms])
-        a = np.array([np.dot(w[0, l] - w[1, l], t_i) - r_i[l] for l in range(9)])
+        a = np.array([np.dot(w[0, j] - w[1, j], t_i) - r_i[j] for j in range(9)])
         np.testing.assert_allclose(pi[i], naive_softmax(beta * a), rtol=1e-13, atol=1e-16)
 
 
@@ -88,7 +88,7 @@ def test_objective_is_the_mean_log_sum_exp_plus_the_slack_term():
     for i in range(7):
         a = (w[0] - w[1]) @ t[i] - r[i]
         expected += weights[i] * math.log(sum(math.exp(beta * v) for v in a)) / beta
-    expected += sum(np.dot(w[0, l] + w[1, l], eps) for l in range(7))
+    expected += sum(np.dot(w[0, j] + w[1, j], eps) for j in range(7))
     assert dual.objective(w, t, r, weights, eps, beta) == pytest.approx(expected, rel=1e-13)
 
 
@@ -241,8 +241,8 @@ def joint_law_gaps(pi, tau, weights):
     joint = np.zeros((m, k))
     for i in range(n):
         for s in range(k):
-            for l in range(m):
-                joint[l, s] += weights[i] * tau[i, s] * pi[i, l]
+            for j in range(m):
+                joint[j, s] += weights[i] * tau[i, s] * pi[i, j]
     p_s = joint.sum(axis=0)
     p_l = joint.sum(axis=1)
     return p_l[:, None] - joint / p_s
@@ -332,10 +332,10 @@ def solve_lp(t, r, weights, eps):
     k = t.shape[1]
     cost = (weights[:, None] * r).ravel()  # variable pi_il at index i * m + l
     rows_sum = np.kron(np.eye(n), np.ones(m))
-    gap = np.zeros((m * k, n * m))  # gap[l * k + s] . pi = sum_i w_i t_is pi_il
-    for l in range(m):
+    gap = np.zeros((m * k, n * m))  # gap[j * k + s] . pi = sum_i w_i t_is pi_ij
+    for j in range(m):
         for s in range(k):
-            gap[l * k + s, np.arange(n) * m + l] = weights * t[:, s]
+            gap[j * k + s, np.arange(n) * m + j] = weights * t[:, s]
     bound = np.tile(eps, m)
     result = linprog(
         cost,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -20,7 +22,8 @@ def brute_force(values_and_weights, y, membership):
     def law(weights):
         total = sum(weights)
         return {
-            v: sum(w * q for w, pairs in zip(weights, values_and_weights) for u, q in pairs if u == v) / total
+            v: sum(w * q for w, pairs in zip(weights, values_and_weights, strict=True) for u, q in pairs if u == v)
+            / total
             for v in support
         }
 
@@ -31,11 +34,12 @@ def brute_force(values_and_weights, y, membership):
     for s in range(k):
         weights = [membership[i][s] for i in range(n)]
         group = law(weights)
-        group_risk.append(sum(w * loss for w, loss in zip(weights, losses)) / sum(weights))
+        group_risk.append(sum(w * loss for w, loss in zip(weights, losses, strict=True)) / sum(weights))
         atom.append(max(abs(group[v] - overall[v]) for v in support))
         # sup over every threshold t of |P(Y_hat <= t | S = s) - P(Y_hat <= t)|: the CDFs only change at
         # support points, so thresholds below, at, and between the support points cover the sup
-        thresholds = [support[0] - 1.0] + support + [(a + b) / 2 for a, b in zip(support, support[1:])]
+        thresholds = [support[0] - 1.0] + support + [(a + b) / 2 for a, b in itertools.pairwise(support)]
+
         def cdf(law_, t):
             return sum(law_[v] for v in support if v <= t)
 

@@ -29,7 +29,7 @@ def test_pieces_give_the_same_bits_as_one_piece(monkeypatch, profile, batch_size
     monkeypatch.setattr(postprocessor, "CHUNK_ROWS", 10)
     produced = [pieces.proba_many(eta, tau), pieces.predict_many(eta, tau, keys=list(range(437))),
                 pieces.predict_many(eta, tau, mode="mean"), pieces.predict_many(eta, tau)]
-    for a, b in zip(expected, produced):
+    for a, b in zip(expected, produced, strict=True):
         np.testing.assert_array_equal(a, b)
     assert whole._draws == pieces._draws == 437
 

@@ -9,6 +9,7 @@ groups, and the live diagnostics.
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 import pickle
 
@@ -41,7 +42,9 @@ def test_defaults_follow_the_documented_formulas():
     assert f.schedule.stages == math.floor(math.log2(f.beta**2))
     g = FairRegressionPostProcessor(profile="paper", p=[0.5, 0.5], horizon=10_000)
     assert g.L == 100 and g.beta == pytest.approx(100 * math.log2(100))
-    assert np.array_equal(FairRegressionPostProcessor(profile="paper", n_groups=3).p, np.full(3, 1 / 3))  # p=None starts uniform
+    assert np.array_equal(
+        FairRegressionPostProcessor(profile="paper", n_groups=3).p, np.full(3, 1 / 3)
+    )  # p=None starts uniform
 
 
 # ---------------------------------------------------------------- learn_many == learn_one, bit for bit
@@ -71,7 +74,8 @@ def test_learn_many_is_bit_for_bit_repeated_learn_one(optimizer, inner, k, known
 # ---------------------------------------------------------------- state round trip and pickling
 @pytest.mark.parametrize("serve", ["epoch", "live"])
 @pytest.mark.parametrize(
-    "optimizer,inner,known_p", [("sgd3", "acsa2", False), ("sgd3", "acsa", True), ("acsa2", "acsa", False), ("sgd", "acsa", True)]
+    "optimizer,inner,known_p",
+    [("sgd3", "acsa2", False), ("sgd3", "acsa", True), ("acsa2", "acsa", False), ("sgd", "acsa", True)],
 )
 def test_restored_object_continues_exactly(optimizer, inner, known_p, serve):
     k = 3
@@ -207,7 +211,9 @@ def test_fresh_post_processor_soft_rounds_eta_to_the_nearest_atom():
 
 def test_huge_beta_learns_without_overflow():
     eta, tau = unfair_stream(500, 2, seed=16)
-    f = FairRegressionPostProcessor(profile="paper", L=10, beta=1e6, eps=1e-4, p=tau.mean(axis=0), horizon=200, serve="live")
+    f = FairRegressionPostProcessor(
+        profile="paper", L=10, beta=1e6, eps=1e-4, p=tau.mean(axis=0), horizon=200, serve="live"
+    )
     with np.errstate(over="raise", invalid="raise", divide="raise"):
         f.learn_many(eta, tau)
         proba = f.proba_many(eta, tau)
@@ -259,7 +265,12 @@ def test_independent_groups_change_nothing(optimizer, inner, eps):
 # ---------------------------------------------------------------- streaming contract
 @pytest.mark.parametrize("optimizer,inner", OPTIMIZERS)
 def test_streaming_contract(optimizer, inner):
-    assert list(inspect.signature(FairRegressionPostProcessor.learn_one).parameters) == ["self", "prediction", "tau", "key"]
+    assert list(inspect.signature(FairRegressionPostProcessor.learn_one).parameters) == [
+        "self",
+        "prediction",
+        "tau",
+        "key",
+    ]
     eta, tau = unfair_stream(500, 2, seed=19)
     f = small(p=tau.mean(axis=0), optimizer=optimizer, inner=inner, eps=0.001)
     f.learn_many(eta, tau)
@@ -322,7 +333,10 @@ def test_violation_falls_along_growing_horizons_with_the_theory_parameters():
     results = []
     for horizon in (8_000, 32_000, 128_000):
         config = dict(B=1.0, L=10, eps=1e-3, beta=horizon / (8 * math.log2(horizon)), p=p, horizon=horizon)
-        f, initial = FairRegressionPostProcessor(**{"profile": "paper", **config}), FairRegressionPostProcessor(**{"profile": "paper", **config})
+        f, initial = (
+            FairRegressionPostProcessor(**{"profile": "paper", **config}),
+            FairRegressionPostProcessor(**{"profile": "paper", **config}),
+        )
         eta, tau = spec_population(f.schedule.steps_left(), seed=horizon)  # exactly one epoch of fresh samples
         f.learn_many(eta, tau)
         assert f.schedule.epoch == 1
@@ -368,9 +382,9 @@ def test_risk_rises_and_unfairness_falls_as_eps_shrinks_with_four_groups():
     risks = [report.risk for report in reports]
     atom = np.array([report.atom_unfairness for report in reports])
     max_ks = [report.max_ks for report in reports]
-    assert all(a <= b for a, b in zip(risks, risks[1:]))
+    assert all(a <= b for a, b in itertools.pairwise(risks))
     assert np.all(np.diff(atom, axis=0) <= 0)  # per-atom unfairness of every group
-    assert all(a >= b for a, b in zip(max_ks, max_ks[1:]))
+    assert all(a >= b for a, b in itertools.pairwise(max_ks))
     assert risks[-1] > risks[0] + 0.1 and max_ks[-1] < 0.5 * max_ks[0]  # the trade-off is real
 
 
@@ -387,8 +401,12 @@ def _random_samples(n, k, n_classes, seed):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "kind,serve,known_p",
-    [("regression", "epoch", False), ("regression", "live", True), ("classification", "live", False),
-     ("classification", "epoch", True)],
+    [
+        ("regression", "epoch", False),
+        ("regression", "live", True),
+        ("classification", "live", False),
+        ("classification", "epoch", True),
+    ],
 )
 def test_fused_predict_learn_is_bit_for_bit_predict_then_learn(kind, serve, known_p):
     from streamfair import FairClassificationPostProcessor
@@ -396,12 +414,16 @@ def test_fused_predict_learn_is_bit_for_bit_predict_then_learn(kind, serve, know
     k, n = 3, 3000
     p = [0.2, 0.3, 0.5] if known_p else None
     if kind == "regression":
-        make = lambda: small(p=p, n_groups=k, L=6, serve=serve, horizon=200)  # noqa: E731
+        def make():
+            return small(p=p, n_groups=k, L=6, serve=serve, horizon=200)
+
         modes = ("sample", "mean", "mode")
         inputs, taus = _random_samples(n, k, None, seed=5)
     else:
-        make = lambda: FairClassificationPostProcessor(profile="paper",   # noqa: E731
-            classes=["a", "b", "c", "d"], p=p, n_groups=k, beta=8.0, eps=0.01, horizon=200, seed=4, serve=serve)
+        def make():
+            return FairClassificationPostProcessor(profile="paper", classes=["a", "b", "c", "d"], p=p, n_groups=k,
+                                                   beta=8.0, eps=0.01, horizon=200, seed=4, serve=serve)
+
         modes = ("sample", "mode")
         inputs, taus = _random_samples(n, k, 4, seed=6)
     two, fused, fused_proba, fused_many = make(), make(), make(), make()
@@ -448,7 +470,10 @@ def test_fused_path_falls_back_for_subclasses_that_learn_differently():
     from streamfair.dro import GroupRobustFairRegressionPostProcessor
 
     params = dict(L=4, n_groups=2, horizon=40, seed=1)
-    two, fused = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **params}), GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **params})
+    two, fused = (
+        GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **params}),
+        GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **params}),
+    )
     many = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **params})
     eta, tau = _random_samples(300, 2, None, seed=8)
     expected = []
@@ -472,5 +497,5 @@ def test_single_draw_matches_the_batch_draw():
     keys = [f"m{i}" if i % 3 else i for i in range(4000)]
     u = keyed_uniforms(5, keys)
     assert np.array_equal(u, [keyed_uniform(5, key) for key in keys])
-    assert sample_indices(proba, u).tolist() == [sample_index(row, x) for row, x in zip(proba, u.tolist())]
+    assert sample_indices(proba, u).tolist() == [sample_index(row, x) for row, x in zip(proba, u.tolist(), strict=True)]
     assert sample_index(np.array([0.0, 1.0, 0.0]), 0.0) == 1 and sample_index(np.array([0.5, 0.5, 0.0]), 0.999) == 1

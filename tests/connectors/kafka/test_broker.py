@@ -114,8 +114,10 @@ def test_cli_runs_until_sigterm_and_cleans_up(tmp_path):
 
 
 def test_the_broker_dies_with_the_process_that_started_it(tmp_path):
-    code = (f"from connectors.kafka.broker import Broker; import os, time; b = Broker(log_path={str(tmp_path / 'log')!r})"
-            ".start(); print(b.pid, flush=True); time.sleep(60)")
+    code = (
+        f"from connectors.kafka.broker import Broker; import os, time; b = Broker(log_path={str(tmp_path / 'log')!r})"
+        ".start(); print(b.pid, flush=True); time.sleep(60)"
+    )
     parent = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
     tansu_pid = int(parent.stdout.readline())
     assert _alive(tansu_pid)

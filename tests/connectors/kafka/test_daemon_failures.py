@@ -131,8 +131,9 @@ def test_a_checkpoint_of_a_lost_input_log_is_detected_and_handled_by_the_policy(
         assert code == EXIT_OUT_OF_RANGE and not answered
         return
     assert code == 0
-    if n_new < 300:  # the old position is beyond the new log's end
-        assert all(e["high_watermark"] == n_new // 3 for e in errors)
+    if n_new < 300:  # the old position is beyond the new log's end (librdkafka may not have fetched it yet)
+        unknown = (None,) if kafka_broker.kafka_client == "confluent" else ()
+        assert all(e["high_watermark"] in (n_new // 3, *unknown) for e in errors)
     if policy == "earliest":
         assert answered == stream_ids  # the whole new log, from its start
     else:

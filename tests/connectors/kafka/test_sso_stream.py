@@ -44,7 +44,7 @@ def labelled_topic(kafka_broker):
     """A one-partition topic holding the stream as ``{"x": [...], "y": ...}`` records."""
     topic = "sso-stream-labelled"
     X, y = near_interpolating_stream()
-    records = (json.dumps({"x": row.tolist(), "y": label}).encode() for row, label in zip(X, y))
+    records = (json.dumps({"x": row.tolist(), "y": label}).encode() for row, label in zip(X, y, strict=True))
     fill_topic(kafka_broker.bootstrap, topic, records, linger_ms=5)
     return kafka_broker.bootstrap, topic, X, y
 

@@ -269,18 +269,22 @@ def test_library_registry_is_private_and_served():
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5) as response:
             text = response.read().decode()
-        assert f'streamfair_live_fairness_gap{{group="1",partition="3"}} {float(diagnostics.group_unfairness[1])!r}' in text
+        gap = float(diagnostics.group_unfairness[1])
+        assert f'streamfair_live_fairness_gap{{group="1",partition="3"}} {gap!r}' in text
     finally:
         server.close()
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"groups": ["a"], "eps": 0.1}, "groups"),
-    ({"groups": ["a", "a"], "eps": 0.1}, "groups"),
-    ({"groups": ["a", "b"], "eps": -0.1}, "eps"),
-    ({"groups": ["a", "b"], "eps": [0.1, 0.2, 0.3]}, "eps"),
-    ({"groups": ["a", "b"], "eps": 0.1, "audit_window": 0}, "audit_window"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"groups": ["a"], "eps": 0.1}, "groups"),
+        ({"groups": ["a", "a"], "eps": 0.1}, "groups"),
+        ({"groups": ["a", "b"], "eps": -0.1}, "eps"),
+        ({"groups": ["a", "b"], "eps": [0.1, 0.2, 0.3]}, "eps"),
+        ({"groups": ["a", "b"], "eps": 0.1, "audit_window": 0}, "audit_window"),
+    ],
+)
 def test_streamfair_metrics_validates(kwargs, match):
     with pytest.raises(ValueError, match=match):
         StreamfairMetrics(**kwargs)
@@ -293,7 +297,7 @@ def test_audit_window_keeps_the_last_rows_and_validates():
     proba = rng.dirichlet(np.ones(5), 100)
     y, groups = rng.uniform(-1, 1, 100), rng.integers(0, 3, 100)
     for start in range(0, 100, 7):  # uneven chunks wrap around the ring
-        window.add(proba[start:start + 7], y[start:start + 7], groups[start:start + 7])
+        window.add(proba[start : start + 7], y[start : start + 7], groups[start : start + 7])
     expected = evaluate(proba[-40:], atoms, y[-40:], groups[-40:], n_groups=3)
     got = window.report()
     assert window.count == 40 and got.risk == pytest.approx(expected.risk)
@@ -340,7 +344,9 @@ def live_and_audited(seed, shrink=1.0, window=4000, n=5000):
     """
     eta, tau, s, y = exact_tau_stream(n, seed)
     fed = shrink * tau + (1 - shrink) / 2
-    fair = FairRegressionPostProcessor(profile="paper", L=10, p=[0.5, 0.5], eps=0.05, horizon=1000, window=window, seed=seed)
+    fair = FairRegressionPostProcessor(
+        profile="paper", L=10, p=[0.5, 0.5], eps=0.05, horizon=1000, window=window, seed=seed
+    )
     fair.learn_many(eta, fed)
     metrics = StreamfairMetrics(GROUPS, fair.eps, audit_window=window)
     recent = slice(n - window, n)  # the diagnostics' window: the last `window` samples learned
@@ -348,10 +354,15 @@ def live_and_audited(seed, shrink=1.0, window=4000, n=5000):
     metrics.add_feedback(0, fair.atoms, proba, y[recent], s[recent])
     metrics.observe(fair, 0)
     reg = metrics.registry
-    live = np.array([[value(reg, f"streamfair_live_fairness_{k}", partition="0", group=g) for g in GROUPS]
-                     for k in ("gap", "ks")])
-    audited = np.array([[value(reg, f"streamfair_audited_fairness_{k}", partition="0", group=g) for g in GROUPS]
-                        for k in ("gap", "ks")])
+    live = np.array(
+        [[value(reg, f"streamfair_live_fairness_{k}", partition="0", group=g) for g in GROUPS] for k in ("gap", "ks")]
+    )
+    audited = np.array(
+        [
+            [value(reg, f"streamfair_audited_fairness_{k}", partition="0", group=g) for g in GROUPS]
+            for k in ("gap", "ks")
+        ]
+    )
     member = np.eye(2)[s[recent]]
     m, z = fair.atoms.size, norm.isf(1e-3 / (2 * 2 * 2 * fair.atoms.size))
     tolerance = np.zeros((2, 2))
@@ -376,4 +387,3 @@ def test_live_fairness_disagrees_when_tau_is_miscalibrated():
     # tau shrunk toward uniform (an under-confident group classifier): the plug-in estimate is biased
     live, audited, tolerance = live_and_audited(0, shrink=0.3)
     assert np.all(np.abs(live - audited) > tolerance), (live, audited, tolerance)
-

@@ -12,7 +12,9 @@ from tests.support.metrics_fakes import GROUPS, FakeDaemon, make_config, make_ta
 
 def robust_task(partition: int, seed: int) -> PartitionTask:
     """A robust post-processor on a stream whose minority group 1 is poorly served, some samples labelled."""
-    fair = GroupRobustFairRegressionPostProcessor(profile="paper", L=5, n_groups=2, horizon=100, eps=0.02, refresh=10, seed=seed)
+    fair = GroupRobustFairRegressionPostProcessor(
+        profile="paper", L=5, n_groups=2, horizon=100, eps=0.02, refresh=10, seed=seed
+    )
     rng = np.random.default_rng(seed)
     for i in range(300):
         s = int(rng.random() < 0.2)

@@ -3,7 +3,8 @@
 The daemon runs in a subprocess (metrics on a free port), Prometheus (on PATH: ``make test`` sets it
 up) on another free 127.0.0.1 port with a 1 s scrape/evaluation interval and the deploy alert
 rules with every ``for:`` shortened to 1 s.  The stream is unfair and the daemon runs with a KS target
-of 0, the paper profile and a horizon far beyond the test (the served predictor is still the unconstrained one, as early in a run),
+of 0, the paper profile and a horizon far beyond the test (the served predictor is still the unconstrained
+one, as early in a run),
 5% of the input is invalid JSON, and a feedback topic brings labels and groups.  The post-processor is
 the group-robust one (``postprocessor.robust``), so the DRO panel has data too.  Then: every
 dashboard query returns finite data, every alert expression returns data once its thresholds are
@@ -66,7 +67,7 @@ def with_bool(expr: str) -> str:
         elif c == "}":
             depth -= 1
         elif depth == 0 and c in "<>=!":
-            op = expr[i:i + 2] if expr[i:i + 2] in ("==", "!=", ">=", "<=") else c
+            op = expr[i : i + 2] if expr[i : i + 2] in ("==", "!=", ">=", "<=") else c
             if op in ("==", "!=", ">=", "<=", ">", "<"):
                 out.append(op + " bool")
                 i += len(op)
@@ -78,7 +79,9 @@ def with_bool(expr: str) -> str:
 
 def test_with_bool():
     assert with_bool('up{job="x",a!="b"} == 0') == 'up{job="x",a!="b"} == bool 0'
-    assert with_bool("a > on(x) group_left() (b + 1) and c <= 2") == "a > bool on(x) group_left() (b + 1) and c <= bool 2"
+    assert (
+        with_bool("a > on(x) group_left() (b + 1) and c <= 2") == "a > bool on(x) group_left() (b + 1) and c <= bool 2"
+    )
 
 
 def grafana(expr: str) -> str:
@@ -106,9 +109,18 @@ class Prometheus:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(directory / "prometheus.log", "wb")
         self.process = subprocess.Popen(
-            [binary, f"--config.file={directory / 'prometheus.yml'}", f"--storage.tsdb.path={directory / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=1h"],
-            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            [
+                binary,
+                f"--config.file={directory / 'prometheus.yml'}",
+                f"--storage.tsdb.path={directory / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--storage.tsdb.retention.time=1h",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 20
         while not self._ready():
             assert self.process.poll() is None, (directory / "prometheus.log").read_text()[-3000:]
@@ -173,8 +185,8 @@ seed = 3
 robust = true
 refresh = 50
 [models]
-eta = "{models['eta']}"
-tau = "{models['tau']}"
+eta = "{models["eta"]}"
+tau = "{models["tau"]}"
 features = ["x"]
 learn = true
 [metrics]
@@ -236,9 +248,13 @@ def test_prometheus_scrapes_the_daemon_dashboards_and_alerts_have_data(kafka_bro
     try:
         with open(tmp_path / "daemon.log", "wb") as log:
             daemon = subprocess.Popen(
-                [sys.executable, "-m", "connectors.cli", "serve", "--config", str(config_path)], cwd=REPO,
-                stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL,
-                env={k: v for k, v in os.environ.items() if not k.startswith("STREAMFAIR_")})
+                [sys.executable, "-m", "connectors.cli", "serve", "--config", str(config_path)],
+                cwd=REPO,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                env={k: v for k, v in os.environ.items() if not k.startswith("STREAMFAIR_")},
+            )
         producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, linger_ms=5)
         rng = np.random.default_rng(17)
         pending, sent, deadline = set(queries) - awaiting, 0, time.monotonic() + 60
@@ -246,7 +262,8 @@ def test_prometheus_scrapes_the_daemon_dashboards_and_alerts_have_data(kafka_bro
             assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
             assert time.monotonic() < deadline, (
                 f"no data for: {sorted(pending)}; firing: {prometheus.firing()}; "
-                f"KS: {prometheus.query('streamfair_live_fairness_ks')}")
+                f"KS: {prometheus.query('streamfair_live_fairness_ks')}"
+            )
             if sent < 6000:  # keep the stream flowing, so rates and latencies have fresh samples
                 inputs, feedback = wave(rng, sent, 300)
                 for partition, value in inputs:
@@ -266,7 +283,9 @@ def test_prometheus_scrapes_the_daemon_dashboards_and_alerts_have_data(kafka_bro
         base = f"http://127.0.0.1:{metrics_port}"
         assert get(base + HEALTH_PATH) == (200, "ok\n") and get(base + READY_PATH) == (200, "ready\n")
         status, exposition = get(base + "/metrics")
-        lint = subprocess.run([prometheus_tools["promtool"], "check", "metrics"], input=exposition.encode(), capture_output=True)
+        lint = subprocess.run(
+            [prometheus_tools["promtool"], "check", "metrics"], input=exposition.encode(), capture_output=True
+        )
         assert status == 200 and lint.returncode == 0 and not lint.stdout.strip(), lint
         # the daemon goes away: `up` drops to 0 and the down alert fires
         daemon.send_signal(signal.SIGTERM)

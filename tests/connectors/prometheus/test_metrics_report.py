@@ -121,7 +121,12 @@ def test_scraping_a_metrics_endpoint(tmp_path):
     try:
         url = f"http://127.0.0.1:{server.port}/metrics"
         history = scrape_history(url, duration=0.25, every=0.1)
-        assert history.groups == GROUPS and history.target == [EPS, EPS] and history.measure == "gap" and len(history.records) >= 2
+        assert (
+            history.groups == GROUPS
+            and history.target == [EPS, EPS]
+            and history.measure == "gap"
+            and len(history.records) >= 2
+        )
         record = history.records[-1]
         diagnostics, report = metrics.observe(fair, 0)
         assert record.partition == "0" and record.n_samples == 400
@@ -129,12 +134,27 @@ def test_scraping_a_metrics_endpoint(tmp_path):
         np.testing.assert_allclose(record.audited_ks, report.ks_unfairness)
         assert record.risk == pytest.approx(report.risk) and record.audited_samples == 400
         png, saved = tmp_path / "scraped.png", tmp_path / "scraped.jsonl"
-        code = cli.main(["report", "--scrape", url, "--duration", "0.2", "--every", "0.1", "-o", str(png),
-                         "--save-history", str(saved)])
+        code = cli.main(
+            [
+                "report",
+                "--scrape",
+                url,
+                "--duration",
+                "0.2",
+                "--every",
+                "0.1",
+                "-o",
+                str(png),
+                "--save-history",
+                str(saved),
+            ]
+        )
         assert code == 0 and png.stat().st_size > 10000 and len(read_history(saved).records) >= 2
     finally:
         server.close()
-    with pytest.raises(ValueError, match="not a streamfair|no streamfair_fairness_ks_target or streamfair_fairness_eps"):
+    with pytest.raises(
+        ValueError, match="not a streamfair|no streamfair_fairness_ks_target or streamfair_fairness_eps"
+    ):
         records_from_exposition("# HELP up x\n# TYPE up gauge\nup 1\n")
     with pytest.raises(ValueError, match="every"):
         scrape_history("http://127.0.0.1:1/metrics", duration=1, every=0)

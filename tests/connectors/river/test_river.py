@@ -202,7 +202,7 @@ def assert_same_state(a, b) -> None:
             assert_same_state(a[key], b[key])
     elif isinstance(a, (list, tuple)):
         assert len(a) == len(b)
-        for u, v in zip(a, b):
+        for u, v in zip(a, b, strict=True):
             assert_same_state(u, v)
     elif isinstance(a, np.ndarray) or a is None:
         np.testing.assert_array_equal(a, b)
@@ -403,7 +403,9 @@ def test_fair_model_is_much_fairer_than_the_base_model_at_a_bounded_risk_cost():
     the risk Var(y) of the trivially fair constant prediction.
     """
     base_model = scaled(linear_model.LinearRegression())
-    fair = FairRegressor(scaled(linear_model.LinearRegression()), scaled(linear_model.LogisticRegression()), L=10, seed=0)
+    fair = FairRegressor(
+        scaled(linear_model.LinearRegression()), scaled(linear_model.LogisticRegression()), L=10, seed=0
+    )
     for x, y in friedman_with_group(7500, seed=1):
         fair.learn_one(x, y)
         base_model.learn_one(without_group(x), y)

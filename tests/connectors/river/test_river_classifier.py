@@ -152,7 +152,7 @@ def test_wrapper_is_the_core_post_processor_fed_by_the_base_models():
     x = without_group(x)
     proba, tau = classifier.predict_proba_one(x), group_classifier.predict_proba_one(x)
     pi = reference.proba_one(normalized([proba[c] for c in classes]), normalized([tau[True], tau[False]]))
-    assert model.predict_proba_one(x) == dict(zip(classes, pi.tolist()))
+    assert model.predict_proba_one(x) == dict(zip(classes, pi.tolist(), strict=True))
     assert model.class_counts == {c: seen.count(c) for c in classes} and sum(model.group_counts.values()) == 300
 
 

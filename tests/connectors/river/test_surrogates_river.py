@@ -24,7 +24,7 @@ def samples(seed: int, n: int, classification: bool):
     rng = np.random.default_rng(seed)
     for _ in range(n):
         v = rng.standard_normal(3)
-        x = dict(zip(FEATURES, v))
+        x = dict(zip(FEATURES, v, strict=True))
         target = v @ [1.0, -2.0, 0.5] + 0.3
         if classification:
             yield x, bool(target + 0.5 * rng.standard_normal() > 0)
@@ -72,9 +72,9 @@ def test_external_gradients_equal_labelled_batches():
     batch = list(samples(1, 25, False))
     labelled, external = RiverSSO(make(), m=5), RiverSSO(make(), m=5)
     for start in (0, 5, 10, 15, 20):
-        xs, ys = zip(*batch[start:start + 5])
+        xs, ys = zip(*batch[start:start + 5], strict=True)
         labelled.learn_batch(xs, ys=ys)
-        gradients = [2 * (external.raw_one(x) - y) for x, y in zip(xs, ys)]
+        gradients = [2 * (external.raw_one(x) - y) for x, y in zip(xs, ys, strict=True)]
         external.learn_batch(xs, gradients=gradients)
     assert state(labelled.model) == state(external.model)
     assert labelled.n_oracle_calls == 5 and labelled.n_inner_steps == 125
@@ -88,9 +88,9 @@ def test_sso_on_river_needs_fewer_batches_than_sgd_near_interpolation():
     sgd, sso = make(), RiverSSO(make(), m=10, eta=0.25)
     sgd_curve, sso_curve = [], []
     for start in range(0, 500, 25):
-        xs, ys = zip(*stream[start:start + 25])
+        xs, ys = zip(*stream[start:start + 25], strict=True)
         sso.learn_batch(xs, ys=ys)
-        for x, y in zip(xs, ys):
+        for x, y in zip(xs, ys, strict=True):
             sgd.learn_one(x, y)
         sgd_curve.append(mse(sgd))
         sso_curve.append(mse(sso.model))

@@ -77,11 +77,11 @@ def test_lmo_matches_brute_force_with_ties_to_the_larger_index():
     for trial in range(5):
         costs = rng.integers(0, 3, (n, n)).astype(float)  # ... and integer costs: many exact ties
         predictions = sample.predict(costs)
-        expected = [argmin_star([sum(proba[l, i] * costs[i, j] for i in range(n)) for j in range(n)]) for l in range(size)]
+        expected = [
+            argmin_star([sum(proba[row, i] * costs[i, j] for i in range(n)) for j in range(n)]) for row in range(size)
+        ]
         assert predictions.tolist() == expected
-        ties = sum(
-            1 for l in range(size) if len(set(np.round([proba[l] @ costs[:, j] for j in range(n)], 12))) < n
-        )
+        ties = sum(1 for row in range(size) if len(set(np.round([proba[row] @ costs[:, j] for j in range(n)], 12))) < n)
         if trial == 0:
             assert ties > 10  # the tie-breaking was exercised
         # invariance (away from exact ties, which rounding may move): scaling, a constant per row of L
@@ -102,7 +102,7 @@ def test_group_aware_and_unaware_oracles_match_brute_force():
     proba, y, a = labelled(size, n, seed=2, groups=m)
     costs = rng.normal(size=(m, n, n))  # group-dependent costs (Alg. 10)
     aware = Sample(proba, y, a)
-    expected = [argmin_star([proba[l] @ costs[a[l], :, j] for j in range(n)]) for l in range(size)]
+    expected = [argmin_star([proba[row] @ costs[a[row], :, j] for j in range(n)]) for row in range(size)]
     predictions = aware.predict(costs.reshape(m * n, n))
     assert predictions.tolist() == expected
     counts = np.zeros((m, n, n))
@@ -110,7 +110,10 @@ def test_group_aware_and_unaware_oracles_match_brute_force():
     np.testing.assert_array_equal(aware.confusion(predictions), counts / size)
     tau = rng.dirichlet(np.ones(m), size)
     unaware = Sample(proba, y, a, tau=tau)
-    expected = [argmin_star([sum(tau[l, g] * proba[l] @ costs[g, :, j] for g in range(m)) for j in range(n)]) for l in range(size)]
+    expected = [
+        argmin_star([sum(tau[row, g] * proba[row] @ costs[g, :, j] for g in range(m)) for j in range(n)])
+        for row in range(size)
+    ]
     assert unaware.predict(costs.reshape(m * n, n)).tolist() == expected
     np.testing.assert_array_equal(unaware.confusion(predictions), counts / size)  # groups known: exact
 
@@ -119,8 +122,8 @@ def test_label_free_confusion_is_the_eta_weighted_surrogate():
     proba, y, a = labelled(150, 3, seed=3, groups=2)
     predictions = np.random.default_rng(4).integers(0, 3, 150)
     expected = np.zeros((2, 3, 3))
-    for l in range(150):
-        expected[a[l], :, predictions[l]] += proba[l] / 150
+    for row in range(150):
+        expected[a[row], :, predictions[row]] += proba[row] / 150
     np.testing.assert_allclose(Sample(proba, None, a).confusion(predictions), expected, atol=1e-15)
     # coordinates that sum over the true class (coverage, DP) are exact without labels
     exact = Sample(proba, y, a).confusion(predictions)
@@ -209,7 +212,12 @@ def test_constraints_follow_the_table_1_formulas():
     dp = max(abs(tensor[a, :, j].sum() / mu[a] - cover[j]) for a in range(2) for j in range(3))
     assert DemographicParity(0.02)(tensor) == pytest.approx(dp - 0.02, rel=1e-12)
     priors, cells = overall.sum(axis=1), tensor.sum(axis=2)
-    eodds = max(abs(tensor[a, i, j] / cells[a, i] - overall[i, j] / priors[i]) for a in range(2) for i in range(3) for j in range(3))
+    eodds = max(
+        abs(tensor[a, i, j] / cells[a, i] - overall[i, j] / priors[i])
+        for a in range(2)
+        for i in range(3)
+        for j in range(3)
+    )
     assert EqualizedOdds(0.03)(tensor) == pytest.approx(eodds - 0.03, rel=1e-12)
     binary = random_confusion(2, 3, 13)
     b_overall, b_cells = binary.sum(axis=0), binary.sum(axis=2)
@@ -226,7 +234,10 @@ def test_constraints_follow_the_table_1_formulas():
     ("build", "message"),
     [
         (lambda: DemographicParity(-0.1), "eps must be a finite number >= 0"),
-        (lambda: Problem(QMean(), Sample(np.full((4, 2), 0.5), [0, 1, 0, 1]), [DemographicParity(0.1)]), "needs at least 2 groups"),
+        (
+            lambda: Problem(QMean(), Sample(np.full((4, 2), 0.5), [0, 1, 0, 1]), [DemographicParity(0.1)]),
+            "needs at least 2 groups",
+        ),
         (lambda: Problem(QMean(), Sample(np.full((4, 2), 0.5), [0, 0, 0, 0])), "every class needs a positive prior"),
         (lambda: Sample(np.full((3, 2), 0.5), [0, 1, 2]), r"y must be in 0..1"),
         (lambda: Sample(np.full((3, 2), 0.5), [0.0, 1.0, 0.0]), "y must be 3 integer labels"),
@@ -236,7 +247,10 @@ def test_constraints_follow_the_table_1_formulas():
         (lambda: MicroF1(default_class=-1), "default_class must be an integer >= 0"),
         (lambda: RandomizedClassifier([0.5, 0.6], np.zeros((2, 2, 2))), "weights must be finite, >= 0 and sum to 1"),
         (lambda: RandomizedClassifier([1.0], np.zeros((1, 4, 2)), grouping="none"), "grouping 'none' needs"),
-        (lambda: bisection(Problem(QMean(), Sample(np.full((2, 2), 0.5), [0, 1]))), "bisection needs a ratio-of-linear metric"),
+        (
+            lambda: bisection(Problem(QMean(), Sample(np.full((2, 2), 0.5), [0, 1]))),
+            "bisection needs a ratio-of-linear metric",
+        ),
     ],
 )
 def test_bad_inputs_raise_value_errors_naming_the_argument(build, message):
@@ -257,8 +271,18 @@ def test_linprog_agrees_with_scipy_on_random_programs():
         b_eq = a_eq @ rng.random(n) if rng.random() < 0.8 else rng.normal(size=k_eq)
         if rng.random() < 0.7:  # usually bounded: add the simplex
             a_eq, b_eq = np.vstack([a_eq, np.ones(n)]), np.append(b_eq, 1.0)
-        ours = linprog(c, a_ub if k_ub else None, b_ub if k_ub else None, a_eq if a_eq.size else None, b_eq if a_eq.size else None)
-        theirs = scipy_linprog(c, a_ub if k_ub else None, b_ub if k_ub else None, a_eq if a_eq.size else None, b_eq if a_eq.size else None, bounds=(0, None), method="highs")
+        ours = linprog(
+            c, a_ub if k_ub else None, b_ub if k_ub else None, a_eq if a_eq.size else None, b_eq if a_eq.size else None
+        )
+        theirs = scipy_linprog(
+            c,
+            a_ub if k_ub else None,
+            b_ub if k_ub else None,
+            a_eq if a_eq.size else None,
+            b_eq if a_eq.size else None,
+            bounds=(0, None),
+            method="highs",
+        )
         expected = {0: "optimal", 2: "infeasible", 3: "unbounded"}[theirs.status]
         assert ours.status == expected
         statuses.add(expected)
@@ -284,7 +308,15 @@ def test_pruning_lp_matches_scipy_and_meets_the_constraints_exactly():
     points = np.stack([c.point for c in comps])
     objectives = np.array([problem.objective(v) for v in points])
     values = points @ problem.A.T - problem.b
-    reference = scipy_linprog(objectives, values.T, np.zeros(problem.n_constraints), np.ones((1, len(comps))), [1.0], bounds=(0, None), method="highs")
+    reference = scipy_linprog(
+        objectives,
+        values.T,
+        np.zeros(problem.n_constraints),
+        np.ones((1, len(comps))),
+        [1.0],
+        bounds=(0, None),
+        method="highs",
+    )
     assert weights @ objectives == pytest.approx(reference.fun, abs=1e-9)
     assert problem.violation(weights @ points) <= 1e-9
     assert np.count_nonzero(weights) <= problem.n_constraints + 1
@@ -368,7 +400,7 @@ def test_sampling_the_mixture_reproduces_its_confusion_matrix():
     weights = np.array([0.1, 0.2, 0.3, 0.4])
     h = RandomizedClassifier(weights, scores, grouping="aware", seed=9)
     expected = h.confusion(sample)
-    manual = sum(w * sample.confusion(sample.predict(s)) for w, s in zip(weights, scores))
+    manual = sum(w * sample.confusion(sample.predict(s)) for w, s in zip(weights, scores, strict=True))
     np.testing.assert_allclose(expected, manual, atol=1e-15)
     rounds = 20  # M = 40,000 stream samples: the sample repeated, a fresh key each time
     counts = np.zeros_like(expected)

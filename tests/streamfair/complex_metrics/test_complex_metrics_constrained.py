@@ -64,12 +64,14 @@ def reference_value(eta):
             bounds=[(0, 1)] * k, constraints=constraints, options={"maxiter": 500, "ftol": 1e-12},
         )
         assert result.success
-        return result.fun, [p for p, a in zip(points, result.x) if a > 1e-4]
+        return result.fun, [p for p, a in zip(points, result.x, strict=True) if a > 1e-4]
 
     grid = np.linspace(-2, 6, 13)
     value, support = solve([(a, b) for a in grid for b in grid])
     for step in (0.2, 0.05):
-        value, support = solve(sorted({(p[0] + i * step, p[1] + j * step) for p in support for i in (-1, 0, 1) for j in (-1, 0, 1)}))
+        value, support = solve(
+            sorted({(p[0] + i * step, p[1] + j * step) for p in support for i in (-1, 0, 1) for j in (-1, 0, 1)})
+        )
     return value
 
 

@@ -44,7 +44,7 @@ def test_mode_a_with_the_whole_stream_in_the_window_is_the_batch_fit_bit_for_bit
     refit = WindowedRefit(fit, QMean(), [Coverage(0.02)], n_classes=3, window=3000, refit_every=3000, seed=4)
     before = refit.predict_one(proba[0], key="k")
     assert before == int(proba[0].argmax())  # before the first refit: argmax eta_hat
-    for row, label in zip(proba, y):
+    for row, label in zip(proba, y, strict=True):
         refit.learn_one(row, int(label))
     batch = fit(Problem(QMean(), Sample(proba, y), [Coverage(0.02)]))
     assert np.array_equal(refit.classifier.weights, batch.classifier.weights)
@@ -56,7 +56,7 @@ def test_mode_a_with_the_whole_stream_in_the_window_is_the_batch_fit_bit_for_bit
     assert served == batch.classifier.predict_many(proba[:200], keys=keys).tolist()
     # a sliding window: after 1000 more arrivals and a refit, the window is the last 3000 tuples
     more_x, more_y = sample_three_class(1000, seed=2)
-    for row, label in zip(posterior(more_x), more_y):
+    for row, label in zip(posterior(more_x), more_y, strict=True):
         refit.learn_one(row, int(label))
     refit.refit()
     window = Sample(np.vstack([proba[1000:], posterior(more_x)]), np.concatenate([y[1000:], more_y]))
@@ -104,7 +104,10 @@ def test_mode_c_online_primal_dual_meets_coverage_at_the_batch_objective(stream)
     assert QMean()(confusion) <= batch.objective + 0.01
     assert online.multipliers.max() > 0  # the constraint was active
     unconstrained = StreamingFrankWolfe(QMean(), n_classes=3, refresh_every=10)
-    assert Coverage(eps)(Sample(proba[:30_000], y[:30_000]).confusion(unconstrained.run(proba[:30_000], y[:30_000]))) > 0.05
+    assert (
+        Coverage(eps)(Sample(proba[:30_000], y[:30_000]).confusion(unconstrained.run(proba[:30_000], y[:30_000])))
+        > 0.05
+    )
 
 
 @pytest.mark.slow
@@ -134,10 +137,21 @@ def test_mode_c_learns_demographic_parity_without_labels():
         (lambda: StreamingFrankWolfe(QMean(), n_classes=3, step=1.5), r"step must be None or in \(0, 1\]"),
         (lambda: StreamingFrankWolfe(QMean(), n_classes=3, n_groups=2), "grouping 'none' does not fit n_groups=2"),
         (lambda: OnlinePrimalDual(QMean(), [], n_classes=3), "needs at least one constraint"),
-        (lambda: StreamingFrankWolfe(QMean(), n_classes=3).learn_one([0.5, 0.5, 0.5], 0), "proba must be 3 class probabilities"),
-        (lambda: StreamingFrankWolfe(QMean(), n_classes=3).learn_one([0.2, 0.3, 0.5], 3), r"prediction must be a class in 0..2"),
+        (
+            lambda: StreamingFrankWolfe(QMean(), n_classes=3).learn_one([0.5, 0.5, 0.5], 0),
+            "proba must be 3 class probabilities",
+        ),
+        (
+            lambda: StreamingFrankWolfe(QMean(), n_classes=3).learn_one([0.2, 0.3, 0.5], 3),
+            r"prediction must be a class in 0..2",
+        ),
         (lambda: StreamingFrankWolfe(QMean(), n_classes=3).learn_one([0.2, 0.3, 0.5], 1, y=-1), r"y must be a class"),
-        (lambda: OnlinePrimalDual(ZeroOneError(), [DemographicParity(0.1)], n_classes=3, n_groups=2, grouping="aware").predict_one([0.2, 0.3, 0.5]), "needs its group"),
+        (
+            lambda: OnlinePrimalDual(
+                ZeroOneError(), [DemographicParity(0.1)], n_classes=3, n_groups=2, grouping="aware"
+            ).predict_one([0.2, 0.3, 0.5]),
+            "needs its group",
+        ),
         (lambda: WindowedRefit(frank_wolfe, QMean(), n_classes=3, window=0), "window must be an integer >= 1"),
     ],
 )

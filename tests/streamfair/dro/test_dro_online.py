@@ -58,7 +58,7 @@ def test_batch_updates_equal_sequential_updates():
     ):
         for attribution in (tau, soft_tau):
             one, many = make(), make()
-            for loss, row in zip(losses, attribution):
+            for loss, row in zip(losses, attribution, strict=True):
                 one.update(loss, row)
             many.update_many(losses[:200], attribution[:200])
             many.update_many(losses[200:], attribution[200:])

@@ -108,7 +108,10 @@ def test_late_labels_correct_exactly_like_labels_before_the_refresh(updater):
         assert late.learn_label(keys[i], y[i])  # ... corrected afterwards
     np.testing.assert_allclose(early.dro.losses, late.dro.losses, rtol=1e-12)
     np.testing.assert_allclose(early.dro.weights, late.dro.weights, rtol=1e-12)
-    assert not np.allclose(early.dro.losses, GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, refresh=200).dro.losses)
+    assert not np.allclose(
+        early.dro.losses,
+        GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, refresh=200).dro.losses,
+    )
     for model in (early, late):
         diagnostics = model.dro_diagnostics()
         assert diagnostics.n_labels == 100 and diagnostics.label_coverage == pytest.approx(0.5)
@@ -143,7 +146,9 @@ def test_pending_labels_are_bounded():
 def test_state_round_trip_mid_block_with_pending_labels(updater):
     s, tau, eta = minority_stream(900, 7)
     keys = [f"k{i}" for i in range(900)]
-    a = GroupRobustFairRegressionPostProcessor(**{"profile": "paper", **CONFIG}, updater=updater, refresh=50, forgetting=1e-3)
+    a = GroupRobustFairRegressionPostProcessor(
+        **{"profile": "paper", **CONFIG}, updater=updater, refresh=50, forgetting=1e-3
+    )
     a.learn_many(eta[:430], tau[:430], keys=keys[:430])
     a.learn_label("k420", 0.3)  # an early label in the open block
     a.learn_label("k10", 0.1)  # a late label

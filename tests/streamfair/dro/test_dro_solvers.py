@@ -130,7 +130,9 @@ def test_cutting_planes_reproduce_the_lp_optimum(make):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("make", [chi_square_problem, kl_problem, chi_square_penalty_problem], ids=["chi2", "kl", "chi2-pen"])
+@pytest.mark.parametrize(
+    "make", [chi_square_problem, kl_problem, chi_square_penalty_problem], ids=["chi2", "kl", "chi2-pen"]
+)
 def test_cutting_plane_reference_is_attained_and_not_beaten(make):
     """The certified value is attained (a long subgradient run gets there) and no iterate is below it."""
     problem = make()
@@ -304,8 +306,8 @@ def test_estimator_13_ratios_are_bounded_and_its_mean_is_the_dual_gradient(robus
         estimates = [broo.estimator(i, x, eta) for i in range(problem.n)]
         ratios = np.array([1.0 - g_y / g for _, g_y in estimates])
         assert ratios.max() <= math.e**2
-        mean_x = sum(p * g_x for p, (g_x, _) in zip(broo.p_bar, estimates))
-        mean_y = sum(p * g_y for p, (_, g_y) in zip(broo.p_bar, estimates))
+        mean_x = sum(p * g_x for p, (g_x, _) in zip(broo.p_bar, estimates, strict=True))
+        mean_y = sum(p * g_y for p, (_, g_y) in zip(broo.p_bar, estimates, strict=True))
 
         def upsilon(point, threshold):
             return broo.penalty.dual_objective(problem.losses_at(slice(None), point), threshold)
@@ -326,10 +328,12 @@ def test_problem_gradients_match_finite_differences(loss):
         x = rng.normal(size=4)
         weights = rng.uniform(size=30)
         h = 1e-6
-        numeric = np.array([
-            weights @ (problem.losses_at(index, x + h * e) - problem.losses_at(index, x - h * e)) / (2 * h)
-            for e in np.eye(4)
-        ])
+        numeric = np.array(
+            [
+                weights @ (problem.losses_at(index, x + h * e) - problem.losses_at(index, x - h * e)) / (2 * h)
+                for e in np.eye(4)
+            ]
+        )
         np.testing.assert_allclose(problem.gradient_sum(index, x, weights), numeric, atol=1e-6)
     assert problem.losses_at(index, np.full(4, 1e4)).max() < np.inf  # logaddexp: no overflow
 
@@ -380,8 +384,9 @@ def test_nu_search_bisects_towards_the_constrained_multiplier(monkeypatch):
         penalized = make_synthetic(100, 2, ChiSquareSet(0.2).penalized(math.exp(log_nu)), seed=0, flip=0.0, radius=0.5)
         return math.exp(log_nu) + cutting_plane_optimum(penalized, tolerance=1e-9)
 
-    best = minimize_scalar(h, bounds=(math.log(seen[-1]) - 3, math.log(seen[-1]) + 3), method="bounded",
-                           options={"xatol": 1e-6})
+    best = minimize_scalar(
+        h, bounds=(math.log(seen[-1]) - 3, math.log(seen[-1]) + 3), method="bounded", options={"xatol": 1e-6}
+    )
     assert best.fun == pytest.approx(reference_optimum(problem), abs=1e-7)  # Prop. 3: min_nu h = constrained optimum
     assert abs(math.log(seen[-1]) - best.x) <= math.log(1.5)  # the bisection ends near nu*
 

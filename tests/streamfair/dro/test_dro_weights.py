@@ -102,9 +102,13 @@ def test_cvar_weights_match_lp_and_rockafellar_uryasev_dual():
 # ---------------------------------------------------------------- test 3: chi-square constrained
 def chi2_dual(losses, rho):
     n = losses.size
-    f = lambda eta: eta + math.sqrt((1 + 2 * rho) / n) * np.linalg.norm(np.maximum(losses - eta, 0))
+
+    def f(eta):
+        return eta + math.sqrt((1 + 2 * rho) / n) * np.linalg.norm(np.maximum(losses - eta, 0))
+
     span = losses.max() - losses.min() + 1.0
-    res = minimize_scalar(f, bounds=(losses.min() - 10 * span, losses.max()), method="bounded", options={"xatol": 1e-13})
+    res = minimize_scalar(f, bounds=(losses.min() - 10 * span, losses.max()), method="bounded",
+                          options={"xatol": 1e-13})
     return min(res.fun, f(losses.max()))
 
 
@@ -146,6 +150,11 @@ def test_chi_square_weights_feasible_tight_and_dual_optimal():
 
 
 # ---------------------------------------------------------------- test 4: chi-square penalized
+def chi_square_penalized_dual(eta, losses, lam):
+    n = losses.size
+    return eta + lam / 2 + np.sum(np.maximum(losses - eta, 0) ** 2) / (2 * lam * n)
+
+
 def test_chi_square_penalized_projection_and_dual():
     rng = np.random.default_rng(5)
     for _ in range(100):
@@ -154,11 +163,11 @@ def test_chi_square_penalized_projection_and_dual():
         lam = float(rng.choice([0.05, 0.5, 3.0]))
         worst = chi_square_penalized(losses, lam)
         np.testing.assert_allclose(worst.weights, project_simplex(1.0 / n + losses / (lam * n)), atol=1e-12)
-        f = lambda eta: eta + lam / 2 + np.sum(np.maximum(losses - eta, 0) ** 2) / (2 * lam * n)
-        res = minimize_scalar(f, bounds=(losses.min() - 10 * lam - 10, losses.max() + 1), method="bounded",
+        res = minimize_scalar(chi_square_penalized_dual, args=(losses, lam),
+                              bounds=(losses.min() - 10 * lam - 10, losses.max() + 1), method="bounded",
                               options={"xatol": 1e-12})
         assert worst.value == pytest.approx(res.fun, abs=1e-7)
-        assert f(worst.dual) == pytest.approx(worst.value, abs=1e-9)
+        assert chi_square_penalized_dual(worst.dual, losses, lam) == pytest.approx(worst.value, abs=1e-9)
         for p in rng.dirichlet(np.ones(n), size=10):  # primal optimality
             assert p @ losses - lam * chi_square_divergence(p) <= worst.value + 1e-12
 
@@ -203,6 +212,11 @@ def test_kl_penalized_value_is_the_primal_objective():
             assert p @ losses - tau * kl_divergence(p) <= worst.value + 1e-12
 
 
+def kl_dual(log_t, losses, rho):
+    n = losses.size
+    return math.exp(log_t) * (rho + log_sum_exp(losses / math.exp(log_t)) - math.log(n))
+
+
 def test_kl_constrained_is_tight_and_matches_dual():
     rng = np.random.default_rng(9)
     for case in range(60):
@@ -212,16 +226,22 @@ def test_kl_constrained_is_tight_and_matches_dual():
         worst = kl_constrained(losses, rho)
         assert in_simplex(worst.weights, 1e-12)
         n_top = np.count_nonzero(losses == losses.max())
-        dual = lambda log_t: math.exp(log_t) * (rho + log_sum_exp(losses / math.exp(log_t)) - math.log(n))
         if math.log(n / n_top) <= rho:
             assert worst.value == losses.max()
             continue
         assert kl_divergence(worst.weights) == pytest.approx(rho, rel=1e-9)
-        res = minimize_scalar(dual, bracket=(math.log(worst.dual) - 1, math.log(worst.dual) + 1), tol=1e-12)
+        res = minimize_scalar(
+            kl_dual, args=(losses, rho), bracket=(math.log(worst.dual) - 1, math.log(worst.dual) + 1), tol=1e-12
+        )
         assert worst.value == pytest.approx(res.fun, abs=1e-8 * max(1, np.abs(losses).max()))
 
 
 # ---------------------------------------------------------------- test 6: capped softmax
+def entropic_objective(p, losses, tau):
+    positive = p[p > 0]
+    return p @ losses - (positive * np.log(positive)).sum() * tau
+
+
 def test_capped_softmax_constraints_sandwich_limit_and_local_optimality():
     rng = np.random.default_rng(10)
     for case in range(100):
@@ -234,20 +254,17 @@ def test_capped_softmax_constraints_sandwich_limit_and_local_optimality():
         assert in_simplex(q, 1e-12) and q.max() <= cap * (1 + 1e-12)
         exact = cvar(losses, alpha).value
         assert exact - 1e-12 <= worst.value <= exact + tau * math.log(n) + 1e-12
-
-        def objective(p):
-            positive = p[p > 0]
-            return p @ losses - (positive * np.log(positive)).sum() * tau
-
-        assert objective(q) == pytest.approx(worst.value, abs=1e-10)
+        assert entropic_objective(q, losses, tau) == pytest.approx(worst.value, abs=1e-10)
         for _ in range(20):  # feasible perturbations never improve the regularized objective
             d = rng.normal(size=n)
             d -= d.mean()
-            room = np.where(d > 0, (cap - q) / np.where(d > 0, d, 1), np.where(d < 0, q / np.where(d < 0, -d, 1), np.inf))
+            room = np.where(
+                d > 0, (cap - q) / np.where(d > 0, d, 1), np.where(d < 0, q / np.where(d < 0, -d, 1), np.inf)
+            )
             t = min(1e-3, float(room.min()))
             if t <= 0:  # q sits on a face that d leaves
                 continue
-            assert objective(q + t * d) <= objective(q) + 1e-12
+            assert entropic_objective(q + t * d, losses, tau) <= entropic_objective(q, losses, tau) + 1e-12
     losses = rng.normal(size=30)
     assert capped_softmax(losses, 0.2, 1e-9).value == pytest.approx(cvar(losses, 0.2).value, abs=1e-6)
 
@@ -293,7 +310,8 @@ def test_lambert_solve_does_not_overflow():
 
 
 @pytest.mark.parametrize(
-    "penalty", [EntropicCVaR(0.1, 50, 0.05), EntropicChiSquare(0.5, 50, 0.05), EntropicKL(0.3, 50, 0.05), EntropicMaxLoss(0.05)]
+    "penalty",
+    [EntropicCVaR(0.1, 50, 0.05), EntropicChiSquare(0.5, 50, 0.05), EntropicKL(0.3, 50, 0.05), EntropicMaxLoss(0.05)],
 )
 def test_lemma_4_log_weight_is_lipschitz(penalty):
     v = np.linspace(-5, 5, 20001)
@@ -304,7 +322,8 @@ def test_lemma_4_log_weight_is_lipschitz(penalty):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "penalty", [EntropicCVaR(0.1, 30, 0.05), EntropicChiSquare(0.5, 30, 0.05), EntropicKL(0.3, 30, 0.05), EntropicMaxLoss(0.05)]
+    "penalty",
+    [EntropicCVaR(0.1, 30, 0.05), EntropicChiSquare(0.5, 30, 0.05), EntropicKL(0.3, 30, 0.05), EntropicMaxLoss(0.05)],
 )
 def test_lemma_5_threshold_moves_less_than_the_losses_and_warm_start(penalty):
     rng = np.random.default_rng(12)
@@ -322,9 +341,13 @@ def test_lemma_5_threshold_moves_less_than_the_losses_and_warm_start(penalty):
 
 PENALIZED = [
     # (regularized penalty, unregularized value L_psi, psi(q) summed)
-    (EntropicCVaR(0.2, 40, 0.03), lambda l: cvar(l, 0.2).value, lambda q: 0.0),
-    (EntropicChiSquare(0.4, 40, 0.03), lambda l: chi_square_penalized(l, 0.4).value, lambda q: 0.4 * chi_square_divergence(q)),
-    (EntropicKL(0.25, 40, 0.03), lambda l: kl_penalized(l, 0.25).value, lambda q: 0.25 * kl_divergence(q)),
+    (EntropicCVaR(0.2, 40, 0.03), lambda losses: cvar(losses, 0.2).value, lambda q: 0.0),
+    (
+        EntropicChiSquare(0.4, 40, 0.03),
+        lambda losses: chi_square_penalized(losses, 0.4).value,
+        lambda q: 0.4 * chi_square_divergence(q),
+    ),
+    (EntropicKL(0.25, 40, 0.03), lambda losses: kl_penalized(losses, 0.25).value, lambda q: 0.25 * kl_divergence(q)),
 ]
 
 
@@ -367,6 +390,10 @@ def test_validation_names_the_argument():
 
 
 # ---------------------------------------------------------------- test 13: constrained = min over penalties
+def nu_reduction(nu, losses, rho):
+    return nu + chi_square_penalized(losses, nu / rho).value
+
+
 @pytest.mark.slow
 def test_nu_reduction_reproduces_the_constrained_chi_square_optimum():
     """Paper 2.9: L_f-div = min_nu nu + L_{nu f}; with f = (x - 1)^2 / (2 rho) the penalty is lam = nu / rho."""
@@ -375,14 +402,15 @@ def test_nu_reduction_reproduces_the_constrained_chi_square_optimum():
         n = int(rng.integers(3, 40))
         losses = rng.uniform(0, 1, n)
         rho = float(rng.choice([0.05, 0.5, 2.0]))
-
-        def h(nu):
-            return nu + chi_square_penalized(losses, nu / rho).value
-
         grid = np.geomspace(1e-6, 10.0, 200)  # h is convex and increasing for nu > B_l
-        values = np.array([h(nu) for nu in grid])
+        values = np.array([nu_reduction(nu, losses, rho) for nu in grid])
         k = int(np.argmin(values))
-        res = minimize_scalar(h, bounds=(grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]), method="bounded",
-                              options={"xatol": 1e-12})
+        res = minimize_scalar(
+            nu_reduction,
+            args=(losses, rho),
+            bounds=(grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]),
+            method="bounded",
+            options={"xatol": 1e-12},
+        )
         assert res.fun == pytest.approx(chi_square(losses, rho).value, abs=1e-7)
         assert values.min() >= chi_square(losses, rho).value - 1e-12  # weak duality on the whole grid

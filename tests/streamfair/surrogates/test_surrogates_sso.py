@@ -270,7 +270,7 @@ def test_external_oracle_equals_labelled_step():
 def test_learn_one_buffers_a_batch():
     X, y = next(batches(11, 1, 6, 3, False))
     streamed, batched = SSO(3, m=4, batch_size=3), SSO(3, m=4)
-    results = [streamed.learn_one(x, label) for x, label in zip(X, y)]
+    results = [streamed.learn_one(x, label) for x, label in zip(X, y, strict=True)]
     batched.step(X[:3], y[:3])
     batched.step(X[3:], y[3:])
     assert results[0] is None and results[1] is None and results[2] is not None

@@ -1,0 +1,403 @@
+"""The ``confluent`` transport: librdkafka clients (``confluent-kafka``) behind :mod:`connectors.kafka.transport`.
+
+``kafka.client = "confluent"`` (``pip install 'streamfair[confluent]'``).  The settings are those of
+:mod:`connectors.kafka.clients` in librdkafka's names (``enable.auto.commit=false``,
+``acks=all`` with idempotence, the ``kafka.*`` timeouts, security and assignor), plus:
+
+* ``partitioner=murmur2_random``: keyed records go to the partition kafka-python (and Java) choose;
+* a poll returns at most ``kafka.max_poll_records`` records (``consume``), grouped by partition;
+* librdkafka's own log lines go to the ``streamfair.librdkafka`` logger at DEBUG level (it retries
+  what they report; the daemon reports the failures that matter as its own events);
+* the rebalance callbacks run inside :meth:`ConfluentConsumer.poll`, on the daemon's thread.
+
+librdkafka reads every codec itself; it has no pass-through of kafka-python's ``consumer``/``producer``
+settings (the configuration refuses them with this client).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import TopicCollection
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from connectors.kafka.config import Config
+from connectors.kafka.transport import (ClientConfigurationError, RecordTooLarge, RebalanceListener, TopicLayout,
+                                        TopicPartition, TransportError, plan_topics)
+
+#: Seconds a cached topic id is trusted before :meth:`ConfluentConsumer.topic_id` asks the broker again.
+TOPIC_ID_MAX_AGE_S = 30.0
+RECONNECT_BACKOFF_MAX_MS = 1000
+_LOG = logging.getLogger("streamfair.librdkafka")
+
+
+class _DebugLog:
+    """librdkafka's log lines at DEBUG level (``logger`` setting of confluent-kafka)."""
+
+    def log(self, level: int, message: str, *args: Any) -> None:
+        _LOG.debug(message, *args)
+
+
+def _translated(error: KafkaException | KafkaError) -> TransportError:
+    """librdkafka's ``error`` as the interface's error (its code name kept in the message)."""
+    code = error.args[0] if isinstance(error, KafkaException) and error.args else error
+    if isinstance(code, KafkaError):
+        kind = RecordTooLarge if code.code() == KafkaError.MSG_SIZE_TOO_LARGE else TransportError
+        return kind(f"{code.name()}: {code.str()}")
+    return TransportError(str(error))
+
+
+def _common(config: Config) -> dict[str, Any]:
+    """Settings of every client: connection and security, in librdkafka's names."""
+    kafka = config.kafka
+    settings: dict[str, Any] = {
+        "bootstrap.servers": ",".join(kafka.bootstrap_servers),
+        "client.id": kafka.client_id,
+        "socket.timeout.ms": kafka.request_timeout_ms,
+        "reconnect.backoff.max.ms": RECONNECT_BACKOFF_MAX_MS,
+        "security.protocol": kafka.security_protocol.lower(),
+        "logger": _DebugLog(),
+    }
+    if kafka.sasl_mechanism:
+        settings.update({"sasl.mechanism": kafka.sasl_mechanism, "sasl.username": kafka.sasl_username,
+                         "sasl.password": kafka.sasl_password})
+    if kafka.security_protocol in ("SSL", "SASL_SSL"):
+        settings["ssl.endpoint.identification.algorithm"] = "https" if kafka.ssl_check_hostname else "none"
+        for name, key in (("ssl_cafile", "ssl.ca.location"), ("ssl_certfile", "ssl.certificate.location"),
+                          ("ssl_keyfile", "ssl.key.location"), ("ssl_password", "ssl.key.password")):
+            if getattr(kafka, name):
+                settings[key] = getattr(kafka, name)
+    return settings
+
+
+def _client(kind: type, settings: dict[str, Any]) -> Any:
+    try:
+        return kind(settings)
+    except (KafkaException, ValueError) as error:
+        raise ClientConfigurationError(f"{kind.__name__}: {error}") from None
+
+
+class ConfluentRecord:
+    """A consumed record with the attributes of :class:`~connectors.kafka.transport.Record`."""
+
+    __slots__ = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+
+    def __init__(self, message: Any):
+        self.topic, self.partition, self.offset = message.topic(), message.partition(), message.offset()
+        self.timestamp = message.timestamp()[1]
+        self.key, self.value = message.key(), message.value()
+        self.headers = message.headers() or []
+
+
+class ConfluentConsumer:
+    """A librdkafka ``Consumer`` behind :class:`connectors.kafka.transport.Consumer`.
+
+    librdkafka knows a partition's position only once it has handed out a record (or after a
+    seek), so positions are tracked here; a partition whose log is empty is at its end.
+    """
+
+    def __init__(self, config: Config, *, group: bool):
+        kafka = config.kafka
+        self.settings: dict[str, Any] = {
+            **_common(config),
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": kafka.auto_offset_reset,
+            "isolation.level": ("read_committed" if config.processing.guarantee == "exactly_once"
+                                else "read_uncommitted"),
+            "allow.auto.create.topics": False,
+            "check.crcs": True,
+        }
+        if group:
+            self.settings.update({
+                "group.id": kafka.group_id,
+                "session.timeout.ms": kafka.session_timeout_ms,
+                "heartbeat.interval.ms": kafka.heartbeat_interval_ms,
+                "max.poll.interval.ms": kafka.max_poll_interval_ms,
+                "fetch.wait.max.ms": kafka.fetch_max_wait_ms,
+                "partition.assignment.strategy": kafka.partition_assignment_strategy,
+            })
+            if kafka.group_instance_id:
+                self.settings["group.instance.id"] = kafka.group_instance_id
+            self.max_records = kafka.max_poll_records
+        else:  # librdkafka wants a group id even for a consumer that never joins a group
+            self.settings.update({"group.id": f"{kafka.group_id}-changelog-reader", "fetch.wait.max.ms": 20})
+            self.max_records = 1000
+        self.cooperative = group and kafka.partition_assignment_strategy == "cooperative-sticky"
+        self.timeout_s = kafka.request_timeout_ms / 1000
+        self.client = _client(Consumer, self.settings)
+        self._admin = _client(AdminClient, _common(config))
+        self._positions: dict[TopicPartition, int] = {}
+        self._assigned: dict[TopicPartition, int] = {}  # assign(): the start of each partition (OFFSET_INVALID: stored)
+        self._topic_ids: dict[str, tuple[str | None, float]] = {}
+
+    # ------------------------------------------------------------------ group membership
+    def subscribe(self, topics: Sequence[str], listener: RebalanceListener) -> None:
+        def assigned(consumer: Consumer, partitions: list[ConfluentTopicPartition]) -> None:
+            if self.cooperative:
+                consumer.incremental_assign(partitions)
+            else:
+                consumer.assign(partitions)
+            listener.assigned([TopicPartition(tp.topic, tp.partition) for tp in partitions])
+
+        def revoked(lost: bool) -> Callable[[Consumer, list[ConfluentTopicPartition]], None]:
+            def callback(consumer: Consumer, partitions: list[ConfluentTopicPartition]) -> None:
+                tps = [TopicPartition(tp.topic, tp.partition) for tp in partitions]
+                listener.revoked(tps, lost=lost)
+                for tp in tps:
+                    self._positions.pop(tp, None)
+                if self.cooperative:
+                    consumer.incremental_unassign(partitions)
+                else:
+                    consumer.unassign()
+            return callback
+
+        self.client.subscribe(list(topics), on_assign=assigned, on_revoke=revoked(False), on_lost=revoked(True))
+
+    def poll(self, timeout_ms: int) -> dict[TopicPartition, list[ConfluentRecord]]:
+        try:
+            messages = self.client.consume(self.max_records, timeout_ms / 1000)
+        except KafkaException as error:
+            raise _translated(error) from None
+        batch: dict[TopicPartition, list[ConfluentRecord]] = {}
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                raise _translated(error)
+            record = ConfluentRecord(message)
+            tp = TopicPartition(record.topic, record.partition)
+            records = batch.get(tp)
+            if records is None:
+                batch[tp] = [record]
+            else:
+                records.append(record)
+        for tp, records in batch.items():
+            self._positions[tp] = records[-1].offset + 1
+        return batch
+
+    # ------------------------------------------------------------------ positions
+    def assign(self, partitions: Sequence[TopicPartition]) -> None:
+        self._assigned = {TopicPartition(*tp): OFFSET_INVALID for tp in partitions}
+        self._positions.clear()
+        self._reassign()
+
+    def _reassign(self) -> None:
+        self.client.assign([ConfluentTopicPartition(tp.topic, tp.partition, offset)
+                            for tp, offset in self._assigned.items()])
+
+    def assignment(self) -> set[TopicPartition]:
+        return {TopicPartition(tp.topic, tp.partition) for tp in self.client.assignment()}
+
+    def pause(self, partitions: Sequence[TopicPartition]) -> None:
+        if partitions:
+            self._call(self.client.pause, [ConfluentTopicPartition(*tp) for tp in partitions])
+
+    def resume(self, partitions: Sequence[TopicPartition]) -> None:
+        if partitions:
+            self._call(self.client.resume, [ConfluentTopicPartition(*tp) for tp in partitions])
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        tp = TopicPartition(*partition)
+        try:
+            self.client.seek(ConfluentTopicPartition(tp.topic, tp.partition, offset))
+        except KafkaException as error:
+            code = error.args[0].code() if error.args and isinstance(error.args[0], KafkaError) else None
+            if code != KafkaError._STATE or tp not in self._assigned:
+                raise _translated(error) from None
+            # assigned, but its fetcher not started yet: assign again, starting there
+            self._assigned[tp] = offset
+            self._reassign()
+        self._positions[tp] = offset
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        try:
+            _, high = self.client.get_watermark_offsets(ConfluentTopicPartition(*partition), cached=True)
+        except KafkaException as error:
+            raise _translated(error) from None
+        return None if high is None or high < 0 else high
+
+    def position(self, partition: TopicPartition) -> int | None:
+        tp = TopicPartition(*partition)
+        known = self._positions.get(tp)
+        if known is not None:
+            return known
+        try:
+            low, high = self.client.get_watermark_offsets(ConfluentTopicPartition(*tp), cached=True)
+        except KafkaException as error:
+            raise _translated(error) from None
+        return high if low is not None and 0 <= low == high else None  # an empty log: at its end
+
+    def beginning_offsets(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        starts = {}
+        for tp in partitions:
+            try:
+                low, _ = self.client.get_watermark_offsets(ConfluentTopicPartition(*tp), timeout=self.timeout_s)
+            except KafkaException as error:
+                raise _translated(error) from None
+            starts[TopicPartition(*tp)] = low
+        return starts
+
+    # ------------------------------------------------------------------ metadata
+    def refresh_metadata(self) -> None:
+        for topic in list(self._topic_ids):
+            self._describe(topic)
+
+    def topic_id(self, topic: str) -> str | None:
+        cached = self._topic_ids.get(topic)
+        if cached is None or time.monotonic() - cached[1] > TOPIC_ID_MAX_AGE_S:
+            try:
+                self._describe(topic)
+            except TransportError:
+                return cached[0] if cached else None
+        return self._topic_ids[topic][0]
+
+    def _describe(self, topic: str) -> None:
+        future = self._admin.describe_topics(TopicCollection([topic]), request_timeout=self.timeout_s)[topic]
+        try:
+            found = future.result()
+        except KafkaException as error:
+            raise _translated(error) from None
+        self._topic_ids[topic] = (str(found.topic_id) if found.topic_id is not None else None, time.monotonic())
+
+    # ------------------------------------------------------------------ offsets
+    def commit(self, offsets: Mapping[TopicPartition, int], asynchronous: bool = False) -> None:
+        self._call(self.client.commit, offsets=[ConfluentTopicPartition(tp.topic, tp.partition, offset)
+                                                for tp, offset in offsets.items()], asynchronous=asynchronous)
+
+    def group_metadata(self) -> Any:
+        return self._call(self.client.consumer_group_metadata)
+
+    def close(self) -> None:
+        self._call(self.client.close)
+
+    @staticmethod
+    def _call(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except KafkaException as error:
+            raise _translated(error) from None
+
+
+class ConfluentProducer:
+    """A librdkafka ``Producer`` behind :class:`connectors.kafka.transport.Producer`.
+
+    A full queue is waited on (serving delivery reports) for up to ``kafka.max_block_ms``.
+    """
+
+    def __init__(self, config: Config, transactional_id: str | None = None):
+        kafka = config.kafka
+        self.settings: dict[str, Any] = {
+            **_common(config),
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": kafka.linger_ms,
+            "message.timeout.ms": kafka.delivery_timeout_ms,
+            "request.timeout.ms": kafka.request_timeout_ms,
+            "compression.type": kafka.compression_type,
+            "partitioner": "murmur2_random",
+        }
+        if transactional_id:
+            self.settings["transactional.id"] = transactional_id
+        self.block_s = kafka.max_block_ms / 1000
+        self.client = _client(Producer, self.settings)
+
+    def send(self, topic: str, *, key: bytes | None, value: bytes | None, partition: int | None = None,
+             timestamp_ms: int | None = None, headers: list[tuple[str, bytes]] | None = None,
+             on_error: Callable[[TransportError], None] | None = None) -> None:
+        record: dict[str, Any] = {"key": key, "value": value, "timestamp": timestamp_ms or 0}
+        if partition is not None:
+            record["partition"] = partition
+        if headers:
+            record["headers"] = headers
+        if on_error is not None:
+            record["on_delivery"] = lambda error, message: error is not None and on_error(_translated(error))
+        deadline = None
+        while True:
+            try:
+                self.client.produce(topic, **record)
+                return
+            except BufferError:  # the queue is full: serve delivery reports until there is room
+                deadline = deadline or time.monotonic() + self.block_s
+                if time.monotonic() > deadline:
+                    raise TransportError(f"the producer's queue stayed full for {self.block_s} s") from None
+                self.client.poll(0.05)
+            except KafkaException as error:
+                raise _translated(error) from None
+
+    def flush(self, timeout: float) -> None:
+        remaining = self.client.flush(timeout)
+        if remaining:
+            raise TransportError(f"{remaining} records not delivered within {timeout} s")
+
+    def init_transactions(self) -> None:
+        self._call(self.client.init_transactions, self.block_s)
+
+    def begin_transaction(self) -> None:
+        self._call(self.client.begin_transaction)
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group_metadata: Any) -> None:
+        self._call(self.client.send_offsets_to_transaction,
+                   [ConfluentTopicPartition(tp.topic, tp.partition, offset) for tp, offset in offsets.items()],
+                   group_metadata, self.block_s)
+
+    def commit_transaction(self) -> None:
+        self._call(self.client.commit_transaction, self.block_s)
+
+    def abort_transaction(self) -> None:
+        self._call(self.client.abort_transaction, self.block_s)
+
+    def close(self, timeout: float) -> None:
+        """librdkafka producers have no close: wait up to ``timeout`` s for queued records, then let it go."""
+        self.client.flush(timeout)
+
+    @staticmethod
+    def _call(method: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return method(*args)
+        except KafkaException as error:
+            raise _translated(error) from None
+
+
+class ConfluentTransport:
+    """librdkafka behind :class:`connectors.kafka.transport.Transport` (``kafka.client = "confluent"``)."""
+
+    def consumer(self, config: Config, *, group: bool = True) -> ConfluentConsumer:
+        return ConfluentConsumer(config, group=group)
+
+    def producer(self, config: Config, transactional_id: str | None = None) -> ConfluentProducer:
+        return ConfluentProducer(config, transactional_id)
+
+    def ensure_topics(self, config: Config) -> TopicLayout:
+        """See :func:`connectors.kafka.transport.plan_topics`; a missing broker raises after ``kafka.bootstrap_timeout_ms``."""
+        admin = _client(AdminClient, _common(config))
+        timeout = config.kafka.bootstrap_timeout_ms / 1000
+        try:
+            metadata = admin.list_topics(timeout=timeout)
+        except KafkaException as error:
+            raise _translated(error) from None
+        counts = {name: len(topic.partitions) for name, topic in metadata.topics.items()
+                  if topic.error is None and topic.partitions}
+
+        def create(partitions: dict[str, int]) -> None:
+            topics = [NewTopic(name, num_partitions=count, replication_factor=config.topics.replication_factor,
+                               config={"cleanup.policy": "compact"} if name == config.topics.changelog else {})
+                      for name, count in partitions.items()]
+            for name, future in admin.create_topics(topics, request_timeout=config.kafka.request_timeout_ms / 1000
+                                                    ).items():
+                try:
+                    future.result()
+                except KafkaException as error:
+                    if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                        raise ValueError(f"cannot create topic {name!r}: {error.args[0].str()}") from None
+            deadline = time.monotonic() + config.kafka.request_timeout_ms / 1000
+            while not all(admin.list_topics(topic=name, timeout=timeout).topics[name].error is None
+                          for name in partitions):
+                if time.monotonic() > deadline:
+                    raise TransportError(f"topics {sorted(partitions)} did not appear in the metadata")
+                time.sleep(0.1)
+
+        return plan_topics(config, counts, create)

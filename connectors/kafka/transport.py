@@ -1,0 +1,276 @@
+"""The Kafka client interface the daemon talks to, and the choice of its implementation (``kafka.client``).
+
+The daemon's modules (:mod:`~connectors.kafka.loop`, :mod:`~connectors.kafka.sender`,
+:mod:`~connectors.kafka.partitions`, :mod:`~connectors.kafka.positions`,
+:mod:`~connectors.kafka.checkpointing`) use only what is declared here: a :class:`Transport` makes the
+:class:`Consumer` (the group consumer, and an unassigned one that reads the changelog), the
+:class:`Producer` and the topics.  Two implementations:
+
+* ``"kafka-python"`` (default): :mod:`connectors.kafka.clients`, pure Python;
+* ``"confluent"``: :mod:`connectors.kafka.confluent_clients`, librdkafka through ``confluent-kafka``
+  (``pip install 'streamfair[confluent]'``).
+
+Errors cross the interface as :class:`TransportError` (and its subclasses), whatever the client.
+Offsets are plain integers: the offset of the next record to read.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Protocol, Sequence
+
+from connectors.kafka.config import Config
+
+
+class TopicPartition(NamedTuple):
+    """One partition of one topic (equal to kafka-python's ``TopicPartition`` with the same fields).
+
+    >>> TopicPartition("scores", 2) == ("scores", 2)
+    True
+    """
+
+    topic: str
+    partition: int
+
+
+class Record(Protocol):
+    """A consumed record, as the daemon's tasks read it."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+
+
+class TransportError(Exception):
+    """A Kafka error (broker away, failed request, failed transaction): the daemon retries or rewinds."""
+
+
+class RecordTooLarge(TransportError):
+    """The producer refuses this one record (larger than its limits): that record's problem."""
+
+
+class UnsupportedCodec(TransportError):
+    """A record batch compressed with a codec this installation cannot read: no retry can help."""
+
+
+class ClientConfigurationError(TransportError):
+    """The client refuses its settings."""
+
+
+class RebalanceListener(Protocol):
+    """What a group consumer tells its owner about the partitions it is given or loses."""
+
+    def assigned(self, partitions: list[TopicPartition]) -> None: ...
+
+    def revoked(self, partitions: list[TopicPartition], lost: bool) -> None: ...
+
+
+class Consumer(Protocol):
+    """The group consumer and the changelog reader (an unassigned consumer)."""
+
+    settings: Mapping[str, Any]  # what the client was made with, in its own names
+
+    def subscribe(self, topics: Sequence[str], listener: RebalanceListener) -> None: ...
+
+    def poll(self, timeout_ms: int) -> Mapping[TopicPartition, Sequence[Record]]: ...
+
+    def assign(self, partitions: Sequence[TopicPartition]) -> None: ...
+
+    def assignment(self) -> set[TopicPartition]: ...
+
+    def pause(self, partitions: Sequence[TopicPartition]) -> None: ...
+
+    def resume(self, partitions: Sequence[TopicPartition]) -> None: ...
+
+    def seek(self, partition: TopicPartition, offset: int) -> None: ...
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """The fetch high-watermark (``None`` before the partition's first fetch); never asks the broker."""
+
+    def position(self, partition: TopicPartition) -> int | None:
+        """The offset of the next record to read (``None`` while unknown); never asks the broker."""
+
+    def beginning_offsets(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]: ...
+
+    def refresh_metadata(self) -> None: ...
+
+    def topic_id(self, topic: str) -> str | None:
+        """The topic's id in the latest metadata (``None`` when unknown); a topic created again gets a new id."""
+
+    def commit(self, offsets: Mapping[TopicPartition, int], asynchronous: bool = False) -> None: ...
+
+    def group_metadata(self) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+class Producer(Protocol):
+    """The producer of outputs, dead letters and checkpoints (transactional in ``exactly_once`` mode)."""
+
+    settings: Mapping[str, Any]
+
+    def send(self, topic: str, *, key: bytes | None, value: bytes | None, partition: int | None = None,
+             timestamp_ms: int | None = None, headers: list[tuple[str, bytes]] | None = None,
+             on_error: Callable[[TransportError], None] | None = None) -> None:
+        """Queue one record; ``on_error`` is called (possibly on another thread) if it is not delivered.
+
+        Raises :class:`RecordTooLarge` for a record the producer refuses, :class:`TransportError`
+        when it cannot be queued.
+        """
+
+    def flush(self, timeout: float) -> None:
+        """Wait until every queued record is acknowledged or failed; :class:`TransportError` after ``timeout`` s."""
+
+    def init_transactions(self) -> None: ...
+
+    def begin_transaction(self) -> None: ...
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group_metadata: Any) -> None: ...
+
+    def commit_transaction(self) -> None: ...
+
+    def abort_transaction(self) -> None: ...
+
+    def close(self, timeout: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class TopicLayout:
+    """Partition counts found (or created) at start."""
+
+    input_partitions: int
+    output_partitions: int
+    dead_letter_partitions: int
+    changelog_partitions: int
+    feedback_partitions: int | None
+
+
+class Transport(Protocol):
+    """One Kafka client library behind the interface."""
+
+    def consumer(self, config: Config, *, group: bool = True) -> Consumer:
+        """The group consumer (``group=True``) or an unassigned one for reading the changelog."""
+
+    def producer(self, config: Config, transactional_id: str | None = None) -> Producer: ...
+
+    def ensure_topics(self, config: Config) -> TopicLayout:
+        """Create missing topics (if ``topics.create``) and check partition counts (see :func:`plan_topics`)."""
+
+
+def transport(config: Config) -> Transport:
+    """The implementation ``kafka.client`` names.
+
+    >>> from connectors.kafka.config import load_config
+    >>> type(transport(load_config(env={}))).__name__
+    'KafkaPythonTransport'
+    """
+    if config.kafka.client == "confluent":
+        from connectors.kafka.confluent_clients import ConfluentTransport
+
+        return ConfluentTransport()
+    from connectors.kafka.clients import KafkaPythonTransport
+
+    return KafkaPythonTransport()
+
+
+def plan_topics(config: Config, counts: dict[str, int],
+                create: Callable[[dict[str, int]], None]) -> TopicLayout:
+    """The topic layout from the partition ``counts`` found, creating what is missing with ``create``.
+
+    The output, dead-letter, changelog and feedback topics get as many partitions as the input
+    (``create`` makes the changelog a compacted topic).  Raises ``ValueError`` naming the key when
+    a topic is missing and may not be created, or has an unusable number of partitions.
+
+    >>> from connectors.kafka.config import load_config
+    >>> config = load_config(env={}, overrides=["topics.input=in", "topics.create=false"])
+    >>> plan_topics(config, {}, print)
+    Traceback (most recent call last):
+    ...
+    ValueError: topics.input: topic 'in' does not exist (and topics.create is false)
+    """
+    topics = config.topics
+    counts = dict(counts)
+    names = {"input": topics.input, "output": topics.output, "dead_letter": topics.dead_letter,
+             "changelog": topics.changelog}
+    if topics.feedback:
+        names["feedback"] = topics.feedback
+    if topics.input not in counts:
+        if not topics.create:
+            raise ValueError(f"topics.input: topic {topics.input!r} does not exist (and topics.create is false)")
+        create({topics.input: topics.partitions})
+        counts[topics.input] = topics.partitions
+    n = counts[topics.input]
+    missing = {name: n for key, name in names.items() if name not in counts}
+    if missing:
+        if not topics.create:
+            key = next(k for k, v in names.items() if v in missing)
+            raise ValueError(f"topics.{key}: topic {names[key]!r} does not exist (and topics.create is false)")
+        create(missing)
+        counts.update(missing)
+    if counts[topics.changelog] < n:
+        raise ValueError(f"topics.changelog: {topics.changelog!r} has {counts[topics.changelog]} partitions, "
+                         f"needs at least {n} (one per input partition)")
+    if topics.feedback and counts[topics.feedback] != n:
+        raise ValueError(f"topics.feedback: {topics.feedback!r} has {counts[topics.feedback]} partitions, "
+                         f"needs {n} (co-partitioned with the input)")
+    return TopicLayout(n, counts[topics.output], counts[topics.dead_letter], counts[topics.changelog],
+                       counts.get(topics.feedback) if topics.feedback else None)
+
+
+def caught_up(consumer: Consumer, partitions: Iterable[TopicPartition]) -> bool:
+    """Whether ``consumer`` has read every partition of ``partitions`` up to its fetch high-watermark.
+
+    The fetch high-watermark, not the broker's answer to ListOffsets(latest), which Tansu gets
+    wrong.  False for no partitions, and while a partition's high-watermark or position is not
+    known yet (before its first fetch).
+    """
+    partitions = list(partitions)
+    for tp in partitions:
+        highwater = consumer.highwater(tp)
+        if highwater is None:
+            return False
+        position = consumer.position(tp)
+        if position is None or position < highwater:
+            return False
+    return bool(partitions)
+
+
+def read_latest(
+    consumer: Consumer, topic: str, keys: dict[int, bytes], timeout_s: float = 30.0,
+    stop: threading.Event | None = None,
+) -> dict[int, bytes]:
+    """The value of the last record with ``keys[p]`` in each partition ``p`` of ``topic``.
+
+    Reads each partition from its start up to its fetch high-watermark.  A ``None`` value
+    (tombstone) deletes the key.  Raises ``TimeoutError`` after ``timeout_s``, or at once when
+    ``stop`` is set.
+    """
+    partitions = [TopicPartition(topic, p) for p in sorted(keys)]
+    consumer.assign(partitions)
+    for tp in partitions:
+        consumer.seek(tp, 0)
+    found: dict[int, bytes] = {}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for tp, records in consumer.poll(timeout_ms=50).items():
+            key = keys[tp.partition]
+            for record in records:
+                if record.key == key:
+                    if record.value is None:
+                        found.pop(tp.partition, None)
+                    else:
+                        found[tp.partition] = record.value
+        if caught_up(consumer, partitions):
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"reading {topic!r} partitions {sorted(keys)} took more than {timeout_s} s")
+        if stop is not None and stop.is_set():
+            raise TimeoutError(f"reading {topic!r} stopped")
+    consumer.assign([])
+    return found
