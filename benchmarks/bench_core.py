@@ -1,8 +1,13 @@
-"""Throughput of the DP regression post-processor's per-sample update.
+"""Throughput of the post-processor's per-sample paths at L = 50 (101 atoms), K = 2, one core, in both profiles.
 
-Rows: K = 2 groups, L in {25, 50, 100} (2L + 1 atoms), SGD3 + AC-SA^2 (the default optimizer).
-Baseline, measured in the same run: the same AC-SA step written naively, one numpy call per formula
-term with fresh arrays each time, as a paper's prototype would.
+Rows: ``learn_one``; ``learn_many`` (exact: bit for bit the ``learn_one`` loop); the fused
+``predict_learn_one`` with a keyed draw (one prediction and one step per sample); ``learn_many``
+with mini-batches of 1,000.  Baseline, measured in the same run: a lean pure-numpy loop of the
+same single-sample step on precomputed features and costs, written with the reference functions
+(``dual.policy`` and the constraint maps): projected SGD with the control variate on the KS (CDF)
+constraints for the ``anytime`` profile, AC-SA on the per-atom constraints for the ``paper`` one.  The goal column is
+the target throughput.  Rates are per second of the process's CPU time (best of three runs), which
+other jobs on the machine disturb much less than wall time.
 
 Run: ``python benchmarks/bench_core.py`` or ``streamfair bench core``.
 """
@@ -12,75 +17,105 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from timing import best_seconds  # benchmarks/timing.py
 
-from streamfair import FairRegressionPostProcessor
+from streamfair import FairRegressionPostProcessor, dual
 
-
-def naive_acsa(eta, tau, p, eps, beta, L, big_m, mu):
-    """A literal transcription of the paper's AC-SA (Alg. 2) on F: fresh arrays for every term."""
-    atoms = np.arange(-L, L + 1) / L
-    lam, nu = np.zeros((2 * L + 1, p.size)), np.zeros((2 * L + 1, p.size))
-    lam_ag, nu_ag = lam.copy(), nu.copy()
-    for t_step, (e, ta) in enumerate(zip(eta, tau), start=1):
-        alpha = 2 / (t_step + 1)
-        gamma = 4 * big_m / (t_step * (t_step + 1))
-        den = gamma + (1 - alpha**2) * mu
-        lam_md = (1 - alpha) * (mu + gamma) / den * lam_ag + alpha * ((1 - alpha) * mu + gamma) / den * lam
-        nu_md = (1 - alpha) * (mu + gamma) / den * nu_ag + alpha * ((1 - alpha) * mu + gamma) / den * nu
-        t = 1 - ta / p
-        r = (e - atoms) ** 2
-        a = beta * ((lam_md - nu_md) @ t - r)
-        pi = np.exp(a - np.max(a))
-        pi = pi / np.sum(pi)
-        grad_lam = np.outer(pi, t) + eps
-        grad_nu = -np.outer(pi, t) + eps
-        c1, c2, c3 = ((1 - alpha) * mu + gamma) / (mu + gamma), alpha * mu / (mu + gamma), alpha / (mu + gamma)
-        lam = np.maximum(c1 * lam + c2 * lam_md - c3 * grad_lam, 0)
-        nu = np.maximum(c1 * nu + c2 * nu_md - c3 * grad_nu, 0)
-        lam_ag = alpha * lam + (1 - alpha) * lam_ag
-        nu_ag = alpha * nu + (1 - alpha) * nu_ag
-    return lam_ag, nu_ag
+GOALS = {"learn_one": 300_000, "learn_many (exact)": 600_000, "fused predict + learn, keyed draw": 150_000,
+         "mini-batch (b=1000)": 2_000_000}
 
 
-def _rate(function, n: int, repeats: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        best = min(best, time.perf_counter() - start)
-    return n / best
+def numpy_tracking(fair: FairRegressionPostProcessor, features: np.ndarray, costs: np.ndarray) -> np.ndarray:
+    """The anytime step in numpy: the policy at ``C^T (Lambda - V)``, rows centred by their running mean ``b``,
+    then ``w = (w - step grad)_+``."""
+    constraints, beta = fair.constraints, fair.beta
+    step, slack, memory = fair._optimizer.step, fair.slack, fair.memory
+    w = np.zeros((2, constraints.n_rows, slack.size))
+    baseline = np.zeros(constraints.n_rows)
+    for i, (t, r) in enumerate(zip(features, costs, strict=True)):
+        per_atom = constraints.atoms_of(w[0] - w[1])
+        pi = dual.policy(np.stack([per_atom, np.zeros_like(per_atom)]), t[None], r[None], beta)[0]
+        centered = constraints.rows_of(pi) - baseline
+        baseline += centered / min(i + 1, memory)
+        gap = np.multiply.outer(centered, t)
+        w = np.maximum(w - step * np.stack([gap + slack, slack - gap]), 0.0)
+    return w
 
 
-def main(n: int = 20_000, batch_size: int = 1000) -> str:
+def numpy_acsa(fair: FairRegressionPostProcessor, features: np.ndarray, costs: np.ndarray) -> np.ndarray:
+    """The paper's AC-SA step (Ghadimi & Lan's Alg. 2 on the dual) in numpy, at the schedule's constants."""
+    big_m, mu, beta, eps = fair.schedule.smoothness, fair.schedule.mu, fair.beta, fair.slack
+    w = np.zeros((2, fair.atoms.size, eps.size))
+    w_ag = w.copy()
+    for step, (t, r) in enumerate(zip(features, costs, strict=True), start=1):
+        alpha, gamma = 2.0 / (step + 1), 4.0 * big_m / (step * (step + 1))
+        den = gamma + (1.0 - alpha**2) * mu
+        query = ((1 - alpha) * (mu + gamma) * w_ag + alpha * ((1 - alpha) * mu + gamma) * w) / den
+        pi = dual.policy(query, t[None], r[None], beta)[0]
+        gap = np.outer(pi, t)
+        grad = np.stack([gap + eps, eps - gap])
+        w = np.maximum((((1 - alpha) * mu + gamma) * w + alpha * mu * query - alpha * grad) / (mu + gamma), 0.0)
+        w_ag = alpha * w + (1 - alpha) * w_ag
+    return w_ag
+
+
+def cpu_seconds(function) -> float:
+    """The shortest CPU time of three runs of ``function()`` (wall time also counts the other jobs of the machine)."""
+    return best_seconds(function, clock=time.process_time)
+
+
+def rates(profile: str, n: int, batch_size: int) -> tuple[float, dict[str, float]]:
+    """Samples per CPU second of the numpy baseline and of each path (best of three runs, fresh models)."""
     rng = np.random.default_rng(0)
     tau = rng.dirichlet([1.0, 1.0], n)
     eta = np.tanh(rng.standard_normal(n))
-    p, eps = np.array([0.5, 0.5]), 0.005
-    rows = [
-        "| L | atoms | naive AC-SA step | learn_one | learn_many (exact) | mini-batch (b=%d) | exact / naive |" % batch_size,
-        "|---|---|---|---|---|---|---|",
+    eta_list, tau_list = eta.tolist(), tau.tolist()
+
+    def make():
+        return FairRegressionPostProcessor(L=50, p=[0.5, 0.5], profile=profile)
+
+    warm = make()  # compiled functions loaded before any timing
+    warm.learn_many(eta[:10], tau[:10])
+    warm.predict_learn_one(eta_list[0], tau_list[0], key=0)
+    m = n // 10
+    features = dual.group_features(tau[:m], warm.p)
+    costs = warm.beta * dual.squared_costs(eta[:m], warm.atoms)
+    baseline = numpy_tracking if profile == "anytime" else numpy_acsa
+    base_rate = m / cpu_seconds(lambda: baseline(warm, features, costs))
+
+    def one():
+        fair = make()
+        for e, t in zip(eta_list, tau_list, strict=True):
+            fair.learn_one(e, t)
+
+    def fused():
+        fair = make()
+        for i, (e, t) in enumerate(zip(eta_list, tau_list, strict=True)):
+            fair.predict_learn_one(e, t, key=i)
+
+    big_eta, big_tau = np.tile(eta, 20), np.tile(tau, (20, 1))
+    paths = {
+        "learn_one": n / cpu_seconds(one),
+        "learn_many (exact)": n / cpu_seconds(lambda: make().learn_many(eta, tau)),
+        "fused predict + learn, keyed draw": n / cpu_seconds(fused),
+        "mini-batch (b=1000)": 20 * n / cpu_seconds(
+            lambda: make().learn_many(big_eta, big_tau, batch_size=batch_size)),
+    }
+    return base_rate, paths
+
+
+def main(n: int = 20_000, batch_size: int = 1000) -> str:
+    lines = [
+        "| profile | path | samples per CPU second | CPU µs/sample | vs numpy step | goal |",
+        "|---|---|---|---|---|---|",
     ]
-    for L in (25, 50, 100):
-        def make():
-            return FairRegressionPostProcessor(L=L, eps=eps, p=p, horizon=n, profile="paper")
-
-        probe = make()
-        big_m, mu = probe.schedule.smoothness, probe.schedule.mu
-        m = n // 4
-        naive = _rate(lambda: naive_acsa(eta[:m], tau[:m], p, eps, probe.beta, L, big_m, mu), m)
-
-        def one():
-            f = make()
-            for e, ta in zip(eta[:m], tau[:m]):
-                f.learn_one(e, ta)
-
-        exact = _rate(lambda: make().learn_many(eta, tau), n)
-        batch = _rate(lambda: make().learn_many(np.tile(eta, 10), np.tile(tau, (10, 1)), batch_size=batch_size), 10 * n)
-        single = _rate(one, m)
-        rows.append(
-            f"| {L} | {2 * L + 1} | {naive:,.0f}/s | {single:,.0f}/s | {exact:,.0f}/s | {batch:,.0f}/s | {exact / naive:.2f}x |"
-        )
-    return "\n".join(rows)
+    for profile in ("anytime", "paper"):
+        base_rate, paths = rates(profile, n, batch_size)
+        lines.append(f"| {profile} | numpy step (baseline) | {base_rate:,.0f} | {1e6 / base_rate:.2f} | 1.0x | |")
+        for name, rate in paths.items():
+            lines.append(f"| {profile} | {name} | {rate:,.0f} | {1e6 / rate:.2f} | {rate / base_rate:.1f}x "
+                         f"| {GOALS[name]:,}/s |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

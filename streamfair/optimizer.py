@@ -2,17 +2,17 @@
 
 The optimizer owns the arrays of the dual ``w = (Lambda, V)`` (shape ``(2, m, K)``): the iterate
 ``w``, the aggregate ``w_ag`` (the *served* point: AC-SA's output, or SGD's iterate average) and the
-SGD3 prox centre.  A step is split in two so that the caller can evaluate the stochastic gradient
-in between, for one sample or for a mini-batch:
+SGD3 prox centre.  A step takes the schedule's coefficients, evaluates the stochastic gradient of
+one sample or of a mini-batch at the query point and updates the arrays, in one compiled call
+(:mod:`streamfair.kernel`):
 
 >>> import numpy as np
 >>> from streamfair.schedule import Schedule
 >>> opt = DualOptimizer(Schedule("sgd", inner="acsa", smoothness=2.0, mu=1.0, horizon=10),
 ...                     n_atoms=3, eps=np.array([0.1, 0.1]))
->>> scores = opt.begin_step(beta=1.0)         # beta * (Lambda - V) at the query point
->>> opt.end_step(np.zeros((3, 2)))            # E[pi t] = 0: only eps pushes, and w stays at 0
->>> float(opt.served.max())
-0.0
+>>> opt.learn(1.0, False, np.zeros(2), np.zeros(3))   # t = 0: no gap, only eps pushes, and w stays at 0
+>>> float(opt.served.max()), opt.steps_left()
+(0.0, 9)
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Callable
 
 import numpy as np
 
+from . import kernel
 from .schedule import Run, Schedule
 
 #: What predictions use: the last completed epoch's output, or the running output.
@@ -33,7 +34,7 @@ class DualOptimizer:
     Parameters
     ----------
     schedule
-        The step schedule (it is advanced by :meth:`end_step`).
+        The step schedule (it is advanced by each step).
     n_atoms
         ``m``, the number of atoms.
     eps
@@ -47,17 +48,12 @@ class DualOptimizer:
         self.serve = serve
         self.eps = np.asarray(eps, dtype=float)
         shape = (2, n_atoms, self.eps.size)
-        # One contiguous block [w, w_ag, c - eps] so that each linear combination is a single gemv.
+        # One contiguous block [w, w_ag, c - eps]: the compiled step's operand.
         self._stack = np.zeros((3,) + shape)
-        self._flat = self._stack.reshape(3, -1)
         self.w, self.w_ag, self._offset = self._stack
         self._epoch_output = np.zeros(shape)  # output of the last completed epoch (0 before)
         self.prox_centre = np.zeros(shape)  # c = sum_i mu_i w_i of SGD3 (zero otherwise)
         self.prox_weight = 0.0  # mu_tilde = sum_i mu_i
-        self._tmp = np.empty(shape)
-        self._scores = np.empty(shape[1:])
-        self._scaled_gap = np.empty(shape[1:])
-        self._coefficients = (0.0,) * 6
         self.epoch_hook: Callable[[], None] | None = None  # called at each epoch restart, first
         self.served_version = 0  # changes whenever the served point may have changed
         self._start_epoch()
@@ -137,35 +133,27 @@ class DualOptimizer:
             self._refresh_offset()
         self.w[...] = self.w_ag
 
-    @staticmethod
-    def center(rows: np.ndarray) -> np.ndarray:
-        """The constraint rows ``C pi`` of the step's policy, as the paper's estimator uses them: unchanged."""
-        return rows
+    def learn(self, beta: float, cdf: bool, features: np.ndarray, scaled_costs: np.ndarray) -> None:
+        """One step on one sample (group features ``t``, costs ``beta r``), then the schedule moves on.
 
-    def begin_step(self, beta: float) -> np.ndarray:
-        """Compute this step's coefficients; return ``beta * (Lambda - V)`` at the query point.
-
-        The returned ``(m, K)`` array is a buffer owned by the optimizer, valid until the next call.
+        The stochastic gradient at the query point is ``(+gap + eps, -gap + eps)`` with ``gap = outer(C pi, t)``,
+        plus the SGD3 prox term; ``cdf`` says which constraint family ``C`` is (:mod:`streamfair.kernel`).
         """
-        qa, qw, *_ = self._coefficients = self.schedule.coefficients(self.prox_weight)
-        qa, qw = qa * beta, qw * beta
-        np.dot((qw, -qw, qa, -qa), self._flat[:2].reshape(4, -1), out=self._scores.reshape(-1))
-        return self._scores
+        kernel.dual_learn(self._stack, self.schedule.coefficients(self.prox_weight), beta, cdf, features, scaled_costs)
+        self._advance()
 
-    def end_step(self, gap: np.ndarray) -> None:
-        """Finish the step given ``gap = E[pi(l | X) t_s(X)]`` (shape ``(m, K)``) at the query point.
+    def learn_rows(self, beta: float, cdf: bool, features: np.ndarray, scaled_costs: np.ndarray) -> None:
+        """:meth:`learn` on each row in turn (each step has its own schedule coefficients)."""
+        for i in range(features.shape[0]):
+            self.learn(beta, cdf, features[i], scaled_costs[i])
 
-        The stochastic gradient is ``(+gap + eps, -gap + eps)`` plus the SGD3 prox term.
-        """
-        _, _, k1, k2, b3, avg = self._coefficients
-        tmp, flat_tmp = self._tmp, self._tmp.reshape(-1)
-        np.dot((k1, k2, b3), self._flat, out=flat_tmp)
-        np.multiply(gap, b3, out=self._scaled_gap)
-        tmp[0] -= self._scaled_gap
-        tmp[1] += self._scaled_gap
-        np.maximum(tmp, 0.0, out=self.w)
-        np.dot((avg, 1.0 - avg), self._flat[:2], out=flat_tmp)
-        self.w_ag[...] = tmp
+    def learn_batch(self, beta: float, cdf: bool, features: np.ndarray, scaled_costs: np.ndarray) -> None:
+        """One step on the mean gradient of a mini-batch (one sample per row), then the schedule moves on."""
+        kernel.dual_learn_batch(self._stack, self.schedule.coefficients(self.prox_weight), beta, cdf, features,
+                                scaled_costs)
+        self._advance()
+
+    def _advance(self) -> None:
         if self.serve == "live":
             self.served_version += 1
         ended = self.schedule.advance()

@@ -61,13 +61,12 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
-from . import dual
-from .keyed_random import Key, keyed_uniform, keyed_uniforms, sample_index, sample_indices
+from . import dual, kernel
+from .keyed_random import Key, keyed_uniform, keyed_uniforms
 from .constraints import CONSTRAINTS
 from .costs import ExpectedCosts, SquaredCosts
 from .optimizer import DualOptimizer
 from .schedule import OPTIMIZERS as SCHEDULED, Schedule
-from .softmax import softmax
 from .tracking import TrackingOptimizer
 from .validation import (
     check_choice,
@@ -262,6 +261,7 @@ class DualPostProcessor:
         self.n_samples = 0
         self.n_clipped = 0
         self._draws = 0
+        self._cdf = self.constraints.name == "cdf"  # which constraint family the compiled steps apply
         self._coefficients = np.empty((0, self.atoms.size, k))  # see _served_coefficients
         self._coefficients_version = -1
 
@@ -485,8 +485,8 @@ class DualPostProcessor:
             stop = n if n - start <= chunk else min(n, start + chunk * self._optimizer.steps_left())
             features = self._learning_features(taus[start:stop])
             if batch_size is None:
-                for i in range(features.shape[0]):
-                    self._step(features[i], costs[start + i])
+                self._optimizer.learn_rows(self.beta, self._cdf, features, costs[start:stop])
+                self.n_samples += features.shape[0]
             else:
                 for first in range(0, features.shape[0], batch_size):
                     rows = slice(first, first + batch_size)
@@ -574,23 +574,14 @@ class DualPostProcessor:
         return self.labels[index]
 
     def _step(self, features: np.ndarray, scaled_costs: np.ndarray) -> None:
-        constraints = self.constraints
-        scores = constraints.atoms_of(self._optimizer.begin_step(self.beta)) @ features
-        scores -= scaled_costs
-        softmax(scores, overwrite=True)
-        self._optimizer.end_step(np.multiply.outer(self._optimizer.center(constraints.rows_of(scores)), features))
+        """One optimizer step on one sample (its learning features and scaled costs)."""
+        self._optimizer.learn(self.beta, self._cdf, features, scaled_costs)
         self.n_samples += 1
 
     def _step_batch(self, features: np.ndarray, scaled_costs: np.ndarray) -> None:
-        n = features.shape[0]
-        constraints = self.constraints
-        scores = features @ constraints.atoms_of(self._optimizer.begin_step(self.beta)).T
-        scores -= scaled_costs
-        softmax(scores, overwrite=True)
-        gap = self._optimizer.center(constraints.rows_of(scores)).T @ features
-        gap /= n
-        self._optimizer.end_step(gap)
-        self.n_samples += n
+        """One optimizer step on the mean gradient of the rows (a mini-batch)."""
+        self._optimizer.learn_batch(self.beta, self._cdf, features, scaled_costs)
+        self.n_samples += features.shape[0]
 
     def _retune(self) -> None:
         """At an epoch restart, re-derive the step sizes from the current estimate of ``p``."""
@@ -606,46 +597,24 @@ class DualPostProcessor:
             self._coefficients_version = version
         return self._coefficients
 
-    @staticmethod
-    def _policy(coefficients: np.ndarray, features: np.ndarray, scaled_costs: np.ndarray) -> np.ndarray:
-        """``pi(. | x_i) = softmax(features coefficients^T - beta r)`` for each row: shape ``(n, m)``."""
-        scores = features @ coefficients.T
-        scores -= scaled_costs
-        return softmax(scores, overwrite=True)
-
     def _served_proba(self, features: np.ndarray, scaled_costs: np.ndarray) -> np.ndarray:
         """The served policy: the uniform mixture of the policies at the optimizer's ``k`` served points."""
-        coefficients = self._served_coefficients()
-        k, m = coefficients.shape[:2]
-        if k == 1:
-            return self._policy(coefficients[0], features, scaled_costs)
-        proba = np.empty((features.shape[0], m))
-        for rows in chunks(features.shape[0], max(1, CHUNK_ROWS // k)):  # k policies a row: O(CHUNK_ROWS m) memory
-            scores = self._mixture_scores(features[rows], coefficients)
-            scores -= scaled_costs[rows, None, :]
-            proba[rows] = softmax(scores, overwrite=True).mean(axis=1)
+        proba = np.empty(scaled_costs.shape)
+        kernel.served_proba(self._served_coefficients(), features, scaled_costs, proba)
         return proba
 
-    @staticmethod
-    def _mixture_scores(features: np.ndarray, coefficients: np.ndarray) -> np.ndarray:
-        """``features @ coefficients[j].T`` for every served point ``j``: shape ``(n, k, m)``.
-
-        Elementwise products summed over the groups in order, not a BLAS product: a row gets the
-        same bits whatever the number of rows computed with it (one-row and many-row BLAS kernels
-        round differently).
-        """
-        scores = features[:, 0, None, None] * coefficients[:, :, 0]
-        for s in range(1, features.shape[1]):
-            scores += features[:, s, None, None] * coefficients[:, :, s]
-        return scores
-
     def _sample_indices(self, features: np.ndarray, scaled_costs: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """One atom index per row, drawn from the served law by its inverse CDF at the uniforms ``u``."""
-        return sample_indices(self._served_proba(features, scaled_costs), u)
+        """One atom index per row, drawn from the served law by its inverse CDF at the uniforms ``u``.
+
+        Bit for bit :func:`~streamfair.keyed_random.sample_indices` of :meth:`_served_proba`.
+        """
+        indices = np.empty(u.size, dtype=np.int64)
+        kernel.served_draws(self._served_coefficients(), features, scaled_costs, u, indices)
+        return indices
 
     def _sample_index(self, features: np.ndarray, scaled_costs: np.ndarray, u: float) -> int:
         """:meth:`_sample_indices` of one row (``features`` and ``scaled_costs`` with one row): the same index."""
-        return sample_index(self._served_proba(features, scaled_costs)[0], u)
+        return kernel.served_draw(self._served_coefficients(), features[0], scaled_costs[0], u)
 
     def proba_many(self, predictions: Any, tau: Any) -> np.ndarray:
         """``pi(l | x_i)`` for each sample: shape ``(n, m)``; the distribution DP is about."""

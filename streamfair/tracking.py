@@ -37,10 +37,11 @@ re-derived from the current ``p`` estimate at each window end, through ``epoch_h
 
 >>> import numpy as np
 >>> opt = TrackingOptimizer(n_rows=3, slack=np.array([0.1, 0.1]), step=0.5, memory=32)
->>> scores = opt.begin_step(beta=1.0)           # beta * (Lambda - V) at the iterate
->>> opt.end_step(np.zeros((3, 2)))              # no gap: only the slack pushes, w stays at 0
+>>> opt.learn(1.0, False, np.zeros(2), np.zeros(3))   # t = 0: no gap, only the slack pushes, w stays at 0
 >>> float(opt.served.max()), opt.steps_left(), opt.served_points.shape
 (0.0, 31, (1, 2, 3, 2))
+>>> opt.baseline.round(3).tolist()                    # the mean of C pi so far: the uniform policy
+[0.333, 0.333, 0.333]
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+
+from . import kernel
 
 #: Iterates in the served mixture.
 SNAPSHOTS = 16
@@ -80,8 +83,6 @@ class TrackingOptimizer:
         self.interval = max(1, self.memory // SNAPSHOTS)
         self.n_steps = 0
         self.baseline = np.zeros(n_rows)  # exponential average of the constraint rows C pi
-        self._scores = np.empty(shape[1:])
-        self._tmp = np.empty(shape)
         self.epoch_hook: Callable[[], None] | None = None  # called at each window end
         self.served_version = 0  # changes whenever the served points may have changed
 
@@ -111,30 +112,39 @@ class TrackingOptimizer:
         """Set the step to ``1 / M`` for the smoothness ``M`` (``mu`` is not used by SGD)."""
         self.step = 1.0 / smoothness
 
-    def center(self, rows: np.ndarray) -> np.ndarray:
-        """``rows - b`` for this step's constraint rows ``C pi`` (one row, or one per sample of a mini-batch).
+    def _baseline_count(self) -> int:
+        """The baseline ``b`` moves towards this step's ``C pi`` by ``1 / min(steps, memory)`` (this step counted)."""
+        return min(self.n_steps + 1, self.memory)
 
-        Then ``b`` moves towards their mean by ``1 / min(steps, memory)`` (``steps`` counting this one).
+    def learn(self, beta: float, cdf: bool, features: np.ndarray, scaled_costs: np.ndarray) -> None:
+        """One projected step on one sample (group features ``t``, costs ``beta r``); a snapshot every ``interval``.
+
+        The gradient is ``(+gap + slack, -gap + slack)`` with ``gap = outer(C pi - b, t)``, ``pi`` the
+        policy at the iterate; ``cdf`` says which constraint family ``C`` is (:mod:`streamfair.kernel`).
         """
-        centered = rows - self.baseline
-        self.baseline += (centered if centered.ndim == 1 else centered.mean(axis=0)) / min(self.n_steps + 1, self.memory)
-        return centered
+        kernel.tracking_learn(self.w, self.baseline, self.slack, self.step, beta, cdf, features, scaled_costs,
+                              self._baseline_count())
+        self._advance(1)
 
-    def begin_step(self, beta: float) -> np.ndarray:
-        """``beta * (Lambda - V)`` at the iterate: an ``(n_rows, K)`` buffer valid until the next call."""
-        np.subtract(self.w[0], self.w[1], out=self._scores)
-        self._scores *= beta
-        return self._scores
+    def learn_rows(self, beta: float, cdf: bool, features: np.ndarray, scaled_costs: np.ndarray) -> None:
+        """:meth:`learn` on each row in turn: the rows up to each snapshot or window end in one compiled loop."""
+        start, n = 0, features.shape[0]
+        while start < n:
+            stop = min(n, start + min(self.interval - self.n_steps % self.interval, self.steps_left()))
+            kernel.tracking_learn_rows(self.w, self.baseline, self.slack, self.step, beta, cdf, features[start:stop],
+                                       scaled_costs[start:stop], self.n_steps, self.memory)
+            self._advance(stop - start)
+            start = stop
 
-    def end_step(self, gap: np.ndarray) -> None:
-        """One projected step with gradient ``(+gap + slack, -gap + slack)``; a snapshot every ``interval``."""
-        tmp = self._tmp
-        np.add(gap, self.slack, out=tmp[0])
-        np.subtract(self.slack, gap, out=tmp[1])
-        tmp *= -self.step
-        tmp += self.w
-        np.maximum(tmp, 0.0, out=self.w)
-        self.n_steps += 1
+    def learn_batch(self, beta: float, cdf: bool, features: np.ndarray, scaled_costs: np.ndarray) -> None:
+        """One projected step on the mean gradient of a mini-batch (one sample per row); ``b`` moves by their mean."""
+        kernel.tracking_learn_batch(self.w, self.baseline, self.slack, self.step, beta, cdf, features, scaled_costs,
+                                    self._baseline_count())
+        self._advance(1)
+
+    def _advance(self, steps: int) -> None:
+        """Count ``steps`` steps, none of which but the last may end a snapshot interval or a window."""
+        self.n_steps += steps
         if self.n_steps % self.interval == 0:
             self.snapshots[self.n_snapshots % SNAPSHOTS] = self.w
             self.n_snapshots += 1

@@ -40,7 +40,9 @@ def test_lowers_worst_group_risk_at_equal_fairness():
     assert robust.group_risk.max() <= 0.5 * plain.group_risk.max()
     assert robust.risk >= plain.risk  # the price: a higher average risk
     assert robust.max_ks <= plain.max_ks + 0.05  # at (statistically) equal fairness
-    assert robust.atom_unfairness.max() <= plain.atom_unfairness.max() + 0.02
+    # This run is chaotic: moving half the inputs by one ulp moves the difference of the two maxima over
+    # [-0.02, 0.031] (24 draws); the margin holds that much on top of statistical equality.
+    assert robust.atom_unfairness.max() <= plain.atom_unfairness.max() + 0.05
 
 
 @pytest.mark.slow

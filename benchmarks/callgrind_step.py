@@ -1,0 +1,43 @@
+"""Instruction counts of the per-sample paths, for ``valgrind --tool=callgrind`` (stable on a shared machine).
+
+Runs ``n`` samples through one path after a warm-up; the difference of the totals of two runs
+with different ``n`` divided by the difference of ``n`` is the count per sample (the start-up
+cost cancels).  See docs/performance.md for the command.
+
+Run: ``python benchmarks/callgrind_step.py PROFILE PATH N`` with ``PATH`` one of ``learn_one``,
+``learn_many``, ``fused``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from streamfair import FairRegressionPostProcessor
+
+
+def main(profile: str, path: str, n: int) -> None:
+    rng = np.random.default_rng(0)
+    total = n + 100
+    eta = np.tanh(rng.standard_normal(total))
+    tau = rng.dirichlet([1.0, 1.0], total)
+    fair = FairRegressionPostProcessor(L=50, p=[0.5, 0.5], profile=profile)
+    eta_list, tau_list = eta.tolist(), tau.tolist()
+    for i in range(100):  # warm-up: compiled functions loaded, buffers allocated
+        fair.predict_learn_one(eta_list[i], tau_list[i], key=i)
+    fair.learn_many(eta[:100], tau[:100])
+    if path == "learn_one":
+        for i in range(100, total):
+            fair.learn_one(eta_list[i], tau_list[i])
+    elif path == "learn_many":
+        fair.learn_many(eta[100:], tau[100:])
+    elif path == "fused":
+        for i in range(100, total):
+            fair.predict_learn_one(eta_list[i], tau_list[i], key=i)
+    else:
+        raise ValueError(f"path must be learn_one, learn_many or fused, got {path!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))

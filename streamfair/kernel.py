@@ -1,0 +1,403 @@
+"""The compiled hot paths: the learning steps of both optimizers, the served policy and its keyed draws.
+
+A step on one sample is about ``7 m K`` flops and ``m`` exponentials; written with numpy it is
+dominated by the fixed cost of some thirty array calls.  These functions do the same arithmetic in
+loops compiled by numba, on the arrays the optimizers and the post-processor own (updated in
+place).  Every post-processor (regression, classification, group-robust) and both optimizers (the
+``anytime`` profile's :class:`~streamfair.tracking.TrackingOptimizer`, the ``paper`` profile's
+:class:`~streamfair.optimizer.DualOptimizer`) learn and serve through them, in every path:
+``learn_one``, ``learn_many`` (exact or mini-batch), the fused ``*_learn_*`` methods, ``proba_*``,
+``predict_*`` and the diagnostics.  The pure-numpy functions of :mod:`streamfair.dual` and
+:mod:`streamfair.constraints` are the reference they are tested against.
+
+The softmax is :func:`streamfair.softmax.softmax`'s (the maximum subtracted, the exponentials
+normalized by their sum in numpy's pairwise order) with the exponential computed inline (to within
+2.3e-16 relative of libm's); every other sum runs in index order, so the result of a row never
+depends on the rows computed with it: ``learn_many`` is bit for bit a
+loop of ``learn_one`` and a draw is bit for bit the inverse CDF of the served probabilities.
+
+Compiled code is cached next to the module (``NUMBA_CACHE_DIR`` moves it); where no cache can be
+kept, the functions are compiled in memory at first use, with a warning.
+
+Notation: ``m`` atoms, ``R`` constraint rows (``m`` for the per-atom family, ``m - 1`` for the CDF
+one: ``cdf=True``), ``K`` groups, ``k`` served points.  A dual is ``w = (Lambda, V)``, shape
+``(2, R, K)``.
+
+>>> import numpy as np
+>>> coefficients = np.zeros((1, 3, 2))                 # the dual at zero: pi = softmax(-beta r)
+>>> out = np.empty((1, 3))
+>>> served_proba(coefficients, np.zeros((1, 2)), np.array([[0.0, 1.0, 1.0]]), out)
+>>> out.round(3).tolist()
+[[0.576, 0.212, 0.212]]
+>>> draws = np.empty(2, dtype=np.int64)
+>>> served_draws(coefficients, np.zeros((2, 2)), np.array([[0.0, 1.0, 1.0]] * 2), np.array([0.5, 0.7]), draws)
+>>> draws.tolist()                                     # the inverse CDF: 0.5 < 0.576 <= 0.7
+[0, 1]
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import numba
+import numpy as np
+
+__all__ = [
+    "compiled",
+    "tracking_learn",
+    "tracking_learn_rows",
+    "tracking_learn_batch",
+    "dual_learn",
+    "dual_learn_batch",
+    "served_proba",
+    "served_draws",
+    "served_draw",
+]
+
+
+def compiled(function: Callable) -> Callable:
+    """``numba.njit(cache=True)`` of ``function``, or without the cache where none can be kept.
+
+    Numba raises ``RuntimeError`` when it finds no directory to cache in (a read-only install and
+    home, an unusable ``NUMBA_CACHE_DIR``, or a function without a source file); the function is
+    then compiled in memory at its first call.
+    """
+    try:
+        return numba.njit(cache=True)(function)
+    except RuntimeError as error:
+        warnings.warn(f"numba cannot cache {function.__name__} ({error}); compiling it in memory", stacklevel=2)
+        return numba.njit(cache=False)(function)
+
+
+# ---------------------------------------------------------------------- the policy of one sample
+@compiled
+def _block_sum(values, start, n):
+    """``values[start:start + n].sum()`` for ``n <= 128`` in numpy's order (eight partial sums)."""
+    if n < 8:
+        total = 0.0
+        for i in range(start, start + n):
+            total += values[i]
+        return total
+    r0, r1, r2, r3 = values[start], values[start + 1], values[start + 2], values[start + 3]
+    r4, r5, r6, r7 = values[start + 4], values[start + 5], values[start + 6], values[start + 7]
+    whole = n - n % 8
+    for i in range(start + 8, start + whole, 8):
+        r0 += values[i]
+        r1 += values[i + 1]
+        r2 += values[i + 2]
+        r3 += values[i + 3]
+        r4 += values[i + 4]
+        r5 += values[i + 5]
+        r6 += values[i + 6]
+        r7 += values[i + 7]
+    total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for i in range(start + whole, start + n):
+        total += values[i]
+    return total
+
+
+@compiled
+def _pairwise_sum(values):
+    """``values.sum()`` in numpy's pairwise order: blocks of at most 128, halves (multiples of 8) above.
+
+    The halving is walked with explicit stacks (numba's cache mishandles recursive functions).
+    """
+    n = values.size
+    if n <= 128:
+        return _block_sum(values, 0, n)
+    nodes = np.empty((128, 3), dtype=np.int64)  # (start, size, visited), deepest last
+    sums = np.empty(128)
+    nodes[0, 0], nodes[0, 1], nodes[0, 2] = 0, n, 0
+    depth, held = 1, 0
+    while depth:
+        start, size, visited = nodes[depth - 1, 0], nodes[depth - 1, 1], nodes[depth - 1, 2]
+        if size <= 128:
+            depth -= 1
+            sums[held] = _block_sum(values, start, size)
+            held += 1
+        elif visited:
+            depth -= 1
+            held -= 1
+            sums[held - 1] += sums[held]
+        else:
+            half = size // 2
+            half -= half % 8
+            nodes[depth - 1, 2] = 1
+            nodes[depth, 0], nodes[depth, 1], nodes[depth, 2] = start + half, size - half, 0
+            nodes[depth + 1, 0], nodes[depth + 1, 1], nodes[depth + 1, 2] = start, half, 0
+            depth += 2
+    return sums[0]
+
+
+#: ``exp(x) = 2^n exp(r)`` with ``n = round(x / log 2)`` and ``|r| <= log(2) / 2``: ``log 2`` split in two so that
+#: ``n log 2`` is exact (fdlibm's constants), ``exp(r)`` by its Taylor polynomial of degree 13 (error below 1e-17).
+LOG2E, LN2_HI, LN2_LO = 1.4426950408889634, 6.93147180369123816490e-01, 1.90821492927058770002e-10
+T2, T3, T4, T5, T6, T7 = 1 / 2, 1 / 6, 1 / 24, 1 / 120, 1 / 720, 1 / 5040
+T8, T9, T10, T11, T12, T13 = 1 / 40320, 1 / 362880, 1 / 3628800, 1 / 39916800, 1 / 479001600, 1 / 6227020800
+#: ``2^-k`` for ``k = 0 .. 1076`` (0 from ``k = 1075``): the ``2^n`` of the exponentials of ``x`` in ``[-745, 0]``.
+POWERS_OF_HALF = 0.5 ** np.arange(1077.0)
+
+
+@compiled
+def _exp_nonpositive(x):
+    """``exp(x)`` for ``x <= 0`` to within 2.3e-16 relative (underflowing to 0 at ``-745``), inlined.
+
+    The softmax takes ``m`` exponentials per policy; the served mixture ``k m`` of them per row.
+    """
+    x = max(x, -745.0)
+    n = np.floor(x * LOG2E + 0.5)
+    r = (x - n * LN2_HI) - n * LN2_LO
+    poly = ((((((((((((T13 * r + T12) * r + T11) * r + T10) * r + T9) * r + T8) * r + T7) * r + T6) * r + T5) * r
+                + T4) * r + T3) * r + T2) * r + 1.0) * r + 1.0
+    return poly * POWERS_OF_HALF[int(-n)]
+
+
+@compiled
+def _softmax_minus(scores, costs):
+    """``scores = softmax(scores - costs)`` in place: the maximum subtracted, normalized by the pairwise sum."""
+    m = scores.size
+    top = -np.inf
+    for atom in range(m):
+        scores[atom] -= costs[atom]
+        top = max(top, scores[atom])
+    for atom in range(m):
+        scores[atom] = _exp_nonpositive(scores[atom] - top)
+    total = _pairwise_sum(scores)
+    for atom in range(m):
+        scores[atom] /= total
+
+
+@compiled
+def _policy_rows(dual_scores, cdf, features, costs, pi, rows):
+    """The policy ``pi = softmax((C^T dual_scores) t - r)`` of one sample and its constraint rows ``C pi``.
+
+    ``dual_scores = beta (Lambda - V)`` at the step's query point, shape ``(R, K)``.
+    """
+    n_rows, groups = dual_scores.shape
+    pi[:] = 0.0
+    for s in range(groups):
+        feature = features[s]
+        if cdf:  # atom l gets sum_{k >= l} d_k, the last atom 0
+            total = 0.0
+            for row in range(n_rows - 1, -1, -1):
+                total += dual_scores[row, s]
+                pi[row] += total * feature
+        else:
+            for row in range(n_rows):
+                pi[row] += dual_scores[row, s] * feature
+    _softmax_minus(pi, costs)
+    total = 0.0
+    for row in range(n_rows):
+        total = total + pi[row] if cdf else pi[row]
+        rows[row] = total
+
+
+@compiled
+def _center(rows, baseline, count):
+    """``rows -= b``, then ``b += rows / count``: the tracking optimizer's control variate (``count > 0``)."""
+    for row in range(rows.size):
+        rows[row] -= baseline[row]
+        baseline[row] += rows[row] / count
+
+
+# ---------------------------------------------------------------------- the tracking optimizer
+@compiled
+def _tracking_update(w, slack, step, rows, features):
+    """Projected SGD ``w = (w - step (+-outer(rows, t) + slack))_+`` for ``w = (Lambda, V)``, in place."""
+    n_rows, groups = w.shape[1], w.shape[2]
+    for row in range(n_rows):
+        for s in range(groups):
+            gap = rows[row] * features[s]
+            w[0, row, s] = max(w[0, row, s] - step * (gap + slack[s]), 0.0)
+            w[1, row, s] = max(w[1, row, s] - step * (slack[s] - gap), 0.0)
+
+
+@compiled
+def _tracking_step(w, baseline, slack, step, beta, cdf, features, costs, count, scores, pi, rows):
+    for row in range(scores.shape[0]):
+        for s in range(scores.shape[1]):
+            scores[row, s] = (w[0, row, s] - w[1, row, s]) * beta
+    _policy_rows(scores, cdf, features, costs, pi, rows)
+    _center(rows, baseline, count)
+    _tracking_update(w, slack, step, rows, features)
+
+
+@compiled
+def tracking_learn(w, baseline, slack, step, beta, cdf, features, costs, count):
+    """One step of the tracking optimizer on one sample, ``count = min(steps, memory)`` (this step included)."""
+    n_rows = w.shape[1]
+    _tracking_step(w, baseline, slack, step, beta, cdf, features, costs, count,
+                   np.empty((n_rows, w.shape[2])), np.empty(costs.size), np.empty(n_rows))
+
+
+@compiled
+def tracking_learn_rows(w, baseline, slack, step, beta, cdf, features, costs, n_steps, memory):
+    """:func:`tracking_learn` on each row of ``features`` and ``costs`` in turn (``n_steps`` taken before)."""
+    n_rows = w.shape[1]
+    scores, pi, rows = np.empty((n_rows, w.shape[2])), np.empty(costs.shape[1]), np.empty(n_rows)
+    for i in range(features.shape[0]):
+        count = min(n_steps + i + 1, memory)
+        _tracking_step(w, baseline, slack, step, beta, cdf, features[i], costs[i], count, scores, pi, rows)
+
+
+@compiled
+def _batch_rows(dual_scores, cdf, features, costs, baseline, count, gap):
+    """The mini-batch gradient's ``gap = mean_i outer(C pi_i - b, t_i)``; ``count > 0`` moves ``b`` by the mean.
+
+    ``count = 0``: no control variate (``b`` is neither read nor moved).
+    """
+    n, (n_rows, groups) = features.shape[0], gap.shape
+    pi, rows = np.empty(costs.shape[1]), np.empty(n_rows)
+    mean = np.zeros(n_rows)
+    gap[:] = 0.0
+    for i in range(n):
+        _policy_rows(dual_scores, cdf, features[i], costs[i], pi, rows)
+        for row in range(n_rows):
+            if count:
+                rows[row] -= baseline[row]
+                mean[row] += rows[row]
+            for s in range(groups):
+                gap[row, s] += rows[row] * features[i, s]
+    for row in range(n_rows):
+        for s in range(groups):
+            gap[row, s] /= n
+        if count:
+            baseline[row] += mean[row] / n / count
+
+
+@compiled
+def tracking_learn_batch(w, baseline, slack, step, beta, cdf, features, costs, count):
+    """One step of the tracking optimizer on the mean gradient of a mini-batch (the rows of ``features``)."""
+    n_rows, groups = w.shape[1], w.shape[2]
+    scores, gap = np.empty((n_rows, groups)), np.empty((n_rows, groups))
+    for row in range(n_rows):
+        for s in range(groups):
+            scores[row, s] = (w[0, row, s] - w[1, row, s]) * beta
+    _batch_rows(scores, cdf, features, costs, baseline, count, gap)
+    for row in range(n_rows):
+        for s in range(groups):
+            w[0, row, s] = max(w[0, row, s] - step * (gap[row, s] + slack[s]), 0.0)
+            w[1, row, s] = max(w[1, row, s] - step * (slack[s] - gap[row, s]), 0.0)
+
+
+# ---------------------------------------------------------------------- the paper's optimizers
+@compiled
+def _dual_query(stack, qa, qw, out):
+    """``out = qw (Lambda - V) + qa (Lambda_ag - V_ag)`` from ``stack = [w, w_ag, c - eps]`` (beta folded in)."""
+    n_rows, groups = out.shape
+    for row in range(n_rows):
+        for s in range(groups):
+            iterate = stack[0, 0, row, s] - stack[0, 1, row, s]
+            aggregate = stack[1, 0, row, s] - stack[1, 1, row, s]
+            out[row, s] = qw * iterate + qa * aggregate
+
+
+@compiled
+def _dual_update(stack, k1, k2, b3, avg, gap):
+    """The schedule's generic step (see :mod:`streamfair.schedule`) on ``stack = [w, w_ag, c - eps]``, in place."""
+    n_rows, groups = gap.shape
+    for side in range(2):
+        sign = 1.0 if side == 0 else -1.0
+        for row in range(n_rows):
+            for s in range(groups):
+                moved = k1 * stack[0, side, row, s] + k2 * stack[1, side, row, s] + b3 * stack[2, side, row, s]
+                w = max(moved - sign * b3 * gap[row, s], 0.0)
+                stack[0, side, row, s] = w
+                stack[1, side, row, s] = avg * w + (1.0 - avg) * stack[1, side, row, s]
+
+
+@compiled
+def dual_learn(stack, coefficients, beta, cdf, features, costs):
+    """One step of the paper's optimizers on one sample; ``coefficients = (qa, qw, k1, k2, b3, avg)``."""
+    qa, qw, k1, k2, b3, avg = coefficients
+    n_rows, groups = stack.shape[2], stack.shape[3]
+    scores, gap = np.empty((n_rows, groups)), np.empty((n_rows, groups))
+    pi, rows = np.empty(costs.size), np.empty(n_rows)
+    _dual_query(stack, qa * beta, qw * beta, scores)
+    _policy_rows(scores, cdf, features, costs, pi, rows)
+    for row in range(n_rows):
+        for s in range(groups):
+            gap[row, s] = rows[row] * features[s]
+    _dual_update(stack, k1, k2, b3, avg, gap)
+
+
+@compiled
+def dual_learn_batch(stack, coefficients, beta, cdf, features, costs):
+    """One step of the paper's optimizers on the mean gradient of a mini-batch (the rows of ``features``)."""
+    qa, qw, k1, k2, b3, avg = coefficients
+    n_rows, groups = stack.shape[2], stack.shape[3]
+    scores, gap = np.empty((n_rows, groups)), np.empty((n_rows, groups))
+    _dual_query(stack, qa * beta, qw * beta, scores)
+    _batch_rows(scores, cdf, features, costs, np.empty(0), 0, gap)
+    _dual_update(stack, k1, k2, b3, avg, gap)
+
+
+# ---------------------------------------------------------------------- serving
+@compiled
+def _served_row(coefficients, features, costs, policy, out):
+    """The uniform mixture of the ``k`` served points' policies ``softmax(coefficients[j] t - r)`` into ``out``."""
+    k, m, groups = coefficients.shape
+    target = out if k == 1 else policy
+    if k > 1:
+        out[:] = 0.0
+    for point in range(k):
+        for atom in range(m):
+            score = 0.0
+            for s in range(groups):
+                score += coefficients[point, atom, s] * features[s]
+            target[atom] = score
+        _softmax_minus(target, costs)
+        if k > 1:
+            for atom in range(m):
+                out[atom] += policy[atom]
+    if k > 1:
+        for atom in range(m):
+            out[atom] /= k
+
+
+@compiled
+def served_proba(coefficients, features, costs, out):
+    """Each row's served probabilities: the mixture of the points' policies, ``coefficients`` ``(k, m, K)``.
+
+    ``coefficients[j] = beta C^T (Lambda_j - V_j)`` of served point ``j``; ``out`` has shape ``(n, m)``.
+    """
+    policy = np.empty(coefficients.shape[1])
+    for i in range(features.shape[0]):
+        _served_row(coefficients, features[i], costs[i], policy, out[i])
+
+
+@compiled
+def _inverse_cdf(proba, u):
+    """The number of atoms whose cumulative probability is at most ``u cdf(m - 1)``, at most ``m - 1``."""
+    m = proba.size
+    for atom in range(1, m):
+        proba[atom] += proba[atom - 1]
+    threshold = u * proba[m - 1]
+    index = 0
+    for atom in range(m):
+        if proba[atom] <= threshold:
+            index += 1
+    return min(index, m - 1)
+
+
+@compiled
+def served_draws(coefficients, features, costs, u, out):
+    """One atom index per row: the inverse CDF of the row's :func:`served_proba` at the uniform ``u[i]``.
+
+    Bit for bit :func:`streamfair.keyed_random.sample_indices` of the served probabilities.
+    """
+    m = coefficients.shape[1]
+    policy, proba = np.empty(m), np.empty(m)
+    for i in range(features.shape[0]):
+        _served_row(coefficients, features[i], costs[i], policy, proba)
+        out[i] = _inverse_cdf(proba, u[i])
+
+
+@compiled
+def served_draw(coefficients, features, costs, u):
+    """:func:`served_draws` of one row (``features`` ``(K,)``, ``costs`` ``(m,)``, a uniform ``u``): the same index."""
+    m = coefficients.shape[1]
+    proba = np.empty(m)
+    _served_row(coefficients, features, costs, np.empty(m), proba)
+    return _inverse_cdf(proba, u)
