@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["AtomConstraints", "CdfConstraints", "CONSTRAINTS"]
+__all__ = ["AtomConstraints", "CdfConstraints", "CONSTRAINTS", "Constraints"]
 
 
 class AtomConstraints:
@@ -86,4 +86,6 @@ class CdfConstraints:
 
 
 #: The constraint families by name.
-CONSTRAINTS = {"atom": AtomConstraints, "cdf": CdfConstraints}
+#: A constraint family: the post-processor only uses ``name``, ``n_rows``, ``rows_of`` and ``atoms_of``.
+Constraints = AtomConstraints | CdfConstraints
+CONSTRAINTS: dict[str, type[Constraints]] = {"atom": AtomConstraints, "cdf": CdfConstraints}

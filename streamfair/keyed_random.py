@@ -77,16 +77,6 @@ def sample_indices(proba: np.ndarray, u: np.ndarray) -> np.ndarray:
     return np.minimum((cdf <= (u * cdf[:, -1])[:, None]).sum(axis=1), proba.shape[1] - 1)
 
 
-def sample_index(proba: np.ndarray, u: float) -> int:
-    """:func:`sample_indices` for one distribution ``proba`` (shape ``(m,)``): the same index, as an ``int``.
-
-    >>> sample_index(np.array([0.1, 0.9]), 0.05), sample_index(np.array([0.5, 0.5]), 0.7)
-    (0, 1)
-    """
-    cdf = proba.cumsum()
-    return min(int(np.count_nonzero(cdf <= u * float(cdf[-1]))), proba.shape[0] - 1)
-
-
 def keyed_sample_indices(seed: int, keys: Sequence[Key], proba: np.ndarray) -> np.ndarray:
     """Row ``i``'s index drawn from ``proba[i]`` by the inverse CDF at ``keyed_uniform(seed, keys[i])``.
 

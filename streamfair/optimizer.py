@@ -17,7 +17,7 @@ one sample or of a mini-batch at the query point and updates the arrays, in one 
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

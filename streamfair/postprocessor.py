@@ -56,17 +56,19 @@ place with ``load_state_dict(state)``, since their configuration belongs to the 
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Hashable, Sequence
+from typing import Any
 
 import numpy as np
 
 from . import dual, kernel
-from .keyed_random import Key, keyed_uniform, keyed_uniforms
-from .constraints import CONSTRAINTS
+from .constraints import CONSTRAINTS, Constraints
 from .costs import ExpectedCosts, SquaredCosts
+from .keyed_random import Key, keyed_uniform, keyed_uniforms
 from .optimizer import DualOptimizer
-from .schedule import OPTIMIZERS as SCHEDULED, Schedule
+from .schedule import OPTIMIZERS as SCHEDULED
+from .schedule import Schedule
 from .tracking import TrackingOptimizer
 from .validation import (
     check_choice,
@@ -78,6 +80,8 @@ from .validation import (
     check_slack,
 )
 
+#: One sample's group posterior ``tau(x)``: ``K`` probabilities.
+TauRow = Sequence[float] | np.ndarray
 #: The profiles of default settings (see the module docstring).
 PROFILES = ("anytime", "paper")
 #: The optimizers: the tracking one, and the paper's (:mod:`streamfair.schedule`).
@@ -219,15 +223,18 @@ class DualPostProcessor:
         self.cost = cost
         self.atoms = cost.atoms
         self.profile = check_choice("profile", profile, PROFILES)
-        self.constraints = CONSTRAINTS[constraint](self.atoms.size)
+        self.constraints: Constraints = CONSTRAINTS[constraint](self.atoms.size)
         self.n_groups = self._infer_groups(p, slack, n_groups, SLACK_NAMES[constraint])
         self.slack = check_slack(slack, self.n_groups, SLACK_NAMES[constraint])
         self.p_given = None if p is None else check_distribution("p", p, self.n_groups, strictly_positive=True)
-        optimizer = PROFILE_OPTIMIZER[profile] if optimizer is None else check_choice("optimizer", optimizer, OPTIMIZERS)
+        if optimizer is None:
+            optimizer = PROFILE_OPTIMIZER[profile]
+        optimizer = check_choice("optimizer", optimizer, OPTIMIZERS)
         tracking = optimizer == "tracking"
         self.horizon = None if tracking else reference_horizon(horizon)
         if beta is None:
-            beta = default_beta(reference_horizon(horizon)) if profile == "paper" else anytime_beta(self.atoms.size, cost.risk_scale)
+            paper = profile == "paper"
+            beta = default_beta(reference_horizon(horizon)) if paper else anytime_beta(self.atoms.size, cost.risk_scale)
         self.beta = check_positive("beta", beta)
         self.mu_given = None if mu is None else check_positive("mu", mu)
         self.seed = check_seed(seed)
@@ -239,7 +246,8 @@ class DualPostProcessor:
         if tracking:
             for name, value in (("horizon", horizon), ("inner", inner), ("mu", mu_arg), ("serve", serve)):
                 if value is not None:
-                    raise ValueError(f"{name} applies to the paper's optimizers, not to optimizer='tracking'; got {value!r}")
+                    raise ValueError(
+                        f"{name} applies to the paper's optimizers, not to optimizer='tracking'; got {value!r}")
             self.memory: int | None = DEFAULT_MEMORY if memory is None else check_integer("memory", memory, 1)
             self._optimizer: DualOptimizer | TrackingOptimizer = TrackingOptimizer(
                 n_rows=self.constraints.n_rows, slack=self.slack, step=1.0 / smoothness, memory=self.memory
@@ -248,7 +256,8 @@ class DualPostProcessor:
             if memory is not None:
                 raise ValueError(f"memory applies to optimizer='tracking', not to {optimizer!r}; got {memory!r}")
             self.memory = None
-            schedule = Schedule(optimizer, inner=inner or "acsa2", smoothness=smoothness, mu=mu, horizon=self.horizon)
+            schedule = Schedule(optimizer, inner=inner or "acsa2", smoothness=smoothness, mu=mu,
+                                horizon=reference_horizon(horizon))
             self._optimizer = DualOptimizer(
                 schedule, n_atoms=self.constraints.n_rows, eps=self.slack, serve=serve or "epoch"
             )
@@ -423,7 +432,7 @@ class DualPostProcessor:
         self._recent_count = min(self.window, self._recent_count + n)
 
     # ------------------------------------------------------------------ learning
-    def _check_one(self, prediction: Any, tau: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    def _check_one(self, prediction: Any, tau: TauRow) -> tuple[np.ndarray, np.ndarray]:
         """One sample's validated prediction and ``tau``, as one-row arrays."""
         return self._check_predictions([prediction], 1), check_distribution("tau", tau, self.n_groups)[None, :]
 
@@ -434,7 +443,7 @@ class DualPostProcessor:
         check_keys(keys, taus.shape[0])
         return predictions, taus
 
-    def learn_one(self, prediction: Any, tau: Sequence[float], key: Hashable | None = None) -> None:
+    def learn_one(self, prediction: Any, tau: TauRow, key: Hashable | None = None) -> None:
         """One unlabeled sample: one stochastic-gradient step of the optimizer.
 
         ``key`` (the message id) names the sample for a later :meth:`learn_label`.
@@ -475,7 +484,8 @@ class DualPostProcessor:
         """:meth:`learn_many` of at most ``CHUNK_ROWS`` (validated) samples: their costs exist at once."""
         if self.p_given is None:  # the running p before each sample, as learn_one's costs see it
             sums = np.cumsum(np.vstack([self._tau_sum, taus[:-1]]), axis=0)
-            costs = self._scaled_costs(predictions, taus, True, sums / (self._tau_count + np.arange(len(sums)))[:, None])
+            running_p = sums / (self._tau_count + np.arange(len(sums)))[:, None]
+            costs = self._scaled_costs(predictions, taus, True, running_p)
         else:
             costs = self._scaled_costs(predictions, taus, learning=True)
         self._remember(predictions, taus)
@@ -493,7 +503,7 @@ class DualPostProcessor:
                     self._step_batch(features[rows], costs[start:stop][rows])
             start = stop
 
-    def proba_learn_one(self, prediction: Any, tau: Sequence[float], key: Hashable | None = None) -> np.ndarray:
+    def proba_learn_one(self, prediction: Any, tau: TauRow, key: Hashable | None = None) -> np.ndarray:
         """``pi(. | x)`` at the current state, then learn the sample: :meth:`proba_one` then :meth:`learn_one`.
 
         The same distribution and the same state, bit for bit, as the two calls (prequential
@@ -551,8 +561,8 @@ class DualPostProcessor:
             self._tau_sum = sums[n].copy()
         return proba
 
-    def predict_learn_one(self, prediction: Any, tau: Sequence[float], mode: str = "sample", key: Key | None = None):
-        """A fair prediction, then learn the sample: :meth:`predict_one` then :meth:`learn_one` (both with ``key``), fused.
+    def predict_learn_one(self, prediction: Any, tau: TauRow, mode: str = "sample", key: Key | None = None):
+        """A fair prediction, then learn the sample: :meth:`predict_one` then :meth:`learn_one` (with ``key``), fused.
 
         The same prediction and state, bit for bit, as the two calls (see :meth:`proba_learn_one`).
 
@@ -593,7 +603,8 @@ class DualPostProcessor:
         version = self._optimizer.served_version
         if self._coefficients_version != version:
             atoms_of, beta = self.constraints.atoms_of, self.beta
-            self._coefficients = np.stack([atoms_of(beta * (point[0] - point[1])) for point in self._optimizer.served_points])
+            points = self._optimizer.served_points
+            self._coefficients = np.stack([atoms_of(beta * (point[0] - point[1])) for point in points])
             self._coefficients_version = version
         return self._coefficients
 
@@ -628,7 +639,7 @@ class DualPostProcessor:
             proba[rows] = self._served_proba(self._serving_features(taus[rows]), costs)
         return proba
 
-    def proba_one(self, prediction: Any, tau: Sequence[float]) -> np.ndarray:
+    def proba_one(self, prediction: Any, tau: TauRow) -> np.ndarray:
         """``pi(. | x)`` over the atoms for one sample: shape ``(m,)``."""
         return self._proba(*self._check_one(prediction, tau))[0]
 
@@ -674,7 +685,7 @@ class DualPostProcessor:
                 indices[rows] = self._proba(predictions[rows], taus[rows]).argmax(axis=1)
         return self.labels[indices]
 
-    def predict_one(self, prediction: Any, tau: Sequence[float], mode: str = "sample", key: Key | None = None):
+    def predict_one(self, prediction: Any, tau: TauRow, mode: str = "sample", key: Key | None = None):
         """A fair prediction for one sample.
 
         ``mode="sample"`` draws an atom from ``pi(. | x)``: the randomized predictor whose fairness
@@ -700,7 +711,7 @@ class DualPostProcessor:
         ``+-C gaps + slack``, and the certificate is its gradient mapping at ``mapping_step``.
         """
         served = self._optimizer.served
-        if self._recent_count:
+        if self._recent_count and self._recent_predictions is not None:
             rows = slice(0, self._recent_count)
             tau = self._recent_tau[rows]
             costs = self._scaled_costs(self._recent_predictions[rows], tau, learning=False)
@@ -726,7 +737,8 @@ class DualPostProcessor:
             group_mean=self.atoms @ group_proba,
             target=self.slack.copy(),
             violation=float(np.sqrt(np.sum(np.maximum(np.abs(rows_gaps) - self.slack, 0.0) ** 2))),
-            gradient_mapping_norm=float(np.linalg.norm(dual.gradient_mapping(served, gradient, optimizer.mapping_step))),
+            gradient_mapping_norm=float(
+                np.linalg.norm(dual.gradient_mapping(served, gradient, optimizer.mapping_step))),
             mapping_step=optimizer.mapping_step,
             dual_norms=(float(np.linalg.norm(served[0])), float(np.linalg.norm(served[1]))),
         )

@@ -46,7 +46,7 @@ re-derived from the current ``p`` estimate at each window end, through ``epoch_h
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -179,7 +179,8 @@ class TrackingOptimizer:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore what :meth:`state_dict` returned."""
-        for name, shape in (("w", self.w.shape), ("snapshots", self.snapshots.shape), ("baseline", self.baseline.shape)):
+        shapes = (("w", self.w.shape), ("snapshots", self.snapshots.shape), ("baseline", self.baseline.shape))
+        for name, shape in shapes:
             value = np.asarray(state[name], dtype=float)
             if value.shape != shape:
                 raise ValueError(f"state {name!r} has shape {value.shape}, expected {shape}")

@@ -487,8 +487,8 @@ def test_fused_path_falls_back_for_subclasses_that_learn_differently():
     assert_identical(two.state_dict(), many.state_dict())
 
 
-def test_single_draw_matches_the_batch_draw():
-    from streamfair.keyed_random import keyed_uniform, keyed_uniforms, sample_index, sample_indices
+def test_keyed_draws_are_the_inverse_cdf_row_by_row():
+    from streamfair.keyed_random import keyed_uniform, keyed_uniforms, sample_indices
 
     rng = np.random.default_rng(11)
     proba = rng.dirichlet(np.full(9, 0.3), 4000)
@@ -497,5 +497,8 @@ def test_single_draw_matches_the_batch_draw():
     keys = [f"m{i}" if i % 3 else i for i in range(4000)]
     u = keyed_uniforms(5, keys)
     assert np.array_equal(u, [keyed_uniform(5, key) for key in keys])
-    assert sample_indices(proba, u).tolist() == [sample_index(row, x) for row, x in zip(proba, u.tolist(), strict=True)]
-    assert sample_index(np.array([0.0, 1.0, 0.0]), 0.0) == 1 and sample_index(np.array([0.5, 0.5, 0.0]), 0.999) == 1
+    # the smallest index whose cumulative mass exceeds u (never an atom without mass)
+    cdf = np.cumsum(proba, axis=1)
+    expected = [int(np.searchsorted(row, x * row[-1], side="right")) for row, x in zip(cdf, u, strict=True)]
+    assert sample_indices(proba, u).tolist() == expected
+    assert sample_indices(np.array([[0.0, 1.0, 0.0], [0.5, 0.5, 0.0]]), np.array([0.0, 0.999])).tolist() == [1, 1]
