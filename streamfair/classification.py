@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from .costs import ExpectedCosts
-from .postprocessor import PROFILES, DualPostProcessor
+from .postprocessor import DualPostProcessor
+from .profiles import PROFILES
 from .validation import check_choice, check_integer
 
 #: ``anytime`` profile: the per-class rate gap when ``eps`` is not given.

@@ -37,7 +37,7 @@ and the sample a later ``learn_label`` refers to) and the capability attributes 
 The sensitive attribute S is never an input: each sample brings the base model's prediction and
 the group posterior ``tau(x) = P(S = . | x)``.
 
-Two *profiles* set the defaults:
+Two *profiles* set the defaults (:mod:`streamfair.profiles`):
 
 * ``"anytime"`` (the default): the :class:`~streamfair.tracking.TrackingOptimizer` (the paper's
   projected SGD with step ``1 / M``, served as the mixture of the policies at snapshots of the
@@ -55,7 +55,6 @@ place with ``load_state_dict(state)``, since their configuration belongs to the 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,7 +66,15 @@ from .constraints import CONSTRAINTS, Constraints
 from .costs import ExpectedCosts, SquaredCosts
 from .keyed_random import Key, keyed_uniform, keyed_uniforms
 from .optimizer import DualOptimizer
-from .schedule import OPTIMIZERS as SCHEDULED
+from .profiles import (
+    DEFAULT_MEMORY,
+    OPTIMIZERS,
+    PROFILE_OPTIMIZER,
+    PROFILES,
+    anytime_beta,
+    default_beta,
+    reference_horizon,
+)
 from .schedule import Schedule
 from .tracking import TrackingOptimizer
 from .validation import (
@@ -82,22 +89,8 @@ from .validation import (
 
 #: One sample's group posterior ``tau(x)``: ``K`` probabilities.
 TauRow = Sequence[float] | np.ndarray
-#: The profiles of default settings (see the module docstring).
-PROFILES = ("anytime", "paper")
-#: The optimizers: the tracking one, and the paper's (:mod:`streamfair.schedule`).
-OPTIMIZERS = ("tracking",) + SCHEDULED
-#: Each profile's optimizer.
-PROFILE_OPTIMIZER = {"anytime": "tracking", "paper": "sgd3"}
 #: The name of each constraint family's slack, as the constructors call it.
 SLACK_NAMES = {"atom": "eps", "cdf": "ks"}
-
-#: ``paper`` profile: samples in epoch 0 when no horizon is given (the ``T`` behind ``L`` and ``beta``).
-REFERENCE_HORIZON = 2500
-#: ``anytime`` profile: the window of the served average, in samples.
-DEFAULT_MEMORY = 2000
-#: ``anytime`` profile: the most risk the entropic randomization may cost, as a share of the cost scale.
-RISK_BUDGET = 0.02
-
 #: Rows the many-sample methods hold costs and policies for at once: their memory is O(CHUNK_ROWS m), whatever n.
 CHUNK_ROWS = 4096
 
@@ -854,31 +847,3 @@ def chunks(n: int, size: int = CHUNK_ROWS):
     """
     for start in range(0, n, size):
         yield slice(start, min(n, start + size))
-
-
-def reference_horizon(horizon: int | None) -> int:
-    """The given horizon (checked), or ``REFERENCE_HORIZON``."""
-    return REFERENCE_HORIZON if horizon is None else check_integer("horizon", horizon, 1)
-
-
-def anytime_beta(n_atoms: int, risk_scale: float) -> float:
-    """The ``anytime`` profile's ``beta = log(m) / (RISK_BUDGET * risk_scale)``.
-
-    By Lemma 3.3 of the paper the entropic regularization then costs at most ``RISK_BUDGET`` of
-    ``risk_scale`` in risk (``2%`` of ``B^2`` for regression on ``[-B, B]``).
-
-    >>> round(anytime_beta(101, 1.0), 1)
-    230.8
-    """
-    return math.log(n_atoms) / (RISK_BUDGET * check_positive("risk_scale", risk_scale))
-
-
-def default_grid_size(horizon: int) -> int:
-    """The paper's ``L = sqrt(T)`` (rounded down), at least 1."""
-    return max(1, math.isqrt(horizon))
-
-
-def default_beta(horizon: int) -> float:
-    """The experiments' ``beta = sqrt(T) log2(sqrt(T))`` (App. G, C&C / Law), at least 1."""
-    root = math.sqrt(horizon)
-    return max(1.0, root * math.log2(root))

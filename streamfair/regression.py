@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 from . import dual
 from .costs import SquaredCosts
-from .postprocessor import PROFILES, DualPostProcessor, default_grid_size, reference_horizon
+from .postprocessor import DualPostProcessor
+from .profiles import PROFILES, default_grid_size, reference_horizon
 from .validation import check_choice, check_integer, check_positive
 
 #: ``anytime`` profile: the KS target when neither ``ks`` nor ``eps`` is given.

@@ -59,7 +59,7 @@ from streamfair import FairRegressionPostProcessor, evaluate, evaluate_determini
 from streamfair.dual import regression_grid
 from streamfair.evaluation import FairnessReport, to_grid
 from streamfair.linear_models import fit_least_squares, fit_logistic
-from streamfair.postprocessor import default_beta, default_grid_size
+from streamfair.profiles import default_beta, default_grid_size
 
 #: Optimizer variants of the paper's Figure 3: name -> (optimizer, inner solver of sgd3).
 METHODS = {

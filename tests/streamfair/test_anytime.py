@@ -16,7 +16,7 @@ from connectors.experiments import drift, fair_lp
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor, dual
 from streamfair.constraints import AtomConstraints, CdfConstraints
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
-from streamfair.postprocessor import DEFAULT_MEMORY, anytime_beta
+from streamfair.profiles import DEFAULT_MEMORY, anytime_beta
 from streamfair.regression import DEFAULT_KS
 from streamfair.tracking import SNAPSHOTS
 from tests.support.paper_profile_stream import GOLDEN, N_STREAM, record_all, stream
