@@ -35,9 +35,10 @@ CLIENTS = ("kafka-python", "confluent")
 
 def _values(bootstrap: str, name: str, batch_size: int = 1, client: str = "kafka-python") -> dict:
     return {
-        "kafka.client": client, "kafka.bootstrap_servers": bootstrap, "kafka.group_id": f"{name}-group", "kafka.session_timeout_ms": "3000",
-        "kafka.heartbeat_interval_ms": "1000", "topics.input": "bench.in", "topics.output": f"{name}.out",
-        "topics.dead_letter": f"{name}.dlq", "topics.changelog": f"{name}.changelog",
+        "kafka.client": client, "kafka.bootstrap_servers": bootstrap, "kafka.group_id": f"{name}-group",
+        "kafka.session_timeout_ms": "3000", "kafka.heartbeat_interval_ms": "1000",
+        "topics.input": "bench.in", "topics.output": f"{name}.out", "topics.dead_letter": f"{name}.dlq",
+        "topics.changelog": f"{name}.changelog",
         "processing.batch_size": str(batch_size), "processing.checkpoint_every_messages": "5000",
         "log.level": "WARNING",
     }
@@ -195,8 +196,9 @@ def main() -> str:
     for client in CLIENTS:
         for b in BATCH_SIZES:
             runs = rates[f"{client} b{b}"]
-            ratios = [rate / bare for rate, bare in zip(runs, rates["bare"])]
-            to_kafka_python = np.median([rate / base for rate, base in zip(runs, rates[f"kafka-python b{b}"])])
+            ratios = [rate / bare for rate, bare in zip(runs, rates["bare"], strict=True)]
+            bases = rates[f"kafka-python b{b}"]
+            to_kafka_python = np.median([rate / base for rate, base in zip(runs, bases, strict=True)])
             what = "per-sample learning (paper's algorithm)" if b == 1 else f"mini-batches of {b}"
             lines.append(f"| daemon ({client}), batch_size={b} ({what}) | {np.median(runs):,.0f} | "
                          f"{np.median(ratios):.2f} | {to_kafka_python:.2f} | {', '.join(f'{r:.2f}' for r in ratios)} |")

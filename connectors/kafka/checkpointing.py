@@ -133,7 +133,7 @@ class Checkpointer:
     def _commit(self, offsets: dict, commit_async: bool) -> None:
         """Group offsets are informational (the changelog decides where a task resumes): failures only log."""
         daemon = self.daemon
-        if daemon.consumer is None:
+        if not daemon.consumer_open:
             return
         try:
             daemon.consumer.commit(offsets, asynchronous=commit_async)
@@ -157,11 +157,10 @@ class Checkpointer:
                   retry_in_s=delay)
         daemon.notify("on_checkpoint", partitions, seconds, False)
 
-    def rewind(self) -> None:
-        """A new producer, every task back to its last durable checkpoint, the consumer seeks there."""
+    def rewind(self, failure: BaseException) -> None:
+        """After ``failure``: a new producer, every task back to its last durable checkpoint, the consumer there."""
         daemon, sender = self.daemon, self.daemon.sender
-        error = sender.failure
-        daemon.wait_after("rewind", error)
+        daemon.wait_after("rewind", failure)
         try:
             sender.renew()
         except TransportError as producer_error:  # broker still away: try again at the next iteration
@@ -172,4 +171,4 @@ class Checkpointer:
         self.dirty.clear()
         self.since_checkpoint = 0
         daemon.stats.rewinds += 1
-        daemon.notify("on_rewind", repr(error))
+        daemon.notify("on_rewind", repr(failure))

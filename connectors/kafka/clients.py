@@ -135,7 +135,10 @@ def _partition_counts(admin: KafkaAdminClient, names: Iterable[str]) -> dict[str
 
 
 def ensure_topics(config: Config) -> TopicLayout:
-    """Create missing topics (if ``topics.create``) and check partition counts (:func:`~connectors.kafka.transport.plan_topics`)."""
+    """Create missing topics (if ``topics.create``) and check partition counts.
+
+    See :func:`~connectors.kafka.transport.plan_topics`.
+    """
     topics = config.topics
     admin = KafkaAdminClient(**_common(config))
     try:
@@ -149,7 +152,7 @@ def ensure_topics(config: Config) -> TopicLayout:
 def _create(admin: KafkaAdminClient, partitions: dict[str, int], config: Config) -> None:
     request = {}
     for name, count in partitions.items():
-        spec = {"num_partitions": count, "replication_factor": config.topics.replication_factor}
+        spec: dict[str, Any] = {"num_partitions": count, "replication_factor": config.topics.replication_factor}
         if name == config.topics.changelog:
             spec["configs"] = {"cleanup.policy": "compact"}
         request[name] = spec
@@ -195,7 +198,10 @@ def _offsets(offsets: Mapping[transport.TopicPartition, int]) -> dict[TopicParti
 
 
 class _Listener(ConsumerRebalanceListener):
-    """kafka-python's rebalance callbacks (on its I/O thread) to a :class:`~connectors.kafka.transport.RebalanceListener`."""
+    """kafka-python's rebalance callbacks passed on to a :class:`~connectors.kafka.transport.RebalanceListener`.
+
+    They run on kafka-python's I/O thread.
+    """
 
     def __init__(self, listener: transport.RebalanceListener):
         self.listener = listener

@@ -172,9 +172,9 @@ class ConfluentConsumer:
             raise _translated(error) from None
         batch: dict[TopicPartition, list[ConfluentRecord]] = {}
         for message in messages:
-            error = message.error()
-            if error is not None:
-                raise _translated(error)
+            message_error = message.error()
+            if message_error is not None:
+                raise _translated(message_error)
             record = ConfluentRecord(message)
             tp = TopicPartition(record.topic, record.partition)
             records = batch.get(tp)
@@ -379,7 +379,10 @@ class ConfluentTransport:
         return ConfluentProducer(config, transactional_id)
 
     def ensure_topics(self, config: Config) -> TopicLayout:
-        """See :func:`connectors.kafka.transport.plan_topics`; a missing broker raises after ``kafka.bootstrap_timeout_ms``."""
+        """See :func:`connectors.kafka.transport.plan_topics`.
+
+        A missing broker raises after ``kafka.bootstrap_timeout_ms``.
+        """
         admin = _client(AdminClient, _common(config))
         timeout = config.kafka.bootstrap_timeout_ms / 1000
         try:

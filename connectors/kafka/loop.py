@@ -21,7 +21,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from connectors.kafka.checkpointing import Checkpointer
@@ -37,6 +37,7 @@ from connectors.kafka.task import PartitionTask
 from connectors.kafka.transport import (
     ClientConfigurationError,
     Consumer,
+    Record,
     TopicLayout,
     TopicPartition,
     TransportError,
@@ -99,7 +100,8 @@ class Daemon:
     transport : Transport
         The Kafka client library (``kafka.client``) behind the consumers and the producer.
     consumer, restorer : Consumer
-        The group consumer and the unassigned consumer that reads the changelog (``None`` when closed).
+        The group consumer and the unassigned consumer that reads the changelog (open from the start
+        of :meth:`run` until it returns; ``RuntimeError`` otherwise).
     """
 
     def __init__(self, config: Config, observers: Sequence[DaemonObserver] = (), logger: logging.Logger | None = None):
@@ -120,8 +122,8 @@ class Daemon:
                                               labels_only=config.postprocessor.robust and not config.models.learn,
                                               classes=classes)
         self.transport = transport(config)
-        self.consumer: Consumer | None = None
-        self.restorer: Consumer | None = None
+        self._consumer: Consumer | None = None
+        self._restorer: Consumer | None = None
         self.closing = False
         self.partitions = Partitions(self)
         self.sender = Sender(config, self.transport, self.stats, self.log, self.notify)
@@ -132,6 +134,27 @@ class Daemon:
         self._progress = (time.monotonic(), 0, 0)  # time, consumed and produced at the last progress line
 
     # ------------------------------------------------------------------ public
+    @property
+    def consumer(self) -> Consumer:
+        """The group consumer (``RuntimeError`` when the daemon is not running)."""
+        return self._open_client(self._consumer, "consumer")
+
+    @property
+    def restorer(self) -> Consumer:
+        """The unassigned consumer that reads the changelog (``RuntimeError`` when the daemon is not running)."""
+        return self._open_client(self._restorer, "restorer")
+
+    @property
+    def consumer_open(self) -> bool:
+        """Whether the group consumer is open (from the start of :meth:`run` until its clients are closed)."""
+        return self._consumer is not None
+
+    @staticmethod
+    def _open_client(client: Consumer | None, name: str) -> Consumer:
+        if client is None:
+            raise RuntimeError(f"the daemon's {name} is not open (before run() connected, or after it closed)")
+        return client
+
     @property
     def tasks(self) -> dict[int, PartitionTask]:
         """Tasks of the input partitions currently owned."""
@@ -148,12 +171,13 @@ class Daemon:
 
     def lag(self) -> dict[int, int]:
         """Records behind the fetch high-watermark, per owned input partition (call on the daemon's thread)."""
-        lags = {}
-        if self.consumer is None:
+        lags: dict[int, int] = {}
+        consumer = self._consumer
+        if consumer is None:
             return lags
         for partition, task in self.tasks.items():
             try:
-                highwater = self.consumer.highwater(TopicPartition(self.config.topics.input, partition))
+                highwater = consumer.highwater(TopicPartition(self.config.topics.input, partition))
             except TransportError:
                 continue
             if highwater is not None and task.offset is not None:
@@ -251,8 +275,8 @@ class Daemon:
                 self.closing = False
                 self.layout = self.transport.ensure_topics(config)
                 self.sender.renew()
-                self.restorer = self.transport.consumer(config, group=False)
-                self.consumer = self.transport.consumer(config)
+                self._restorer = self.transport.consumer(config, group=False)
+                self._consumer = self.transport.consumer(config)
                 break
             except ClientConfigurationError as error:
                 self._close()
@@ -278,8 +302,8 @@ class Daemon:
     def _close(self) -> None:
         self.closing = True
         for name in ("consumer", "restorer"):
-            client = getattr(self, name)
-            setattr(self, name, None)
+            client = getattr(self, f"_{name}")
+            setattr(self, f"_{name}", None)
             if client is None:
                 continue
             try:
@@ -291,8 +315,9 @@ class Daemon:
     # ------------------------------------------------------------------ the loop
     def _iterate(self) -> None:
         with self.lock:
-            if self.sender.failure is not None:
-                self.checkpoints.rewind()
+            failure = self.sender.failure
+            if failure is not None:
+                self.checkpoints.rewind(failure)
             if self.partitions.to_restore:
                 self.partitions.restore()
         try:
@@ -321,7 +346,7 @@ class Daemon:
                 self._log_progress(now)
             self.notify("on_loop")
 
-    def _process(self, batch: dict) -> None:
+    def _process(self, batch: Mapping[TopicPartition, Sequence[Record]]) -> None:
         """Each partition's records through its task; the results go out through the sender."""
         input_topic = self.config.topics.input
         partitions = self.partitions

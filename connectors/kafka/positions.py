@@ -80,7 +80,10 @@ class LogPositions:
 
     def _reposition(self, topic: str, partition: int, task: PartitionTask, cause: str,
                     highwater: int | None) -> bool:
-        """Apply ``processing.out_of_range`` to ``task``'s position in ``topic``; False while the log's end is unknown."""
+        """Apply ``processing.out_of_range`` to ``task``'s position in ``topic``.
+
+        False (nothing done) when the policy is ``"latest"`` and the log's end is not known yet.
+        """
         daemon = self.daemon
         policy = daemon.config.processing.out_of_range
         if policy == "latest" and highwater is None:
@@ -101,7 +104,11 @@ class LogPositions:
         if policy == "fail":
             daemon.give_up(EXIT_OUT_OF_RANGE, f"{topic} partition {partition}: position {position} {cause}")
             return True
-        target = start if policy == "earliest" else highwater
+        if policy == "earliest":
+            target = start
+        else:
+            assert highwater is not None  # "latest" with an unknown end returned above
+            target = highwater
         if is_input:
             task.offset, task.topic_id = target, self.input_topic_id
         else:

@@ -70,7 +70,7 @@ class Sender:
     Attributes
     ----------
     producer : Producer
-        The current producer (``None`` before :meth:`renew` and after :meth:`close`).
+        The current producer (from :meth:`renew` until :meth:`close`; ``RuntimeError`` otherwise).
     failure
         The error that failed the interval since the last checkpoint (``None``: none).
     in_transaction
@@ -82,7 +82,7 @@ class Sender:
         self.config, self.transport, self.stats, self.log, self.notify = config, transport, stats, log, notify
         self.exactly_once = config.processing.guarantee == "exactly_once"
         self.transactional_id: str | None = None
-        self.producer: Producer | None = None
+        self._producer: Producer | None = None
         self.failure: BaseException | None = None
         self.in_transaction = False
         self.co_partitioned = False  # outputs go to the input's partition number
@@ -90,9 +90,16 @@ class Sender:
         self._generation = 0
         self._errback: Callable[[BaseException], None] | None = None
 
+    @property
+    def producer(self) -> Producer:
+        """The current producer (``RuntimeError`` before :meth:`renew` and after :meth:`close`)."""
+        if self._producer is None:
+            raise RuntimeError("the daemon's producer is not open (before renew(), or after close())")
+        return self._producer
+
     def renew(self) -> None:
         """(Re)create the producer: after a failure its idempotence/transaction state may be unusable."""
-        old, self.producer = self.producer, None
+        old, self._producer = self._producer, None
         self.in_transaction = False
         if old is not None:
             try:
@@ -102,14 +109,14 @@ class Sender:
         producer = self.transport.producer(self.config, self.transactional_id)
         if self.transactional_id:
             producer.init_transactions()
-        self.producer = producer
+        self._producer = producer
         self._generation += 1
         generation = self._generation
         self._errback = lambda error: self._on_send_error(error, generation)
 
     def close(self) -> None:
         """Close the producer (waiting up to a second for queued records); errors only log."""
-        producer, self.producer = self.producer, None
+        producer, self._producer = self._producer, None
         if producer is None:
             return
         try:

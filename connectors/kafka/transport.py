@@ -75,7 +75,9 @@ class RebalanceListener(Protocol):
 class Consumer(Protocol):
     """The group consumer and the changelog reader (an unassigned consumer)."""
 
-    settings: Mapping[str, Any]  # what the client was made with, in its own names
+    @property
+    def settings(self) -> Mapping[str, Any]:
+        """What the client was made with, in its own names."""
 
     def subscribe(self, topics: Sequence[str], listener: RebalanceListener) -> None: ...
 
@@ -114,7 +116,9 @@ class Consumer(Protocol):
 class Producer(Protocol):
     """The producer of outputs, dead letters and checkpoints (transactional in ``exactly_once`` mode)."""
 
-    settings: Mapping[str, Any]
+    @property
+    def settings(self) -> Mapping[str, Any]:
+        """What the client was made with, in its own names."""
 
     def send(self, topic: str, *, key: bytes | None, value: bytes | None, partition: int | None = None,
              timestamp_ms: int | None = None, headers: list[tuple[str, bytes]] | None = None,

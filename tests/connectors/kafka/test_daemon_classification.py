@@ -167,8 +167,8 @@ def test_classification_base_models_learn_class_labels_from_feedback(kafka_broke
     for i in range(600):
         x1 = float(rng.uniform(-3, 3))
         y = CLASSES[0 if x1 < -1 else 1 if x1 < 1 else 2]
-        feedback.append((i % 3, b"f", json.dumps({"id": f"f{i}", "features": {"x1": x1}, "y": y, "s": int(x1 > 0)}).encode(),
-                         None))
+        body = {"id": f"f{i}", "features": {"x1": x1}, "y": y, "s": int(x1 > 0)}
+        feedback.append((i % 3, b"f", json.dumps(body).encode(), None))
         inputs.append((i % 3, b"i", json.dumps({"id": f"i{i}", "features": {"x1": x1}}).encode(), None))
     feedback.append((2, b"bad", b'{"id": "b", "features": {"x1": 1}, "y": "d", "s": 0}', None))
     produce(kafka_broker, config.topics.feedback, feedback)

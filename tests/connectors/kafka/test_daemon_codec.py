@@ -132,7 +132,8 @@ def test_feedback_group_labels_match_booleans_and_strings():
 
 
 def test_output_is_compact_json_with_fixed_fields():
-    value = encode_output('he said "hi"', np.float64(0.25), -0.5, 12, 2, 99, [-1.0, 0.0, 1.0], np.array([0.2, 0.5, 0.3]))
+    value = encode_output('he said "hi"', np.float64(0.25), -0.5, 12, 2, 99, [-1.0, 0.0, 1.0],
+                          np.array([0.2, 0.5, 0.3]))
     decoded = json.loads(value)
     assert list(decoded) == ["id", "prediction", "eta", "state_version", "partition", "offset", "distribution"]
     assert decoded["id"] == 'he said "hi"'
@@ -181,7 +182,7 @@ def _run(task, records, splits):
     """Feed ``records`` in polls cut at ``splits``; return (outputs, dead letters)."""
     outputs, dead = [], []
     bounds = [0, *splits, len(records)]
-    for start, stop in zip(bounds[:-1], bounds[1:]):
+    for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
         result = task.process(records[start:stop])
         outputs += [(out.key, out.value, out.timestamp, out.partition) for out in result.outputs]
         dead += [(letter.source.offset, letter.reason) for letter in result.dead_letters]
@@ -272,8 +273,9 @@ def test_checkpoint_json_is_deterministic_and_exact():
 def test_feature_messages_use_the_models_and_feedback_is_learned_at_checkpoints():
     regressor, classifier = linear_model.LinearRegression(), linear_model.LogisticRegression()
     models = BaseModels(regressor, classifier, ["0", "1"])
-    task = PartitionTask("in", 0, FairRegressionPostProcessor(L=5, n_groups=2), parser=InputParser(2, 1000, models=True),
-                         models=models, learn_models=True, feedback_parser=FeedbackParser(["0", "1"], 1000))
+    task = PartitionTask("in", 0, FairRegressionPostProcessor(L=5, n_groups=2),
+                         parser=InputParser(2, 1000, models=True), models=models, learn_models=True,
+                         feedback_parser=FeedbackParser(["0", "1"], 1000))
     feature = Record("in", 0, 0, 0, b"1", b'{"id": 1, "features": {"x": 1.0}}', [])
     outputs = [out.value for out in task.process([feature]).outputs]
     feedback = [Record("fb", 0, i, 0, None, json.dumps({"id": i, "features": {"x": 1.0}, "y": 0.8, "s": 1}).encode(),

@@ -181,7 +181,8 @@ def test_postprocessor_kind_and_robust_choose_the_class_with_its_own_parameters(
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["postprocessor.temperature=0.1"], "postprocessor.temperature: is not a parameter of FairRegressionPostProcessor"),
+        (["postprocessor.temperature=0.1"],
+         "postprocessor.temperature: is not a parameter of FairRegressionPostProcessor"),
         (["postprocessor.kind=classification", "postprocessor.classes=a,b", "postprocessor.L=5"],
          "postprocessor.L: is not a parameter of FairClassificationPostProcessor"),
         (["postprocessor.kind=classification", "postprocessor.classes=a,b", "postprocessor.robust=true"],
@@ -190,7 +191,8 @@ def test_postprocessor_kind_and_robust_choose_the_class_with_its_own_parameters(
         (["postprocessor.kind=classification"], "postprocessor: the number of classes is unknown"),
         (["postprocessor.kind=classification", "postprocessor.classes=a,b", "processing.mode=mean"],
          "processing.mode: must be one of ('sample', 'mode')"),
-        (["postprocessor.robust=true", "postprocessor.temperature=0"], "postprocessor.temperature: temperature must be"),
+        (["postprocessor.robust=true", "postprocessor.temperature=0"],
+         "postprocessor.temperature: temperature must be"),
     ],
 )
 def test_postprocessor_choice_errors_name_the_key(overrides, message):
@@ -202,12 +204,14 @@ def test_postprocessor_choice_errors_name_the_key(overrides, message):
 def test_security_and_client_settings_reach_every_client():
     from connectors.kafka.clients import _common
 
-    config = load_config(env={"STREAMFAIR_KAFKA_SASL_PASSWORD": "s3cret", "STREAMFAIR_PRODUCER_MAX_REQUEST_SIZE": "2000000"},
-                         overrides=["kafka.security_protocol=SASL_SSL", "kafka.sasl_mechanism=SCRAM-SHA-512",
-                                    "kafka.sasl_username=svc", "consumer.client_rack=eu-1", "consumer.metadata_max_age_ms=1000"])
+    env = {"STREAMFAIR_KAFKA_SASL_PASSWORD": "s3cret", "STREAMFAIR_PRODUCER_MAX_REQUEST_SIZE": "2000000"}
+    config = load_config(env=env, overrides=["kafka.security_protocol=SASL_SSL", "kafka.sasl_mechanism=SCRAM-SHA-512",
+                                             "kafka.sasl_username=svc", "consumer.client_rack=eu-1",
+                                             "consumer.metadata_max_age_ms=1000"])
     common = _common(config)
     assert (common["security_protocol"], common["sasl_mechanism"], common["sasl_plain_username"],
-            common["sasl_plain_password"], common["ssl_check_hostname"]) == ("SASL_SSL", "SCRAM-SHA-512", "svc", "s3cret", True)
+            common["sasl_plain_password"], common["ssl_check_hostname"]) == (
+        "SASL_SSL", "SCRAM-SHA-512", "svc", "s3cret", True)
     assert config.consumer.values == {"client_rack": "eu-1", "metadata_max_age_ms": 1000}
     assert config.producer.values == {"max_request_size": 2000000}
     assert load_config(env={}).processing.propagate_headers[:2] == ["traceparent", "tracestate"]

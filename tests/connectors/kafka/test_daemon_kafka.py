@@ -224,7 +224,8 @@ def test_sigkill_at_random_points_loses_nothing_and_replays_identically(kafka_br
     for partition in range(3):
         sequence = [start[partition] for start in starts]
         assert sequence == sorted(sequence) and sequence[-1][1] > 0, sequence
-    assert any(before != after for before, after in zip(starts[:-1], starts[1:], strict=True))  # killed runs checkpointed
+    # the killed runs checkpointed
+    assert any(before != after for before, after in zip(starts[:-1], starts[1:], strict=True))
 
 
 def test_sigterm_mid_stream_then_restart_no_duplicates_no_gaps(kafka_broker, tmp_path):

@@ -73,7 +73,8 @@ def test_robust_daemon_matches_the_library_and_restores_its_dro_state(kafka_brok
     # run 2: labels for some of them (and one for an id never seen), on the input's partition; no inputs
     rng = np.random.default_rng(5)
     noise = {0: 0.05, 1: 0.8}  # the base model serves group 1 (tau = [0.2, 0.8]) badly
-    labelled = [(p, ident, float(np.clip(body["eta"] + noise[int(body["tau"][1] > 0.5)] * rng.standard_normal(), -1, 1)))
+    labelled = [(p, ident, float(np.clip(body["eta"] + noise[int(body["tau"][1] > 0.5)] * rng.standard_normal(),
+                                         -1, 1)))
                 for p, ident, body in first if rng.random() < 0.4]
     feedback = [(p, b"f", json.dumps({"id": ident, "y": y}).encode(), None) for p, ident, y in labelled]
     feedback.append((1, b"f", b'{"id": "never-seen", "y": 0.1}', None))

@@ -191,8 +191,8 @@ class ClientSettings(DaemonObserver):
 
 
 def test_client_pass_through_static_membership_and_cooperative_sticky_assignor(kafka_broker):
-    pass_through = {"consumer.fetch_min_bytes": 2, "consumer.client_rack": "rack-a", "producer.max_request_size": 500_000,
-                    "producer.batch_size": 4096}
+    pass_through = {"consumer.fetch_min_bytes": 2, "consumer.client_rack": "rack-a",
+                    "producer.max_request_size": 500_000, "producer.batch_size": 4096}
     values = settings(kafka_broker, "clients", **{
         "kafka.group_instance_id": "streamfair-0", "kafka.partition_assignment_strategy": "cooperative-sticky",
         **pass_through})
