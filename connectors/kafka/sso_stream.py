@@ -1,4 +1,4 @@
-"""Train a linear or logistic model with SSO from a labelled Kafka topic (spec proposal B-1, test B-T9).
+"""Train a linear or logistic model with SSO from a labelled Kafka topic.
 
 :class:`SSOStream` consumes JSON records ``{"x": [x_1, ..., x_d], "y": label}`` (or ``"x"`` as an
 object keyed by feature names when ``features`` is given; missing names count as 0) in batches of

@@ -5,7 +5,7 @@ moves the surrogates to ``u~ = u_t - eta g`` and projects back onto the achievab
 over-constrained projection (:mod:`.projection`).  ``K`` surrogates stand in for the ``d``
 parameters, which is where the method pays off (``K << d``).
 
-Safeguards (spec proposal A-1):
+Safeguards:
 
 * **dead zones** -- a piecewise-constant metric with too small a ``sigma`` gives all-zero
   differences.  Such a step is never taken silently: ``dead_zone="raise_sigma"`` re-estimates with

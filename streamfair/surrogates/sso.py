@@ -14,7 +14,7 @@ in the target), an upper bound on the batch objective.  SSO then takes ``m`` che
 reproduces :class:`SGD` bit for bit; exact minimisation (``m=None``) moves the batch targets to
 ``z_t - eta_t g`` when that is reachable (Lemma 4.1: projected SGD in target space).
 
-Streaming use (spec proposal B-1): when labels or an external loss arrive in batches, feed each
+Streaming use: when labels or an external loss arrive in batches, feed each
 batch to :meth:`SSO.step` (or buffer single events with :meth:`SSO.learn_one`); each batch's target
 gradient is reused for ``m`` parameter updates.  Small batches leave a bias that more inner steps
 do not remove (Prop. 4.4); keep batches >= 125 and ``m <= 10`` unless the data nearly interpolate.

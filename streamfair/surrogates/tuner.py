@@ -1,4 +1,4 @@
-"""Metric-adaptive cell weights for an upstream model (spec proposal A-1 on Jiang et al. 2020).
+"""Metric-adaptive cell weights for an upstream model (after Jiang et al., ICML 2020).
 
 A slow outer loop beside the per-sample stream: every ``every`` labelled feedback events it freezes
 the last ``window`` events, splits them into a surrogate slice and a metric slice (a keyed,

@@ -1,4 +1,4 @@
-"""Prometheus export of the surrogate diagnostics (issue 8 item 3): values read back, naming, promtool."""
+"""Prometheus export of the surrogate diagnostics: values read back, naming, promtool."""
 
 from __future__ import annotations
 

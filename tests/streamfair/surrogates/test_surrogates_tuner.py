@@ -1,4 +1,4 @@
-"""The streaming metric-weight tuner (spec proposal A-1): A-T8, versioning, common random numbers, KKT weights."""
+"""The streaming metric-weight tuner: versioning, common random numbers, KKT weights."""
 
 from __future__ import annotations
 
