@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -45,6 +45,8 @@ from connectors.kafka.models import BaseModels
 from connectors.kafka.records import Audit, DeadLetter, Feedback, InputSample, Output, TaskResult
 from streamfair import DualPostProcessor
 from streamfair.keyed_random import keyed_sample_indices
+
+T = TypeVar("T")
 
 
 class PartitionTask:
@@ -210,27 +212,20 @@ class PartitionTask:
         order; the dead letters of messages that did not parse come first (in input order), then those
         of messages whose prediction raised.
         """
-        parse = self.parser.parse
-        valid: list[InputSample] = []
-        dead: list[DeadLetter] = []
-        for record in records:
-            try:
-                sample = parse(record.value, record)
-                if sample.features is not None:
-                    eta, tau = self._base_models().score(sample.features)
-                    sample = sample._replace(prediction=eta, tau=tau)
-            except Invalid as error:
-                dead.append(DeadLetter(record, error.reason, error.detail))
-                continue
-            except Exception as error:  # noqa: BLE001 -- one message's failure, whatever it is, is that message's
-                dead.append(DeadLetter.of_error(record, error))
-                continue
-            valid.append(sample)
+        valid, dead = _parse_each(records, self._input_sample)
         outputs = self._predict_isolated(valid, dead) if valid else []
         if records:
             self.offset = records[-1].offset + 1
             self.processed += len(records)
         return TaskResult(outputs, dead, [])
+
+    def _input_sample(self, record: Any) -> InputSample:
+        """The parsed input of ``record``; a feature message is scored by the base models."""
+        sample = self.parser.parse(record.value, record)
+        if sample.features is not None:
+            eta, tau = self._base_models().score(sample.features)
+            sample = sample._replace(prediction=eta, tau=tau)
+        return sample
 
     def _base_models(self) -> BaseModels:
         """The base models: only feature messages and feedback for the models reach them (the parsers see to it)."""
@@ -367,21 +362,11 @@ class PartitionTask:
 
         The result's ``feedback`` holds the valid records, its ``dead_letters`` the others (input order).
         """
-        accepted: list[Feedback] = []
-        dead: list[DeadLetter] = []
         parser = self.feedback_parser
         if parser is None:
             raise RuntimeError("this task reads no feedback (feedback_parser=None)")
-        for record in records:
-            try:
-                feedback = parser.parse(record.value, record)
-            except Invalid as error:
-                dead.append(DeadLetter(record, error.reason, error.detail))
-                continue
-            except Exception as error:  # noqa: BLE001 -- one message's failure is that message's
-                dead.append(DeadLetter.of_error(record, error))
-                continue
-            accepted.append(feedback)
+        accepted, dead = _parse_each(records, lambda record: parser.parse(record.value, record))
+        for feedback in accepted:
             if self.learn_models:
                 self._feedback.append(feedback)
             if self.uses_labels:
@@ -430,3 +415,21 @@ class PartitionTask:
     def n_pending(self) -> int:
         """Samples predicted but not yet learned."""
         return len(self._pending_eta)
+
+
+def _parse_each(records: Sequence[Any], parse: Callable[[Any], T]) -> tuple[list[T], list[DeadLetter]]:
+    """``parse`` every record in order: the parsed ones, and a dead letter for each that raised.
+
+    Whatever goes wrong with one message is that message's: :class:`Invalid` with its reason, any
+    other exception as ``"processing_error"`` with the exception's type.
+    """
+    parsed: list[T] = []
+    dead: list[DeadLetter] = []
+    for record in records:
+        try:
+            parsed.append(parse(record))
+        except Invalid as error:
+            dead.append(DeadLetter(record, error.reason, error.detail))
+        except Exception as error:  # noqa: BLE001 -- one message's failure, whatever it is, is that message's
+            dead.append(DeadLetter.of_error(record, error))
+    return parsed, dead
