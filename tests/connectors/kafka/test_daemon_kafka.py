@@ -203,6 +203,8 @@ def test_sigkill_at_random_points_loses_nothing_and_replays_identically(kafka_br
     for _ in range(3):
         daemon = DaemonProcess(path)
         restored.append(daemon.wait_restored({0, 1, 2}))
+        # the run has started to learn (librdkafka's first fetch may take a while): then a random point
+        wait_for(lambda daemon=daemon: daemon.named("checkpoint"), 60, "a first checkpoint")
         time.sleep(float(rng.uniform(0.3, 2.0)))
         assert daemon.stop(signal.SIGKILL) == -signal.SIGKILL
     stream = producer.stop()
