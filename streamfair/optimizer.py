@@ -101,6 +101,13 @@ class DualOptimizer:
         """Steps until the current epoch ends (the current step included)."""
         return self.schedule.steps_left()
 
+    def served_steps(self) -> int:
+        """The next samples all served by the current point (at least 1): it may change only after the last one.
+
+        ``serve="epoch"``: the rest of the epoch; ``serve="live"``: every step moves the served point.
+        """
+        return self.steps_left() if self.serve == "epoch" else 1
+
     def retune(self, smoothness: float, mu: float) -> None:
         """Re-derive the schedule's step sizes from ``M`` and ``mu`` (at an epoch restart)."""
         self.schedule.retune(smoothness, mu)

@@ -473,14 +473,29 @@ class DualPostProcessor:
             self._learned(predictions[start:stop], taus[start:stop], None if keys is None else keys[start:stop])
             start = stop
 
-    def _learn_piece(self, predictions: np.ndarray, taus: np.ndarray, batch_size: int | None) -> None:
-        """:meth:`learn_many` of at most ``CHUNK_ROWS`` (validated) samples: their costs exist at once."""
-        if self.p_given is None:  # the running p before each sample, as learn_one's costs see it
-            sums = np.cumsum(np.vstack([self._tau_sum, taus[:-1]]), axis=0)
-            running_p = sums / (self._tau_count + np.arange(len(sums)))[:, None]
-            costs = self._scaled_costs(predictions, taus, True, running_p)
-        else:
-            costs = self._scaled_costs(predictions, taus, learning=True)
+    def _running_p(self, taus: np.ndarray) -> np.ndarray:
+        """The group shares in use before each sample of ``taus`` (given, or the running estimate): ``(n, K)``.
+
+        Nothing is updated: :meth:`_learning_features` moves the estimate when the samples are learned.
+        """
+        if self.p_given is not None:
+            return np.broadcast_to(self.p_given, taus.shape)
+        sums = np.cumsum(np.vstack([self._tau_sum, taus[:-1]]), axis=0)
+        return sums / (self._tau_count + np.arange(len(sums)))[:, None]
+
+    def _learning_costs(self, predictions: np.ndarray, taus: np.ndarray) -> np.ndarray:
+        """The scaled costs of samples about to be learned in order, each under the shares in use before it."""
+        running_p = None if self.p_given is not None else self._running_p(taus)
+        return self._scaled_costs(predictions, taus, True, running_p)
+
+    def _learn_piece(self, predictions: np.ndarray, taus: np.ndarray, batch_size: int | None,
+                     costs: np.ndarray | None = None) -> None:
+        """:meth:`learn_many` of at most ``CHUNK_ROWS`` (validated) samples: their costs exist at once.
+
+        ``costs``: their :meth:`_learning_costs`, if already computed.
+        """
+        if costs is None:
+            costs = self._learning_costs(predictions, taus)
         self._remember(predictions, taus)
         start, n = 0, taus.shape[0]
         while start < n:  # one chunk per epoch, so a restart sees the running p at its own sample
@@ -532,26 +547,19 @@ class DualPostProcessor:
         True
         """
         predictions, taus = self._check_many(predictions, tau, keys)
-        n = taus.shape[0]
-        if self.p_given is not None:
-            serving = learning = dual.group_features(taus, self.p_given)
-        else:  # the running p before and after each sample: the cumulative sums of learn_many
-            sums = np.cumsum(np.vstack([self._tau_sum, taus]), axis=0)
-            counts = self._tau_count + np.arange(n + 1)
-            p = sums / counts[:, None]
-            serving, learning = dual.group_features(taus, p[:-1]), dual.group_features(taus, p[1:])
-        self._remember(predictions, taus)
-        proba = np.empty((n, self.atoms.size))
-        for i in range(n):
-            rows = slice(i, i + 1)  # one-row blocks: the shapes, hence the floats, of proba_one and learn_one
-            costs = self._scaled_costs(predictions[rows], taus[rows], learning=True)
-            proba[i] = self._served_proba(serving[rows], costs)[0]
-            if self.p_given is None:  # an epoch restart inside _step reads p, as after learn_one's update
-                self._tau_sum, self._tau_count = sums[i + 1], int(counts[i + 1])
-            self._step(learning[i], costs[0])
+        proba = np.empty((taus.shape[0], self.atoms.size))
+        start, n = 0, taus.shape[0]
+        while start < n:  # runs served by the same points (and weights): served at once, then learned
+            stop = min(n, start + self._optimizer.served_steps(), start + CHUNK_ROWS)
+            horizon = self._reweight_horizon()
+            if horizon is not None:
+                stop = min(stop, start + horizon)
+            rows = slice(start, stop)
+            costs = self._learning_costs(predictions[rows], taus[rows])
+            proba[rows] = self._served_proba(dual.group_features(taus[rows], self._running_p(taus[rows])), costs)
+            self._learn_piece(predictions[rows], taus[rows], None, costs)
             self._learned(predictions[rows], taus[rows], None if keys is None else keys[rows])
-        if self.p_given is None and n:
-            self._tau_sum = sums[n].copy()
+            start = stop
         return proba
 
     def predict_learn_one(self, prediction: Any, tau: TauRow, mode: str = "sample", key: Key | None = None):

@@ -154,6 +154,14 @@ class TrackingOptimizer:
         if self.n_steps % self.memory == 0 and self.epoch_hook is not None:
             self.epoch_hook()
 
+    def served_steps(self) -> int:
+        """The next samples all served by the current points (at least 1): they may change only after the last one.
+
+        A snapshot is taken after every ``interval``-th step; before the first one, the live iterate
+        is served, which every step moves.
+        """
+        return self.interval - self.n_steps % self.interval if self.n_snapshots else 1
+
     def steps_left(self) -> int:
         """Steps until the current step-size window ends (the current step included)."""
         return self.memory - self.n_steps % self.memory
