@@ -7,8 +7,9 @@ raises ``AssertionError`` (or the ``ValueError`` it did not expect) when the con
 * :func:`check_learn_many_is_a_loop_of_learn_one` -- ``learn_many`` (with keys) leaves bit for bit
   the state ``n`` calls to ``learn_one`` leave;
 * :func:`check_proba_learn_one_is_fused`, :func:`check_proba_learn_many_is_fused`,
-  :func:`check_predict_learn_one_is_fused` -- each fused method returns and leaves what its two
-  calls (``proba_one`` / ``predict_one``, then ``learn_one``, with the keys) do;
+  :func:`check_predict_learn_one_is_fused`, :func:`check_predict_learn_many_is_fused` -- each fused
+  method returns and leaves what its two calls (``proba_one`` / ``predict_one``, then
+  ``learn_one``, with the keys) do;
 * :func:`check_state_round_trip` -- ``from_state_dict(state_dict())`` continues identically;
 * :func:`check_pickle_round_trip` -- so does an unpickled copy;
 * :func:`check_invalid_inputs_raise` -- a bad ``tau``, a bad prediction or keys of the wrong length
@@ -41,6 +42,7 @@ __all__ = [
     "check_proba_learn_one_is_fused",
     "check_proba_learn_many_is_fused",
     "check_predict_learn_one_is_fused",
+    "check_predict_learn_many_is_fused",
     "check_state_round_trip",
     "check_pickle_round_trip",
     "check_invalid_inputs_raise",
@@ -173,6 +175,30 @@ def check_predict_learn_one_is_fused(make: Make) -> None:
     assert_same_state(a.state_dict(), b.state_dict())
 
 
+def check_predict_learn_many_is_fused(make: Make) -> None:
+    """``predict_learn_many(x, tau, mode, keys)`` == ``predict_one`` then ``learn_one`` per sample, in every mode.
+
+    Some keys are ``None`` (those draws use the counter); the served probabilities come along.
+    """
+    a, b = make(), make()
+    predictions, tau, named = stream(a)
+    keys: list[str | None] = [key if i % 4 else None for i, key in enumerate(named)]
+    n, modes = tau.shape[0], a.prediction_modes
+    bounds = np.linspace(0, n, 2 * len(modes) + 1).astype(int)  # each mode twice, from a learned state
+    for j, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        rows, mode = slice(start, stop), modes[j % len(modes)]
+        fused, proba = a.predict_learn_many(predictions[rows], tau[rows], mode=mode, keys=keys[rows],
+                                            return_proba=True)
+        outputs, probas = [], []
+        for i in range(start, stop):
+            probas.append(b.proba_one(predictions[i], tau[i]))
+            outputs.append(b.predict_one(predictions[i], tau[i], mode=mode, key=keys[i]))
+            b.learn_one(predictions[i], tau[i], key=keys[i])
+        _assert_same_outputs(fused, np.array(outputs, dtype=fused.dtype), f"predictions (mode={mode!r})")
+        _assert_same_outputs(proba, np.array(probas), f"probabilities (mode={mode!r})")
+    assert_same_state(a.state_dict(), b.state_dict())
+
+
 def check_state_round_trip(make: Make) -> None:
     """``type(fair).from_state_dict(fair.state_dict())`` continues exactly as ``fair`` (labels included)."""
     fair = make()
@@ -226,15 +252,18 @@ def check_invalid_inputs_raise(make: Make) -> None:
         ("tau", lambda: fair.proba_learn_many(predictions, np.vstack([tau[:7], bad_tau]))),
         ("tau", lambda: fair.predict_learn_one(predictions[4], bad_tau, key="x")),
         ("tau", lambda: fair.predict_many(predictions, tau[:7])),
+        ("tau", lambda: fair.predict_learn_many(predictions, np.vstack([tau[:7], bad_tau]))),
         (name, lambda: fair.learn_one(bad_prediction, tau[4])),
         (name, lambda: fair.learn_many(np.concatenate([predictions[:7], [bad_prediction]]), tau)),
         (name, lambda: fair.proba_learn_one(bad_prediction, tau[4])),
         (name, lambda: fair.proba_learn_many(np.concatenate([predictions[:7], [bad_prediction]]), tau)),
         (name, lambda: fair.predict_learn_one(bad_prediction, tau[4], key="x")),
         (name, lambda: fair.proba_one(bad_prediction, tau[4])),
+        (name, lambda: fair.predict_learn_many(np.concatenate([predictions[:7], [bad_prediction]]), tau, keys=keys)),
         ("keys", lambda: fair.learn_many(predictions, tau, keys=keys[:7])),
         ("keys", lambda: fair.proba_learn_many(predictions, tau, keys=keys[:7])),
         ("keys", lambda: fair.predict_many(predictions, tau, keys=keys[:7])),
+        ("keys", lambda: fair.predict_learn_many(predictions, tau, keys=keys[:7])),
         ("mode", lambda: fair.predict_one(predictions[4], tau[4], mode="median")),
     ]:
         _assert_raises_naming(label, call)
@@ -265,6 +294,7 @@ def yield_checks(make: Make) -> Iterator[Callable[[], None]]:
         check_proba_learn_one_is_fused,
         check_proba_learn_many_is_fused,
         check_predict_learn_one_is_fused,
+        check_predict_learn_many_is_fused,
         check_state_round_trip,
         check_pickle_round_trip,
         check_invalid_inputs_raise,

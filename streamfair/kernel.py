@@ -13,8 +13,14 @@ place).  Every post-processor (regression, classification, group-robust) and bot
 The softmax is :func:`streamfair.softmax.softmax`'s (the maximum subtracted, the exponentials
 normalized by their sum in numpy's pairwise order) with the exponential computed inline (to within
 2.3e-16 relative of libm's); every other sum runs in index order, so the result of a row never
-depends on the rows computed with it: ``learn_many`` is bit for bit a
-loop of ``learn_one`` and a draw is bit for bit the inverse CDF of the served probabilities.
+depends on the rows computed with it: ``learn_many`` is bit for bit a loop of ``learn_one``.
+
+A draw from the served mixture of ``k`` policies uses its uniform ``u`` twice: ``j = floor(u k)``
+picks a served point, and the draw is the inverse CDF of that point's policy at ``u k - j``.  It
+has the mixture's law, costs one policy instead of ``k``, and couples draws across updates: when
+one point of the mixture is replaced, only the draws whose ``u`` falls in its ``1 / k`` of
+``[0, 1)`` can change.  With one served point (the ``paper`` profile) it is the inverse CDF of the
+served probabilities at ``u``.
 
 Compiled code is cached next to the module (``NUMBA_CACHE_DIR`` moves it); where no cache can be
 kept, the functions are compiled in memory at first use, with a warning.
@@ -31,7 +37,7 @@ one: ``cdf=True``), ``K`` groups, ``k`` served points.  A dual is ``w = (Lambda,
 [[0.576, 0.212, 0.212]]
 >>> draws = np.empty(2, dtype=np.int64)
 >>> served_draws(coefficients, np.zeros((2, 2)), np.array([[0.0, 1.0, 1.0]] * 2), np.array([0.5, 0.7]), draws)
->>> draws.tolist()                                     # the inverse CDF: 0.5 < 0.576 <= 0.7
+>>> draws.tolist()                                     # one point: the inverse CDF, 0.5 < 0.576 <= 0.7
 [0, 1]
 """
 
@@ -382,22 +388,37 @@ def _inverse_cdf(proba, u):
 
 
 @compiled
-def served_draws(coefficients, features, costs, u, out):
-    """One atom index per row: the inverse CDF of the row's :func:`served_proba` at the uniform ``u[i]``.
+def _component_draw(coefficients, features, costs, u, policy):
+    """The atom drawn at ``u`` from the served mixture: point ``j = floor(u k)``'s inverse CDF at ``u k - j``.
 
-    Bit for bit :func:`streamfair.keyed_random.sample_indices` of the served probabilities.
+    A draw from the uniform mixture of ``k`` policies (``j`` is uniform on ``0..k-1`` and ``u k - j``
+    uniform on ``[0, 1)`` given ``j``) that computes one policy, not ``k``.  For ``k = 1`` it is the
+    inverse CDF of the served probabilities at ``u`` itself.
     """
-    m = coefficients.shape[1]
-    policy, proba = np.empty(m), np.empty(m)
+    k, m, groups = coefficients.shape
+    scaled = u * k
+    point = min(int(scaled), k - 1)
+    for atom in range(m):
+        score = 0.0
+        for s in range(groups):
+            score += coefficients[point, atom, s] * features[s]
+        policy[atom] = score
+    _softmax_minus(policy, costs)
+    return _inverse_cdf(policy, scaled - point)
+
+
+@compiled
+def served_draws(coefficients, features, costs, u, out):
+    """One atom index per row from the served mixture at the uniform ``u[i]`` (see :func:`_component_draw`).
+
+    With one served point, bit for bit :func:`streamfair.keyed_random.sample_indices` of :func:`served_proba`.
+    """
+    policy = np.empty(coefficients.shape[1])
     for i in range(features.shape[0]):
-        _served_row(coefficients, features[i], costs[i], policy, proba)
-        out[i] = _inverse_cdf(proba, u[i])
+        out[i] = _component_draw(coefficients, features[i], costs[i], u[i], policy)
 
 
 @compiled
 def served_draw(coefficients, features, costs, u):
     """:func:`served_draws` of one row (``features`` ``(K,)``, ``costs`` ``(m,)``, a uniform ``u``): the same index."""
-    m = coefficients.shape[1]
-    proba = np.empty(m)
-    _served_row(coefficients, features, costs, np.empty(m), proba)
-    return _inverse_cdf(proba, u)
+    return _component_draw(coefficients, features, costs, u, np.empty(coefficients.shape[1]))

@@ -55,7 +55,7 @@ place with ``load_state_dict(state)``, since their configuration belongs to the 
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -548,19 +548,66 @@ class DualPostProcessor:
         """
         predictions, taus = self._check_many(predictions, tau, keys)
         proba = np.empty((taus.shape[0], self.atoms.size))
+
+        def serve(rows: slice, features: np.ndarray, costs: np.ndarray) -> None:
+            proba[rows] = self._served_proba(features, costs)
+
+        self._serve_then_learn(predictions, taus, keys, serve)
+        return proba
+
+    def predict_learn_many(self, predictions: Any, tau: Any, mode: str = "sample",
+                           keys: Sequence[Key | None] | None = None, return_proba: bool = False):
+        """For each sample in order, a fair prediction at the state that learned the samples before it, then learn it.
+
+        Bit for bit the same predictions and state as ``n`` calls to :meth:`predict_learn_one` (that
+        is, :meth:`predict_one` then :meth:`learn_one` per sample, with its key; a ``None`` key
+        draws from the counter), validated at once.  ``return_proba``: also return the served
+        probabilities of each sample, as :meth:`proba_learn_many` does.
+
+        >>> from streamfair import FairRegressionPostProcessor
+        >>> a, b = FairRegressionPostProcessor(L=5, n_groups=2), FairRegressionPostProcessor(L=5, n_groups=2)
+        >>> one = [a.predict_learn_one(e, [0.3, 0.7], key=k) for e, k in ((0.1, "m1"), (-0.4, "m2"))]
+        >>> b.predict_learn_many([0.1, -0.4], [[0.3, 0.7]] * 2, keys=["m1", "m2"]).tolist() == one
+        True
+        """
+        self._check_mode(mode)
+        if mode != "sample":
+            served = self.proba_learn_many(predictions, tau, keys)
+            fair = np.array([self._reduce(row[None, :], mode)[0] for row in served])  # one-row products: predict_one's
+            return (fair, served) if return_proba else fair
+        predictions, taus = self._check_many(predictions, tau, keys)
+        n = taus.shape[0]
+        u = self._uniforms(n, keys)
+        indices = np.empty(n, dtype=np.intp)
+        proba = np.empty((n, self.atoms.size)) if return_proba else None
+
+        def serve(rows: slice, features: np.ndarray, costs: np.ndarray) -> None:
+            indices[rows] = self._sample_indices(features, costs, u[rows])
+            if proba is not None:
+                proba[rows] = self._served_proba(features, costs)
+
+        self._serve_then_learn(predictions, taus, keys, serve)
+        return (self.labels[indices], proba) if return_proba else self.labels[indices]
+
+    def _serve_then_learn(self, predictions: np.ndarray, taus: np.ndarray, keys: Sequence | None,
+                          serve: Callable[[slice, np.ndarray, np.ndarray], None]) -> None:
+        """Learn validated samples in order, each served first by ``serve(rows, features, costs)``.
+
+        The samples go in runs that the same points serve (and the same weights weigh): each run is
+        served at once, at the state before its first sample, then learned.
+        """
         start, n = 0, taus.shape[0]
-        while start < n:  # runs served by the same points (and weights): served at once, then learned
+        while start < n:
             stop = min(n, start + self._optimizer.served_steps(), start + CHUNK_ROWS)
             horizon = self._reweight_horizon()
             if horizon is not None:
                 stop = min(stop, start + horizon)
             rows = slice(start, stop)
             costs = self._learning_costs(predictions[rows], taus[rows])
-            proba[rows] = self._served_proba(dual.group_features(taus[rows], self._running_p(taus[rows])), costs)
+            serve(rows, dual.group_features(taus[rows], self._running_p(taus[rows])), costs)
             self._learn_piece(predictions[rows], taus[rows], None, costs)
             self._learned(predictions[rows], taus[rows], None if keys is None else keys[rows])
             start = stop
-        return proba
 
     def predict_learn_one(self, prediction: Any, tau: TauRow, mode: str = "sample", key: Key | None = None):
         """A fair prediction, then learn the sample: :meth:`predict_one` then :meth:`learn_one` (with ``key``), fused.
@@ -616,9 +663,10 @@ class DualPostProcessor:
         return proba
 
     def _sample_indices(self, features: np.ndarray, scaled_costs: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """One atom index per row, drawn from the served law by its inverse CDF at the uniforms ``u``.
+        """One atom index per row, drawn from the served law at the uniforms ``u``.
 
-        Bit for bit :func:`~streamfair.keyed_random.sample_indices` of :meth:`_served_proba`.
+        ``u`` picks one of the ``k`` served points and draws from its policy by the inverse CDF
+        (:mod:`streamfair.kernel`): the law of :meth:`_served_proba`, one policy computed per row.
         """
         indices = np.empty(u.size, dtype=np.int64)
         kernel.served_draws(self._served_coefficients(), features, scaled_costs, u, indices)
@@ -654,19 +702,23 @@ class DualPostProcessor:
 
     def _uniform(self, key: Key | None) -> float:
         """The keyed uniform of one draw; without a key the draw counter (part of the state) supplies one."""
-        if key is None:
-            key = f"draw:{self._draws}"
-            self._draws += 1
-        return keyed_uniform(self.seed, key)
+        return keyed_uniform(self.seed, self._counter_key() if key is None else key)
 
-    def _uniforms(self, n: int, keys: Sequence[Key] | None) -> np.ndarray:
-        """:meth:`_uniform` of ``n`` draws (``keys``: ``None`` or ``n`` keys)."""
+    def _uniforms(self, n: int, keys: Sequence[Key | None] | None) -> np.ndarray:
+        """:meth:`_uniform` of ``n`` draws (``keys``: ``None`` or ``n`` keys, each ``None`` for the counter)."""
         if keys is None:
-            keys = [f"draw:{self._draws + i}" for i in range(n)]
+            named: Sequence[Key] = [f"draw:{self._draws + i}" for i in range(n)]
             self._draws += n
-        return keyed_uniforms(self.seed, keys)
+        else:  # each missing key from the counter, in order
+            named = [self._counter_key() if key is None else key for key in keys]
+        return keyed_uniforms(self.seed, named)
 
-    def predict_many(self, predictions: Any, tau: Any, mode: str = "sample", keys: Sequence[Key] | None = None):
+    def _counter_key(self) -> str:
+        """The key of the next unkeyed draw (the counter moves on)."""
+        self._draws += 1
+        return f"draw:{self._draws - 1}"
+
+    def predict_many(self, predictions: Any, tau: Any, mode: str = "sample", keys: Sequence[Key | None] | None = None):
         """Fair predictions for ``n`` samples, in :attr:`labels` (see :meth:`predict_one` for ``mode`` and ``keys``)."""
         self._check_mode(mode)
         predictions, taus = self._check_many(predictions, tau, keys)

@@ -8,8 +8,8 @@ Semantics, per partition, in offset order:
   (``learn_many(..., batch_size=b)``), and messages are predicted with the state after the last
   completed batch.  Either way the result depends only on the partition's message sequence, not on
   how records arrive in polls, so a replay from a checkpoint reproduces every output byte for byte.
-* **draws keyed by id**: a sampled prediction is the atom drawn by ``keyed_uniform(seed, id)``
-  (:func:`streamfair.keyed_random.keyed_sample_indices`).
+* **draws keyed by id**: a sampled prediction is the post-processor's draw under the key ``id``
+  (``predict_one(..., key=id)``: a function of the state and the id).
 * Each prediction block is computed as a ``(b, ...)`` array with the message at row ``i mod b``,
   padded when a poll ends mid-batch, so floating-point results never depend on poll boundaries.
 * Feedback (labels for the base models) is buffered and learned at the next checkpoint, so base
@@ -44,7 +44,6 @@ from connectors.kafka.codec import FeedbackParser, InputParser, Invalid, encode_
 from connectors.kafka.models import BaseModels
 from connectors.kafka.records import Audit, DeadLetter, Feedback, InputSample, Output, TaskResult
 from streamfair import DualPostProcessor
-from streamfair.keyed_random import keyed_sample_indices
 
 T = TypeVar("T")
 
@@ -239,8 +238,11 @@ class PartitionTask:
             return None
         return [(name, value) for name, value in record.headers if name.lower() in self.propagate_headers] or None
 
-    def _output(self, sample: InputSample, prediction: Any, version: int, proba: np.ndarray) -> Output:
-        """The output of ``sample``: its fair ``prediction`` made by the state after ``version`` samples."""
+    def _output(self, sample: InputSample, prediction: Any, version: int, proba: np.ndarray | None) -> Output:
+        """The output of ``sample``: its fair ``prediction`` made by the state after ``version`` samples.
+
+        ``proba``: the served distribution, given when the output carries it.
+        """
         record = sample.source
         eta = None if self.classification else sample.prediction
         if sample.distribution or self.distribution:
@@ -307,43 +309,44 @@ class PartitionTask:
     def _predict_learn(self, valid: list[InputSample]) -> list[Output]:
         """``batch_size = 1``: every message predicted, then learned, in one post-processor call per poll.
 
-        The same floats as predicting each message (``proba_many`` of one row) and then learning it
-        (``learn_one`` under its id): the post-processor's ``proba_learn_many`` is bit for bit that sequence.
+        The same floats as predicting each message (``predict_one`` under its id) and then learning
+        it (``learn_one`` under its id): the post-processor's ``predict_learn_many`` is bit for bit
+        that sequence.  The served distributions are computed only for the messages that carry them.
         """
-        fair, labels, mode = self.fair, self._labels_out, self.mode
+        fair = self.fair
         version = fair.n_samples  # samples learned when the first message is predicted
         started = time.perf_counter()
-        probas = fair.proba_learn_many([sample.prediction for sample in valid], [sample.tau for sample in valid],
-                                       keys=[sample.id for sample in valid])
+        wanted = self._wants_distribution(valid)
+        served = fair.predict_learn_many([sample.prediction for sample in valid], [sample.tau for sample in valid],
+                                         mode=self.mode, keys=[sample.id for sample in valid], return_proba=wanted)
+        predictions, probas = served if wanted else (served, None)
         self.learn_seconds += time.perf_counter() - started  # the predictions are included
         self.learned += len(valid)
-        if mode == "sample":
-            predictions = [labels[i] for i in keyed_sample_indices(fair.seed, [sample.id for sample in valid], probas)]
-        elif mode == "mode":
-            predictions = [labels[int(proba.argmax())] for proba in probas]
-        else:  # "mean" (regression): the 1-row product of the batch path, for the same bits
-            predictions = [float((proba[None, :] @ fair.atoms)[0]) for proba in probas]
-        return [self._output(sample, predictions[j], version + j, probas[j]) for j, sample in enumerate(valid)]
+        predictions = predictions.tolist()
+        return [self._output(sample, predictions[j], version + j, None if probas is None else probas[j])
+                for j, sample in enumerate(valid)]
 
     def _predict_chunk(self, start: int, chunk: list[InputSample]) -> list[Output]:
         """The outputs of ``chunk``, the samples at rows ``start ...`` of the pending mini-batch."""
         fair, b = self.fair, self.batch_size
         etas = [sample.prediction for sample in chunk]
         taus = [sample.tau for sample in chunk]
+        keys = [sample.id for sample in chunk]
+        stop = start + len(chunk)
         if b > 1:  # rows at their position within the batch, padding elsewhere: shape-stable floats
-            stop = start + len(chunk)
-            fill = self._fill_prediction
+            fill, pad = self._fill_prediction, [""] * start
             etas = [fill] * start + etas + [fill] * (b - stop)
             taus = [self._fill_tau] * start + taus + [self._fill_tau] * (b - stop)
-        proba = fair.proba_many(etas, taus)
-        rows = proba[start : start + len(chunk)]
-        if self.mode == "sample":
-            labels = self._labels_out
-            predictions = [labels[i] for i in keyed_sample_indices(fair.seed, [sample.id for sample in chunk], rows)]
-        else:
-            predictions = fair.predict_many(etas, taus, mode=self.mode)[start : start + len(chunk)].tolist()
+            keys = pad + keys + [""] * (b - stop)  # keyed padding: its draws leave the counter alone
+        predictions = fair.predict_many(etas, taus, mode=self.mode, keys=keys)[start:stop].tolist()
+        probas = fair.proba_many(etas, taus)[start:stop] if self._wants_distribution(chunk) else None
         version = fair.n_samples
-        return [self._output(sample, predictions[j], version, rows[j]) for j, sample in enumerate(chunk)]
+        return [self._output(sample, predictions[j], version, None if probas is None else probas[j])
+                for j, sample in enumerate(chunk)]
+
+    def _wants_distribution(self, samples: list[InputSample]) -> bool:
+        """Whether an output of ``samples`` carries the served distribution."""
+        return self.distribution or any(sample.distribution for sample in samples)
 
     def _learn(self) -> None:
         started = time.perf_counter()

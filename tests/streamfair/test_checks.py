@@ -54,6 +54,13 @@ class DrawAfterLearning(FairRegressionPostProcessor):
         return self.predict_one(prediction, tau, mode, key)
 
 
+class DrawsOfTheFirstState(FairRegressionPostProcessor):
+    def predict_learn_many(self, predictions, tau, mode="sample", keys=None, return_proba=False):
+        fair, proba = self.predict_many(predictions, tau, mode, keys), self.proba_many(predictions, tau)
+        self.learn_many(predictions, tau, keys=keys)
+        return (fair, proba) if return_proba else fair
+
+
 class ForgetsTheClippedCount(FairRegressionPostProcessor):
     @classmethod
     def from_state_dict(cls, state):
@@ -86,6 +93,7 @@ BROKEN = [
     (ProbaAfterLearning, checks.check_proba_learn_one_is_fused),
     (ProbaOfTheFirstState, checks.check_proba_learn_many_is_fused),
     (DrawAfterLearning, checks.check_predict_learn_one_is_fused),
+    (DrawsOfTheFirstState, checks.check_predict_learn_many_is_fused),
     (ForgetsTheClippedCount, checks.check_state_round_trip),
     (ForgetsTheDrawCounterWhenPickled, checks.check_pickle_round_trip),
     (AcceptsAnyTau, checks.check_invalid_inputs_raise),

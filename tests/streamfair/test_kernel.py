@@ -131,8 +131,39 @@ def test_served_mixture_and_draws_match_the_numpy_reference(points):
     u = rng.random(n)
     draws = np.empty(n, dtype=np.int64)
     kernel.served_draws(coefficients, features, costs, u, draws)
-    assert draws.tolist() == sample_indices(proba, u).tolist()  # the inverse CDF of the served row, bit for bit
-    assert np.mean(draws != sample_indices(expected, u)) < 0.01  # and of the reference's (ties at the last bits aside)
+    point = np.minimum((u * points).astype(int), points - 1)  # u picks a point, u k - j draws from its policy
+    component = np.array([policies[j][i] for i, j in enumerate(point)])
+    reference = sample_indices(component, u * points - point)
+    assert np.mean(draws != reference) < 0.01  # the reference's draws (ties at the last bits aside)
+    if points == 1:
+        assert draws.tolist() == sample_indices(proba, u).tolist()  # the inverse CDF of the served row, bit for bit
+
+
+def test_draws_follow_the_served_mixture():
+    """Many draws of one row: their frequencies are the mixture's probabilities (not those of one point)."""
+    rng = np.random.default_rng(8)
+    coefficients, features = rng.normal(0, 2.0, (4, 5, 2)), np.array([[0.7, -1.2]])
+    costs = np.array([[0.5, 0.1, 0.0, 0.3, 0.9]])
+    proba = np.empty((1, 5))
+    kernel.served_proba(coefficients, features, costs, proba)
+    n = 40_000
+    draws = np.empty(n, dtype=np.int64)
+    kernel.served_draws(coefficients, np.repeat(features, n, 0), np.repeat(costs, n, 0), rng.random(n), draws)
+    frequencies = np.bincount(draws, minlength=5) / n
+    assert np.abs(frequencies - proba[0]).max() < 4.0 * np.sqrt(0.25 / n)  # 4 standard errors at most
+    assert np.abs(proba[0] - np.exp(-costs[0]) / np.exp(-costs[0]).sum()).max() > 0.05  # the points matter
+
+
+def test_replacing_one_point_changes_only_the_draws_in_its_share_of_the_uniforms():
+    rng = np.random.default_rng(9)
+    coefficients, features = rng.normal(0, 2.0, (4, 9, 2)), rng.normal(0, 1.0, (2000, 2))
+    costs, u = rng.random((2000, 9)) * 4.0, rng.random(2000)
+    before, after = np.empty(2000, dtype=np.int64), np.empty(2000, dtype=np.int64)
+    kernel.served_draws(coefficients, features, costs, u, before)
+    coefficients[2] = rng.normal(0, 2.0, (9, 2))
+    kernel.served_draws(coefficients, features, costs, u, after)
+    changed = before != after
+    assert changed.any() and ((u[changed] >= 0.5) & (u[changed] < 0.75)).all()
 
 
 @pytest.mark.parametrize("profile", ["anytime", "paper"])

@@ -151,15 +151,15 @@ class PoisonedRegression(FairRegressionPostProcessor):
 
     POISON = 0.123
 
-    def proba_learn_many(self, eta, tau, keys=None):
+    def predict_learn_many(self, eta, tau, mode="sample", keys=None, return_proba=False):
         if self.POISON in list(eta):
             raise ZeroDivisionError("a bug in the library")
-        return super().proba_learn_many(eta, tau, keys)
+        return super().predict_learn_many(eta, tau, mode, keys, return_proba)
 
-    def proba_many(self, eta, tau):
+    def predict_many(self, eta, tau, mode="sample", keys=None):
         if self.POISON in list(eta):
             raise ZeroDivisionError("a bug in the library")
-        return super().proba_many(eta, tau)
+        return super().predict_many(eta, tau, mode, keys)
 
 
 @pytest.mark.parametrize("batch_size", [1, 4])
