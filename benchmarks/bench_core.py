@@ -1,7 +1,8 @@
 """Throughput of the post-processor's per-sample paths at L = 50 (101 atoms), K = 2, one core, in both profiles.
 
 Rows: ``learn_one``; ``learn_many`` (exact: bit for bit the ``learn_one`` loop); the fused
-``predict_learn_one`` with a keyed draw (one prediction and one step per sample); ``learn_many``
+``predict_learn_one`` with a keyed draw (one prediction and one step per sample); the same in polls
+of 500 samples (``predict_learn_many``, the daemon's path at ``batch_size=1``); ``learn_many``
 with mini-batches of 1,000.  Baseline, measured in the same run: a lean pure-numpy loop of the
 same single-sample step on precomputed features and costs, written with the reference functions
 (``dual.policy`` and the constraint maps): projected SGD with the control variate on the KS (CDF)
@@ -22,6 +23,7 @@ from timing import best_seconds  # benchmarks/timing.py
 from streamfair import FairRegressionPostProcessor, dual
 
 GOALS = {"learn_one": 300_000, "learn_many (exact)": 600_000, "fused predict + learn, keyed draw": 150_000,
+         "fused, keyed draws, polls of 500 (predict_learn_many)": 150_000,
          "mini-batch (b=1000)": 2_000_000}
 
 
@@ -93,11 +95,18 @@ def rates(profile: str, n: int, batch_size: int) -> tuple[float, dict[str, float
         for i, (e, t) in enumerate(zip(eta_list, tau_list, strict=True)):
             fair.predict_learn_one(e, t, key=i)
 
+    def polls(size: int = 500):
+        fair, keys = make(), list(range(n))
+        for start in range(0, n, size):
+            rows = slice(start, start + size)
+            fair.predict_learn_many(eta_list[rows], tau_list[rows], keys=keys[rows])
+
     big_eta, big_tau = np.tile(eta, 20), np.tile(tau, (20, 1))
     paths = {
         "learn_one": n / cpu_seconds(one),
         "learn_many (exact)": n / cpu_seconds(lambda: make().learn_many(eta, tau)),
         "fused predict + learn, keyed draw": n / cpu_seconds(fused),
+        "fused, keyed draws, polls of 500 (predict_learn_many)": n / cpu_seconds(polls),
         "mini-batch (b=1000)": 20 * n / cpu_seconds(
             lambda: make().learn_many(big_eta, big_tau, batch_size=batch_size)),
     }

@@ -5,7 +5,8 @@ with different ``n`` divided by the difference of ``n`` is the count per sample 
 cost cancels).  See docs/performance.md for the command.
 
 Run: ``python benchmarks/callgrind_step.py PROFILE PATH N`` with ``PATH`` one of ``learn_one``,
-``learn_many``, ``fused``.
+``learn_many``, ``fused`` (``predict_learn_one`` with a key), ``polls`` (``predict_learn_many`` in
+polls of 500, the daemon's path).
 """
 
 from __future__ import annotations
@@ -35,8 +36,12 @@ def main(profile: str, path: str, n: int) -> None:
     elif path == "fused":
         for i in range(100, total):
             fair.predict_learn_one(eta_list[i], tau_list[i], key=i)
+    elif path == "polls":
+        for start in range(100, total, 500):
+            rows = slice(start, min(total, start + 500))
+            fair.predict_learn_many(eta_list[rows], tau_list[rows], keys=list(range(rows.start, rows.stop)))
     else:
-        raise ValueError(f"path must be learn_one, learn_many or fused, got {path!r}")
+        raise ValueError(f"path must be learn_one, learn_many, fused or polls, got {path!r}")
 
 
 if __name__ == "__main__":

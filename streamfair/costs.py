@@ -22,30 +22,36 @@ A cost model is a small immutable object with
     The scale of the costs (for the ``anytime`` default of ``beta``).
 ``check(predictions, n_rows)``
     The validated predictions (``ValueError`` naming the argument otherwise).
-``clip(predictions)``
-    The predictions the costs are computed from (the same object when nothing is clipped);
-    entries that differ are counted in ``n_clipped`` when the engine learns them.
-``costs(clipped)``
-    ``r(x)`` for each row, shape ``(n, m)``: a row's costs never depend on the other rows.
+``check_one(prediction)``
+    ``check([prediction], 1)``, with a shortcut for the common form of one sample's prediction.
+``scaled_costs(predictions, beta)``
+    ``beta r(x)`` for each row, shape ``(n, m)``, and how many predictions were clipped to the
+    grid's range first (the engine counts them in ``n_clipped`` when it learns them).  A row's
+    costs never depend on the other rows.
 
 >>> import numpy as np
 >>> squared = SquaredCosts(1.0, np.array([-1.0, 0.0, 1.0]))
->>> squared.costs(squared.clip(squared.check([0.5, 3.0], 2))).tolist()
-[[2.25, 0.25, 0.25], [4.0, 1.0, 0.0]]
+>>> costs, clipped = squared.scaled_costs(squared.check([0.5, 3.0], 2), 1.0)
+>>> costs.tolist(), clipped
+([[2.25, 0.25, 0.25], [4.0, 1.0, 0.0]], 1)
 >>> expected = ExpectedCosts(["no", "yes"], 1.0 - np.eye(2))
->>> expected.costs(expected.check([[0.3, 0.7]], 1)).round(2).tolist(), expected.labels.tolist()
+>>> expected.scaled_costs(expected.check_one([0.3, 0.7]), 1.0)[0].round(2).tolist(), expected.labels.tolist()
 ([[0.7, 0.3]], ['no', 'yes'])
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from . import dual
-from .validation import check_distributions, check_finite
+from . import kernel
+from .validation import check_distribution, check_distributions, check_finite
+
+#: The types of a number that :meth:`SquaredCosts.check_one` takes without numpy.
+PLAIN_NUMBERS = frozenset({float, int, np.float64, np.float32, np.int64, np.int32})
 
 __all__ = ["SquaredCosts", "ExpectedCosts"]
 
@@ -72,11 +78,15 @@ class SquaredCosts:
     def check(self, predictions: Any, n_rows: int | None) -> np.ndarray:
         return check_finite("eta", predictions, n_rows)
 
-    def clip(self, predictions: np.ndarray) -> np.ndarray:
-        return np.minimum(np.maximum(predictions, -self.bound), self.bound)
+    def check_one(self, prediction: Any) -> np.ndarray:
+        if type(prediction) in PLAIN_NUMBERS and math.isfinite(prediction):
+            return np.array((float(prediction),))
+        return self.check([prediction], 1)
 
-    def costs(self, clipped: np.ndarray) -> np.ndarray:
-        return dual.squared_costs(clipped, self.atoms)
+    def scaled_costs(self, predictions: np.ndarray, beta: float) -> tuple[np.ndarray, int]:
+        costs = np.empty((predictions.size, self.atoms.size))
+        clipped = kernel.scaled_squared_costs(predictions, self.atoms, self.bound, beta, costs)
+        return costs, clipped
 
 
 class ExpectedCosts:
@@ -102,8 +112,8 @@ class ExpectedCosts:
     def check(self, predictions: Any, n_rows: int | None) -> np.ndarray:
         return check_distributions("proba", predictions, n_rows, self.atoms.size)
 
-    def clip(self, predictions: np.ndarray) -> np.ndarray:
-        return predictions
+    def check_one(self, prediction: Any) -> np.ndarray:
+        return check_distribution("proba", prediction, self.atoms.size)[None, :]
 
-    def costs(self, clipped: np.ndarray) -> np.ndarray:
-        return clipped @ self.cost_matrix
+    def scaled_costs(self, predictions: np.ndarray, beta: float) -> tuple[np.ndarray, int]:
+        return beta * (predictions @ self.cost_matrix), 0

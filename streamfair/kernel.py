@@ -59,6 +59,7 @@ __all__ = [
     "served_proba",
     "served_draws",
     "served_draw",
+    "scaled_squared_costs",
 ]
 
 
@@ -74,6 +75,24 @@ def compiled(function: Callable) -> Callable:
     except RuntimeError as error:
         warnings.warn(f"numba cannot cache {function.__name__} ({error}); compiling it in memory", stacklevel=2)
         return numba.njit(cache=False)(function)
+
+
+# ---------------------------------------------------------------------- costs
+@compiled
+def scaled_squared_costs(eta, atoms, bound, beta, out):
+    """``out[i, l] = beta (clip(eta_i) - y_l)^2``, ``clip`` to ``[-bound, bound]``; returns how many were clipped.
+
+    The floats of numpy's ``beta * (np.clip(eta, -bound, bound)[:, None] - atoms) ** 2``.
+    """
+    clipped = 0
+    for i in range(eta.size):
+        value = min(max(eta[i], -bound), bound)
+        if value != eta[i]:
+            clipped += 1
+        for atom in range(atoms.size):
+            gap = value - atoms[atom]
+            out[i, atom] = beta * (gap * gap)
+    return clipped
 
 
 # ---------------------------------------------------------------------- the policy of one sample

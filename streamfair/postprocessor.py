@@ -290,10 +290,9 @@ class DualPostProcessor:
         ``learning``: count the clipped predictions in ``n_clipped``.  ``p``: the group shares in
         use at each row, shape ``(n, K)`` (``None``: :attr:`p` for every row).
         """
-        clipped = self.cost.clip(predictions)
-        if learning and clipped is not predictions:
-            self.n_clipped += int(np.count_nonzero(clipped != predictions))
-        costs = self.beta * self.cost.costs(clipped)
+        costs, clipped = self.cost.scaled_costs(predictions, self.beta)
+        if learning:
+            self.n_clipped += clipped
         weights = self._sample_weights(tau, self.p if p is None else p)
         if weights is not None:
             costs *= weights[:, None]
@@ -427,7 +426,7 @@ class DualPostProcessor:
     # ------------------------------------------------------------------ learning
     def _check_one(self, prediction: Any, tau: TauRow) -> tuple[np.ndarray, np.ndarray]:
         """One sample's validated prediction and ``tau``, as one-row arrays."""
-        return self._check_predictions([prediction], 1), check_distribution("tau", tau, self.n_groups)[None, :]
+        return self.cost.check_one(prediction), check_distribution("tau", tau, self.n_groups)[None, :]
 
     def _check_many(self, predictions: Any, tau: Any, keys: Sequence | None) -> tuple[np.ndarray, np.ndarray]:
         """``n`` samples' validated predictions and ``tau`` rows; ``keys`` (if any) must be ``n``."""

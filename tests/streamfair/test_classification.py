@@ -219,8 +219,10 @@ def test_constructor_refuses_bad_arguments(kwargs, message):
 
 def test_methods_refuse_bad_inputs():
     fair = FairClassificationPostProcessor(profile="paper", n_classes=3, n_groups=2)
-    with pytest.raises(ValueError, match=r"proba rows must be .*row 0 is \[0.5, 0.6, 0.1\]"):
+    with pytest.raises(ValueError, match=r"proba must sum to 1 .* got \[0.5, 0.6, 0.1\]"):
         fair.learn_one([0.5, 0.6, 0.1], [0.5, 0.5])
+    with pytest.raises(ValueError, match=r"proba rows must be .*row 1 is \[0.5, 0.6, 0.1\]"):
+        fair.learn_many([[0.2, 0.3, 0.5], [0.5, 0.6, 0.1]], [[0.5, 0.5]] * 2)
     with pytest.raises(ValueError, match=r"proba must have shape \(n, 3\), got shape \(2, 2\)"):
         fair.learn_many([[0.5, 0.5], [0.1, 0.9]], [[0.5, 0.5], [0.5, 0.5]])
     with pytest.raises(ValueError, match=r"tau must have shape \(2, 2\)"):

@@ -270,3 +270,13 @@ def test_without_a_usable_cache_the_kernel_compiles_in_memory_and_gives_the_same
     proba, prediction = result.stdout.split()
     assert float(proba) == float(fair.proba_one(0.2, [0.5, 0.5])[3])
     assert float(prediction) == fair.predict_one(0.2, [0.5, 0.5], key="a")
+
+
+def test_scaled_squared_costs_are_numpys_floats_and_count_the_clipped():
+    rng = np.random.default_rng(4)
+    eta, atoms, beta = rng.uniform(-1.5, 1.5, 400), np.linspace(-1, 1, 21), 37.3
+    costs = np.empty((400, 21))
+    clipped = kernel.scaled_squared_costs(eta, atoms, 1.0, beta, costs)
+    expected = beta * dual.squared_costs(np.clip(eta, -1.0, 1.0), atoms)
+    assert costs.tobytes() == expected.tobytes()
+    assert clipped == np.count_nonzero(np.abs(eta) > 1.0) > 0
