@@ -116,4 +116,6 @@ class ExpectedCosts:
         return check_distribution("proba", prediction, self.atoms.size)[None, :]
 
     def scaled_costs(self, predictions: np.ndarray, beta: float) -> tuple[np.ndarray, int]:
-        return beta * (predictions @ self.cost_matrix), 0
+        costs = np.empty((predictions.shape[0], self.atoms.size))
+        kernel.scaled_expected_costs(predictions, self.cost_matrix, beta, costs)
+        return costs, 0

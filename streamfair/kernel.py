@@ -60,6 +60,7 @@ __all__ = [
     "served_draws",
     "served_draw",
     "scaled_squared_costs",
+    "scaled_expected_costs",
 ]
 
 
@@ -93,6 +94,21 @@ def scaled_squared_costs(eta, atoms, bound, beta, out):
             gap = value - atoms[atom]
             out[i, atom] = beta * (gap * gap)
     return clipped
+
+
+@compiled
+def scaled_expected_costs(proba, cost_matrix, beta, out):
+    """``out[i, j] = beta sum_c proba[i, c] L[c, j]``, the sum in index order: a row never depends on the others.
+
+    (numpy's ``proba @ L`` may sum in another order depending on the number of rows.)
+    """
+    n_classes = cost_matrix.shape[0]
+    for i in range(proba.shape[0]):
+        for j in range(cost_matrix.shape[1]):
+            total = 0.0
+            for c in range(n_classes):
+                total += proba[i, c] * cost_matrix[c, j]
+            out[i, j] = beta * total
 
 
 # ---------------------------------------------------------------------- the policy of one sample

@@ -280,3 +280,15 @@ def test_scaled_squared_costs_are_numpys_floats_and_count_the_clipped():
     expected = beta * dual.squared_costs(np.clip(eta, -1.0, 1.0), atoms)
     assert costs.tobytes() == expected.tobytes()
     assert clipped == np.count_nonzero(np.abs(eta) > 1.0) > 0
+
+
+def test_scaled_expected_costs_of_a_row_do_not_depend_on_the_rows_computed_with_it():
+    rng = np.random.default_rng(5)
+    proba, cost_matrix, beta = rng.dirichlet(np.ones(7), 600), rng.random((7, 7)), 3.1
+    together = np.empty((600, 7))
+    kernel.scaled_expected_costs(proba, cost_matrix, beta, together)
+    for i in (0, 299, 599):
+        alone = np.empty((1, 7))
+        kernel.scaled_expected_costs(proba[i : i + 1], cost_matrix, beta, alone)
+        assert alone.tobytes() == together[i : i + 1].tobytes()
+    np.testing.assert_allclose(together, beta * (proba @ cost_matrix), rtol=1e-14, atol=0.0)
