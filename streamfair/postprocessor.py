@@ -18,8 +18,9 @@ variant without the engine inspecting which methods a subclass overrides:
   ``_sample_weights(tau, p)``
       ``omega(x) >= 0`` for each row of ``tau`` (a row's weight never depends on the other rows),
       or ``None`` for uniform weights; the scaled costs are ``beta omega(x) r(x)``.  ``p`` is the
-      group shares a sample is learned or served with (one row per sample, or one for all), so
-      that costs computed for many samples at once are those of one sample at a time.
+      group shares a sample is learned or served with (one row per sample), so that costs computed
+      for many samples at once are those of one sample at a time; ``None``: :attr:`p` for every
+      row (left to the hook, so that uniform weights never compute it).
   ``_reweight_horizon()``
       How many more samples may be learned before ``_sample_weights`` may change (``None``: never).
       The engine learns in runs that never cross it, with the costs of a run computed at once.
@@ -293,13 +294,13 @@ class DualPostProcessor:
         costs, clipped = self.cost.scaled_costs(predictions, self.beta)
         if learning:
             self.n_clipped += clipped
-        weights = self._sample_weights(tau, self.p if p is None else p)
+        weights = self._sample_weights(tau, p)
         if weights is not None:
             costs *= weights[:, None]
         return costs
 
-    def _sample_weights(self, tau: np.ndarray, p: np.ndarray) -> np.ndarray | None:
-        """The weights ``omega(x)`` of the rows of ``tau`` under the shares ``p``; ``None``: uniform."""
+    def _sample_weights(self, tau: np.ndarray, p: np.ndarray | None) -> np.ndarray | None:
+        """The weights ``omega(x)`` of the rows of ``tau`` under the shares ``p`` (``None``: :attr:`p`), or ``None``."""
         return None
 
     def _reweight_horizon(self) -> int | None:

@@ -154,8 +154,9 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         """``omega_q(x) = sum_g q_g tau_g(x) / p_g`` for each row of ``tau`` (mean one under ``p``)."""
         return (np.asarray(tau, dtype=float) * (self._q / self.p)).sum(axis=1)  # row-wise: same bits for any n
 
-    def _sample_weights(self, tau: np.ndarray, p: np.ndarray) -> np.ndarray:
-        return (tau * (self._q / p)).sum(axis=1)  # row-wise: the same bits for one row or many
+    def _sample_weights(self, tau: np.ndarray, p: np.ndarray | None) -> np.ndarray:
+        shares = self.p if p is None else p
+        return (tau * (self._q / shares)).sum(axis=1)  # row-wise: the same bits for one row or many
 
     def _reweight_horizon(self) -> int:
         """The samples left before the next refresh of ``q``."""
