@@ -390,9 +390,15 @@ class DualPostProcessor:
     def _check_tau(self, tau: Any, n_rows: int | None) -> np.ndarray:
         return check_distributions("tau", tau, n_rows, self.n_groups)
 
-    def _learning_features(self, tau: np.ndarray) -> np.ndarray:
-        """``[t(x) | 1]`` rows for learning; updates the running ``p`` estimate sample by sample."""
+    def _learning_features(self, tau: np.ndarray, serving: np.ndarray | None = None) -> np.ndarray:
+        """``[t(x) | 1]`` rows for learning; updates the running ``p`` estimate sample by sample.
+
+        ``serving``: the :meth:`_serving_features` of ``tau`` just computed, which are the learning
+        features when ``p`` is given.
+        """
         if self.p_given is not None:
+            if serving is not None:
+                return serving
             p = self.p_given
         elif tau.shape[0] == 1:  # the row-1 case of the cumulative sums below, without building them
             sums = self._tau_sum + tau
@@ -526,9 +532,10 @@ class DualPostProcessor:
         """
         predictions, taus = self._check_one(prediction, tau)
         costs = self._scaled_costs(predictions, taus, learning=True)  # ``learning`` only counts (e.g. clips)
-        proba = self._served_proba(self._serving_features(taus), costs)[0]  # p before this sample, as proba_one
+        serving = self._serving_features(taus)  # p before this sample, as proba_one
+        proba = self._served_proba(serving, costs)[0]
         self._remember(predictions, taus)
-        self._step(self._learning_features(taus)[0], costs[0])
+        self._step(self._learning_features(taus, serving)[0], costs[0])
         self._learned(predictions, taus, None if key is None else [key])
         return proba
 
@@ -625,9 +632,10 @@ class DualPostProcessor:
             return self._reduce(self.proba_learn_one(prediction, tau, key)[None, :], mode)[0]
         predictions, taus = self._check_one(prediction, tau)
         costs = self._scaled_costs(predictions, taus, learning=True)  # ``learning`` only counts (e.g. clips)
-        index = self._sample_index(self._serving_features(taus), costs, self._uniform(key))  # as predict_one
+        serving = self._serving_features(taus)
+        index = self._sample_index(serving, costs, self._uniform(key))  # as predict_one
         self._remember(predictions, taus)
-        self._step(self._learning_features(taus)[0], costs[0])
+        self._step(self._learning_features(taus, serving)[0], costs[0])
         self._learned(predictions, taus, None if key is None else [key])
         return self.labels[index]
 
