@@ -52,6 +52,7 @@ import numpy as np
 __all__ = [
     "compiled",
     "tracking_learn",
+    "tracking_sample",
     "tracking_learn_rows",
     "tracking_learn_batch",
     "dual_learn",
@@ -270,6 +271,70 @@ def tracking_learn(w, baseline, slack, step, beta, cdf, features, costs, count):
     n_rows = w.shape[1]
     _tracking_step(w, baseline, slack, step, beta, cdf, features, costs, count,
                    np.empty((n_rows, w.shape[2])), np.empty(costs.size), np.empty(n_rows))
+
+
+#: ``|sum(tau) - 1|`` below which :func:`tracking_sample` takes ``tau`` as a distribution: inside the
+#: tolerance of :func:`streamfair.validation.check_distribution` by more than the rounding of a sum.
+SAMPLE_SUM_TOLERANCE = 1e-6 - 1e-12
+
+
+@compiled
+def _is_distribution(tau, groups):
+    """``tau`` has ``groups`` entries in ``[0, 1]`` (``NaN`` is not) that sum to one (see ``SAMPLE_SUM_TOLERANCE``)."""
+    if tau.size != groups:
+        return False
+    total = 0.0
+    for s in range(groups):
+        if not 0.0 <= tau[s] <= 1.0:
+            return False
+        total += tau[s]
+    return abs(total - 1.0) <= SAMPLE_SUM_TOLERANCE
+
+
+@compiled
+def tracking_sample(w, baseline, slack, step, beta, cdf, count, atoms, bound, eta, tau, p_given, tau_sum, tau_count,
+                    recent_eta, recent_tau, slot, coefficients, u, learn):
+    """One regression sample of the tracking optimizer, whole: served, then learned (``learn_one``'s floats).
+
+    ``eta`` (a finite number) and ``tau`` (a ``float64`` vector, checked here) are the sample;
+    ``p_given`` the given shares, or empty for the running estimate ``tau_sum / tau_count`` (which
+    the sample then moves, in place); ``recent_*[slot]`` receive the sample.  With ``u >= 0``, the
+    atom drawn at ``u`` from the served points' policies (``coefficients``, the draw of
+    :func:`served_draw`) before learning; ``learn=False`` stops after the draw, with nothing changed.
+    Returns ``(clipped, index)``: whether ``eta`` was clipped to ``[-bound, bound]`` and the drawn
+    index (-1 without a draw); ``(-1, -1)``, with nothing changed, if ``tau`` is not a distribution
+    of ``w.shape[2]`` groups.
+    """
+    n_rows, groups, m = w.shape[1], w.shape[2], atoms.size
+    if not _is_distribution(tau, groups):
+        return -1, -1
+    value = min(max(eta, -bound), bound)
+    costs = np.empty(m)
+    for atom in range(m):
+        gap = value - atoms[atom]
+        costs[atom] = beta * (gap * gap)
+    features = np.empty(groups)
+    if p_given.size:
+        for s in range(groups):
+            features[s] = 1.0 - tau[s] / p_given[s]
+    index = -1
+    if u >= 0.0:
+        if not p_given.size:  # served with the shares before this sample
+            for s in range(groups):
+                features[s] = 1.0 - tau[s] / (tau_sum[s] / tau_count)
+        index = _component_draw(coefficients, features, costs, u, np.empty(m))
+    if not learn:
+        return int(value != eta), index
+    if not p_given.size:  # learned with the shares after it
+        for s in range(groups):
+            tau_sum[s] += tau[s]
+            features[s] = 1.0 - tau[s] / (tau_sum[s] / (tau_count + 1))
+    recent_eta[slot] = eta
+    for s in range(groups):
+        recent_tau[slot, s] = tau[s]
+    _tracking_step(w, baseline, slack, step, beta, cdf, features, costs, count, np.empty((n_rows, groups)),
+                   np.empty(m), np.empty(n_rows))
+    return int(value != eta), index
 
 
 @compiled

@@ -29,6 +29,9 @@ variant without the engine inspecting which methods a subclass overrides:
       or ``None`` per row); the only place the weights may change.
   ``learn_label(key, y)`` and ``uses_labels``
       A delayed label of a sample learned under ``key``; ``uses_labels`` says whether it does anything.
+  ``uniform_weights``
+      ``False`` in a variant that overrides the hooks above: ``True`` lets one regression sample
+      take the compiled one-call path (:func:`streamfair.kernel.tracking_sample`).
 
 Every variant has the same signatures (``key`` names a sample: the draw of a sampled prediction,
 and the sample a later ``learn_label`` refers to) and the capability attributes ``labels``,
@@ -56,6 +59,7 @@ place with ``load_state_dict(state)``, since their configuration belongs to the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,7 +68,7 @@ import numpy as np
 
 from . import dual, kernel
 from .constraints import CONSTRAINTS, Constraints
-from .costs import ExpectedCosts, SquaredCosts
+from .costs import PLAIN_NUMBERS, ExpectedCosts, SquaredCosts
 from .keyed_random import Key, keyed_uniform, keyed_uniforms
 from .optimizer import DualOptimizer
 from .profiles import (
@@ -191,6 +195,8 @@ class DualPostProcessor:
 
     #: Whether :meth:`learn_label` does anything (a variant whose weighting learns from labels sets it).
     uses_labels = False
+    #: Whether the sample weights are uniform (a variant that overrides the weighting hooks sets it to ``False``).
+    uniform_weights = True
     #: The ``mode`` values of the ``predict_*`` methods: a variant names its cost model's (readable on the class).
     prediction_modes: tuple[str, ...] = ("sample", "mode")
 
@@ -265,6 +271,9 @@ class DualPostProcessor:
         self.n_clipped = 0
         self._draws = 0
         self._cdf = self.constraints.name == "cdf"  # which constraint family the compiled steps apply
+        # One regression sample of the tracking optimizer under uniform weights is one compiled call.
+        self._one_call = tracking and isinstance(cost, SquaredCosts) and self.uniform_weights
+        self._p_or_empty = np.empty(0) if self.p_given is None else self.p_given
         self._coefficients = np.empty((0, self.atoms.size, k))  # see _served_coefficients
         self._coefficients_version = -1
 
@@ -447,11 +456,53 @@ class DualPostProcessor:
 
         ``key`` (the message id) names the sample for a later :meth:`learn_label`.
         """
+        if self._one_sample(prediction, tau, None, draw=False, learn=True) is not None:  # uniform weights: no key
+            return
         predictions, taus = self._check_one(prediction, tau)
         costs = self._scaled_costs(predictions, taus, learning=True)
         self._remember(predictions, taus)
         self._step(self._learning_features(taus)[0], costs[0])
         self._learned(predictions, taus, None if key is None else [key])
+
+    def _one_sample(self, prediction: Any, tau: TauRow, key: Key | None, draw: bool, learn: bool) -> int | None:
+        """A keyed draw (``draw``), then :meth:`learn_one` (``learn``), of one sample in one compiled call.
+
+        It applies to a regression sample of the tracking optimizer under uniform weights whose
+        prediction is a plain finite number and whose ``tau`` the compiled check takes (the same
+        floats as the general path, see :func:`streamfair.kernel.tracking_sample`).  Returns the
+        drawn index (-1 without a draw), or ``None``, with nothing changed, for the general path.
+        """
+        if not self._one_call or type(prediction) not in PLAIN_NUMBERS or self._recent_predictions is None:
+            return None
+        eta = float(prediction)
+        try:
+            row = np.asarray(tau, dtype=float)
+        except (TypeError, ValueError):
+            return None
+        if not math.isfinite(eta) or row.ndim != 1:
+            return None
+        draws = self._draws
+        u = self._uniform(key) if draw else -1.0
+        coefficients = self._served_coefficients() if draw else self._coefficients
+        optimizer, cost = self._optimizer, self.cost
+        assert isinstance(optimizer, TrackingOptimizer) and isinstance(cost, SquaredCosts)  # by _one_call
+        w, baseline, slack, step, count = optimizer.step_state()
+        clipped, index = kernel.tracking_sample(
+            w, baseline, slack, step, self.beta, self._cdf, count, self.atoms, cost.bound, eta, row,
+            self._p_or_empty, self._tau_sum, self._tau_count, self._recent_predictions, self._recent_tau,
+            self.n_samples % self.window, coefficients, u, learn)
+        if clipped < 0:  # a tau for the general path to judge
+            self._draws = draws
+            return None
+        if not learn:
+            return index
+        if self.p_given is None:
+            self._tau_count += 1
+        self.n_clipped += clipped
+        self._recent_count = min(self.window, self._recent_count + 1)
+        optimizer.advance(1)
+        self.n_samples += 1
+        return index
 
     def learn_many(self, predictions: Any, tau: Any, batch_size: int | None = None,
                    keys: Sequence[Hashable | None] | None = None) -> None:
@@ -630,6 +681,9 @@ class DualPostProcessor:
         self._check_mode(mode)
         if mode != "sample":
             return self._reduce(self.proba_learn_one(prediction, tau, key)[None, :], mode)[0]
+        drawn = self._one_sample(prediction, tau, key, draw=True, learn=True)
+        if drawn is not None:
+            return self.labels[drawn]
         predictions, taus = self._check_one(prediction, tau)
         costs = self._scaled_costs(predictions, taus, learning=True)  # ``learning`` only counts (e.g. clips)
         serving = self._serving_features(taus)
@@ -759,6 +813,9 @@ class DualPostProcessor:
         self._check_mode(mode)
         if mode != "sample":
             return self._reduce(self.proba_one(prediction, tau)[None, :], mode)[0]
+        drawn = self._one_sample(prediction, tau, key, draw=True, learn=False)
+        if drawn is not None:
+            return self.labels[drawn]
         predictions, taus = self._check_one(prediction, tau)
         costs = self._scaled_costs(predictions, taus, learning=False)
         return self.labels[self._sample_index(self._serving_features(taus), costs, self._uniform(key))]

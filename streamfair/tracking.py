@@ -124,7 +124,7 @@ class TrackingOptimizer:
         """
         kernel.tracking_learn(self.w, self.baseline, self.slack, self.step, beta, cdf, features, scaled_costs,
                               self._baseline_count())
-        self._advance(1)
+        self.advance(1)
 
     def learn_rows(self, beta: float, cdf: bool, features: np.ndarray, scaled_costs: np.ndarray) -> None:
         """:meth:`learn` on each row in turn: the rows up to each snapshot or window end in one compiled loop."""
@@ -133,16 +133,24 @@ class TrackingOptimizer:
             stop = min(n, start + min(self.interval - self.n_steps % self.interval, self.steps_left()))
             kernel.tracking_learn_rows(self.w, self.baseline, self.slack, self.step, beta, cdf, features[start:stop],
                                        scaled_costs[start:stop], self.n_steps, self.memory)
-            self._advance(stop - start)
+            self.advance(stop - start)
             start = stop
 
     def learn_batch(self, beta: float, cdf: bool, features: np.ndarray, scaled_costs: np.ndarray) -> None:
         """One projected step on the mean gradient of a mini-batch (one sample per row); ``b`` moves by their mean."""
         kernel.tracking_learn_batch(self.w, self.baseline, self.slack, self.step, beta, cdf, features, scaled_costs,
                                     self._baseline_count())
-        self._advance(1)
+        self.advance(1)
 
-    def _advance(self, steps: int) -> None:
+    def step_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, int]:
+        """``(w, baseline, slack, step, count)`` of the next step, for a compiled step that updates them in place.
+
+        ``count`` is the baseline's ``min(steps, memory)`` with the next step counted; :meth:`advance`
+        then counts the step.
+        """
+        return self.w, self.baseline, self.slack, self.step, self._baseline_count()
+
+    def advance(self, steps: int) -> None:
         """Count ``steps`` steps, none of which but the last may end a snapshot interval or a window."""
         self.n_steps += steps
         if self.n_steps % self.interval == 0:

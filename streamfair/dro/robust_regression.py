@@ -113,6 +113,7 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
     """
 
     uses_labels = True
+    uniform_weights = False
 
     def __init__(
         self,

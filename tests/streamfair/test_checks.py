@@ -11,6 +11,7 @@ from streamfair.dro import GroupRobustFairRegressionPostProcessor
 VARIANTS = {
     "regression-anytime-cdf": lambda: FairRegressionPostProcessor(L=6, n_groups=2, memory=64, seed=1),
     "regression-anytime-atom": lambda: FairRegressionPostProcessor(L=6, eps=0.02, n_groups=3, memory=48, seed=2),
+    "regression-anytime-known-p": lambda: FairRegressionPostProcessor(L=6, p=[0.3, 0.7], memory=32, seed=9),
     "regression-paper-atom": lambda: FairRegressionPostProcessor(L=6, profile="paper", horizon=40, n_groups=2, seed=3),
     "regression-paper-cdf": lambda: FairRegressionPostProcessor(L=6, ks=0.05, profile="paper", horizon=30,
                                                                 p=[0.4, 0.6], serve="live", seed=4),

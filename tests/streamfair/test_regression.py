@@ -502,3 +502,40 @@ def test_keyed_draws_are_the_inverse_cdf_row_by_row():
     expected = [int(np.searchsorted(row, x * row[-1], side="right")) for row, x in zip(cdf, u, strict=True)]
     assert sample_indices(proba, u).tolist() == expected
     assert sample_indices(np.array([[0.0, 1.0, 0.0], [0.5, 0.5, 0.0]]), np.array([0.0, 0.999])).tolist() == [1, 1]
+
+
+def test_one_regression_sample_is_one_compiled_call_with_the_general_paths_floats(monkeypatch):
+    """``learn_one`` and ``predict_learn_one`` of plain numbers take :func:`kernel.tracking_sample` (counted),
+    with the state and draws of the general path; a ``tau`` only the general check accepts goes there."""
+    from streamfair import kernel
+    from streamfair.checks import assert_same_state
+
+    calls = []
+    compiled = kernel.tracking_sample
+
+    def counted(*args):
+        result = compiled(*args)
+        calls.append(result[0] >= 0)  # taken, or left to the general path
+        return result
+
+    monkeypatch.setattr(kernel, "tracking_sample", counted)
+    rng = np.random.default_rng(3)
+    eta, tau = rng.uniform(-1.3, 1.3, 300).tolist(), rng.dirichlet([1.0, 1.0], 300).tolist()
+    tau[150] = [0.5, 0.5 + 0.9999999e-6]  # inside check_distribution's tolerance, outside the compiled one's
+    for p in ([0.4, 0.6], None):
+        one, general = (FairRegressionPostProcessor(L=8, p=p, n_groups=2, memory=64, seed=2) for _ in range(2))
+        calls.clear()
+        drawn, peeked = [], []
+        for i, (e, t) in enumerate(zip(eta, tau, strict=True)):
+            peeked.append(one.predict_one(e, t, key=f"p{i}") if i % 3 == 0 else None)  # no learning
+            drawn.append(one.predict_learn_one(e, t, key=i) if i % 2 else one.learn_one(e, t))
+        assert len(calls) == 299 + 99 and sum(calls) == 298 + 98  # the first learns and predicts before the
+        assert not calls[149 + 50]  # window exists; the borderline tau is left to the general path
+        expected, expected_peeks = [], []
+        for i, (e, t) in enumerate(zip(eta, tau, strict=True)):
+            expected_peeks.append(general.predict_many([e], [t], keys=[f"p{i}"])[0] if i % 3 == 0 else None)
+            expected.append(general.predict_many([e], [t], keys=[i])[0] if i % 2 else None)
+            general.learn_many([e], [t])
+        assert drawn == expected and peeked == expected_peeks
+        assert_same_state(one.state_dict(), general.state_dict())
+        assert one.n_clipped > 0
