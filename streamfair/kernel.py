@@ -441,19 +441,25 @@ def dual_learn_batch(stack, coefficients, beta, cdf, features, costs):
 
 # ---------------------------------------------------------------------- serving
 @compiled
+def _point_policy(coefficients, point, features, costs, out):
+    """The policy ``softmax(coefficients[point] t - r)`` of served point ``point`` into ``out``."""
+    for atom in range(out.size):
+        score = 0.0
+        for s in range(features.size):
+            score += coefficients[point, atom, s] * features[s]
+        out[atom] = score
+    _softmax_minus(out, costs)
+
+
+@compiled
 def _served_row(coefficients, features, costs, policy, out):
     """The uniform mixture of the ``k`` served points' policies ``softmax(coefficients[j] t - r)`` into ``out``."""
-    k, m, groups = coefficients.shape
+    k, m = coefficients.shape[0], coefficients.shape[1]
     target = out if k == 1 else policy
     if k > 1:
         out[:] = 0.0
     for point in range(k):
-        for atom in range(m):
-            score = 0.0
-            for s in range(groups):
-                score += coefficients[point, atom, s] * features[s]
-            target[atom] = score
-        _softmax_minus(target, costs)
+        _point_policy(coefficients, point, features, costs, target)
         if k > 1:
             for atom in range(m):
                 out[atom] += policy[atom]
@@ -495,15 +501,10 @@ def _component_draw(coefficients, features, costs, u, policy):
     uniform on ``[0, 1)`` given ``j``) that computes one policy, not ``k``.  For ``k = 1`` it is the
     inverse CDF of the served probabilities at ``u`` itself.
     """
-    k, m, groups = coefficients.shape
+    k = coefficients.shape[0]
     scaled = u * k
     point = min(int(scaled), k - 1)
-    for atom in range(m):
-        score = 0.0
-        for s in range(groups):
-            score += coefficients[point, atom, s] * features[s]
-        policy[atom] = score
-    _softmax_minus(policy, costs)
+    _point_policy(coefficients, point, features, costs, policy)
     return _inverse_cdf(policy, scaled - point)
 
 

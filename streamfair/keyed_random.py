@@ -75,16 +75,3 @@ def sample_indices(proba: np.ndarray, u: np.ndarray) -> np.ndarray:
     """
     cdf = np.cumsum(proba, axis=1)
     return np.minimum((cdf <= (u * cdf[:, -1])[:, None]).sum(axis=1), proba.shape[1] - 1)
-
-
-def keyed_sample_indices(seed: int, keys: Sequence[Key], proba: np.ndarray) -> np.ndarray:
-    """Row ``i``'s index drawn from ``proba[i]`` by the inverse CDF at ``keyed_uniform(seed, keys[i])``.
-
-    The draw of a sampled prediction keyed by its message id: a replayed message draws the same index.
-
-    >>> proba = np.array([[0.5, 0.5], [0.1, 0.9]])
-    >>> u = keyed_uniforms(7, ["a", "b"])
-    >>> keyed_sample_indices(7, ["a", "b"], proba).tolist() == sample_indices(proba, u).tolist()
-    True
-    """
-    return sample_indices(proba, keyed_uniforms(seed, keys))
