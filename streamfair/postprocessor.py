@@ -5,8 +5,9 @@ points, costs are squared errors to the base prediction), classification (atoms 
 are expected losses) and group-robust regression (costs weighted by worst-case group weights).
 The stochastic dual updates, randomized predictions, diagnostics and state live here; a variant is
 made of three parts, each with a fixed contract, so that every public method -- the fused
-``proba_learn_one``, ``proba_learn_many`` and ``predict_learn_one`` included -- is valid for every
-variant without the engine inspecting which methods a subclass overrides:
+``proba_learn_one``, ``proba_learn_many``, ``predict_learn_one`` and ``predict_learn_many``
+included -- is valid for every variant without the engine inspecting which methods a subclass
+overrides:
 
 * the **constraint family** (:mod:`streamfair.constraints`), chosen by name;
 * the **cost model** (:mod:`streamfair.costs`), given to the constructor: validation of the base
