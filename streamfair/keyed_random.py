@@ -23,10 +23,12 @@ Key = int | str | bytes
 
 
 def _key_bytes(key: Key) -> bytes:
-    if isinstance(key, bytes):
-        return b"b" + key
     if isinstance(key, str):
         return b"s" + key.encode("utf-8")
+    if type(key) is int:  # the usual integer first, without the checks below (the same bytes)
+        return b"i" + str(key).encode("ascii")
+    if isinstance(key, bytes):
+        return b"b" + key
     if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
         return b"i" + str(int(key)).encode("ascii")
     raise ValueError(f"key must be an int, str or bytes, got {type(key).__name__}")
