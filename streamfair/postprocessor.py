@@ -475,10 +475,9 @@ class DualPostProcessor:
         """
         if not self._one_call or type(prediction) not in PLAIN_NUMBERS or self._recent_predictions is None:
             return None
-        eta = float(prediction)
         try:
-            row = np.asarray(tau, dtype=float)
-        except (TypeError, ValueError):
+            eta, row = float(prediction), np.asarray(tau, dtype=float)
+        except (TypeError, ValueError, OverflowError):  # the general path names what is wrong
             return None
         if not math.isfinite(eta) or row.ndim != 1:
             return None

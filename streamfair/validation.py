@@ -51,7 +51,7 @@ def check_slack(eps, n_groups: int, name: str = "eps") -> np.ndarray:
     """Per-group slack ``name``: a number or one per group, each finite and >= 0."""
     try:
         array = np.asarray(eps, dtype=float)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{name} must be a number or a sequence of {n_groups} numbers, got {eps!r}") from None
     if array.ndim == 0:
         array = np.full(n_groups, float(array))
@@ -81,7 +81,7 @@ def check_distribution(name: str, value, size: int | None = None, *, strictly_po
     """
     try:
         values = [float(v) for v in value]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{name} must be a 1-d sequence of numbers, got {value!r}") from None
     if (size is not None and len(values) != size) or len(values) < 2:
         expected = f"{size}" if size is not None else "at least 2"
@@ -103,7 +103,7 @@ def check_distributions(name: str, value, n_rows: int | None, size: int) -> np.n
     """An ``(n, size)`` array of probability vectors (rows), checked all at once."""
     try:
         array = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{name} must be an array of numbers, got {type(value).__name__}") from None
     if array.ndim != 2 or array.shape[1] != size or (n_rows is not None and array.shape[0] != n_rows):
         rows = n_rows if n_rows is not None else "n"
@@ -122,7 +122,7 @@ def check_finite(name: str, value, n_rows: int | None = None) -> np.ndarray:
     """A 1-d array (or a scalar, returned as shape ``(1,)``) of finite numbers."""
     try:
         array = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{name} must be numbers, got {value!r}") from None
     if array.ndim == 0:
         array = array.reshape(1)

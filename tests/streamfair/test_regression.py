@@ -539,3 +539,17 @@ def test_one_regression_sample_is_one_compiled_call_with_the_general_paths_float
         assert drawn == expected and peeked == expected_peeks
         assert_same_state(one.state_dict(), general.state_dict())
         assert one.n_clipped > 0
+
+
+@pytest.mark.parametrize("call", ["learn_one", "predict_learn_one", "predict_one"])
+def test_numbers_too_large_for_a_float_are_value_errors_naming_the_input(call):
+    fair = FairRegressionPostProcessor(L=4, p=[0.5, 0.5], seed=1)
+    fair.learn_one(0.1, [0.5, 0.5])  # the window exists: the one-call path is open
+    before = fair.state_dict()
+    with pytest.raises(ValueError, match="eta must be numbers"):
+        getattr(fair, call)(10**400, [0.5, 0.5])
+    with pytest.raises(ValueError, match="tau must be a 1-d sequence of numbers"):
+        getattr(fair, call)(0.2, [10**400, 0.5])
+    with pytest.raises(ValueError, match="eta must be numbers"):
+        fair.learn_many([0.1, 10**400], [[0.5, 0.5]] * 2)
+    assert_identical(fair.state_dict(), before)
