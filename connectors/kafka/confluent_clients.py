@@ -166,8 +166,17 @@ class ConfluentConsumer:
         self.client.subscribe(list(topics), on_assign=assigned, on_revoke=revoked(False), on_lost=revoked(True))
 
     def poll(self, timeout_ms: int) -> dict[TopicPartition, list[ConfluentRecord]]:
+        """The records available now (at most ``max_poll_records``), waiting up to ``timeout_ms`` for the first.
+
+        As kafka-python's ``poll``: librdkafka's ``consume(n, timeout)`` waits for ``n`` messages or
+        the timeout, which would hold a slow stream's records for the whole timeout.
+        """
         try:
-            messages = self.client.consume(self.max_records, timeout_ms / 1000)
+            messages = self.client.consume(self.max_records, 0)
+            if not messages:
+                messages = self.client.consume(1, timeout_ms / 1000)
+                if messages and self.max_records > 1:
+                    messages += self.client.consume(self.max_records - 1, 0)
         except KafkaException as error:
             raise _translated(error) from None
         batch: dict[TopicPartition, list[ConfluentRecord]] = {}
