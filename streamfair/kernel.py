@@ -88,13 +88,18 @@ def scaled_squared_costs(eta, atoms, bound, beta, out):
     """
     clipped = 0
     for i in range(eta.size):
-        value = min(max(eta[i], -bound), bound)
-        if value != eta[i]:
-            clipped += 1
-        for atom in range(atoms.size):
-            gap = value - atoms[atom]
-            out[i, atom] = beta * (gap * gap)
+        clipped += _scaled_squared_row(eta[i], atoms, bound, beta, out[i])
     return clipped
+
+
+@compiled
+def _scaled_squared_row(eta, atoms, bound, beta, out):
+    """One row of :func:`scaled_squared_costs` into ``out``; 1 if ``eta`` was clipped, else 0."""
+    value = min(max(eta, -bound), bound)
+    for atom in range(atoms.size):
+        gap = value - atoms[atom]
+        out[atom] = beta * (gap * gap)
+    return int(value != eta)
 
 
 @compiled
@@ -308,11 +313,8 @@ def tracking_sample(w, baseline, slack, step, beta, cdf, count, atoms, bound, et
     n_rows, groups, m = w.shape[1], w.shape[2], atoms.size
     if not _is_distribution(tau, groups):
         return -1, -1
-    value = min(max(eta, -bound), bound)
     costs = np.empty(m)
-    for atom in range(m):
-        gap = value - atoms[atom]
-        costs[atom] = beta * (gap * gap)
+    clipped = _scaled_squared_row(eta, atoms, bound, beta, costs)
     features = np.empty(groups)
     if p_given.size:
         for s in range(groups):
@@ -324,7 +326,7 @@ def tracking_sample(w, baseline, slack, step, beta, cdf, count, atoms, bound, et
                 features[s] = 1.0 - tau[s] / (tau_sum[s] / tau_count)
         index = _component_draw(coefficients, features, costs, u, np.empty(m))
     if not learn:
-        return int(value != eta), index
+        return clipped, index
     if not p_given.size:  # learned with the shares after it
         for s in range(groups):
             tau_sum[s] += tau[s]
@@ -334,7 +336,7 @@ def tracking_sample(w, baseline, slack, step, beta, cdf, count, atoms, bound, et
         recent_tau[slot, s] = tau[s]
     _tracking_step(w, baseline, slack, step, beta, cdf, features, costs, count, np.empty((n_rows, groups)),
                    np.empty(m), np.empty(n_rows))
-    return int(value != eta), index
+    return clipped, index
 
 
 @compiled
