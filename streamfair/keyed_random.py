@@ -19,6 +19,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from . import blake2b
+
 Key = int | str | bytes
 
 
@@ -38,6 +40,33 @@ def _key_bytes(key: Key) -> bytes:
 def _keyed_hash(seed: int):
     """The BLAKE2b state keyed by ``seed`` (copied per draw: same digests, without re-keying each time)."""
     return hashlib.blake2b(digest_size=8, key=seed.to_bytes(8, "little"))
+
+
+#: From this many keys on, :func:`keyed_uniforms` hashes in one compiled call (the same bits).
+COMPILED_FROM = 8
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_state(seed: int) -> np.ndarray:
+    return blake2b.keyed_state(seed)
+
+
+def _packed_key_bytes(keys: Sequence[Key]) -> tuple[bytes, np.ndarray] | None:
+    """The :func:`_key_bytes` of every key, concatenated, and their lengths.
+
+    ``None`` unless the keys are all ASCII ``str`` or all plain ``int`` (others are hashed one by one).
+    """
+    try:
+        text = "s" + "s".join(keys)  # type: ignore[arg-type]  # TypeError unless every key is a str
+        names: Sequence[str] = keys  # type: ignore[assignment]
+    except TypeError:
+        if not all(type(key) is int for key in keys):
+            return None
+        names = [str(key) for key in keys]
+        text = "i" + "i".join(names)
+    if not text.isascii():
+        return None
+    return text.encode("ascii"), np.fromiter(map(len, names), dtype=np.int64, count=len(names)) + 1
 
 
 def keyed_uniform(seed: int, key: Key) -> float:
@@ -60,6 +89,15 @@ def keyed_uniforms(seed: int, keys: Sequence[Key]) -> np.ndarray:
     """
     if type(seed) is not int:
         return np.array([keyed_uniform(seed, key) for key in keys])
+    if len(keys) >= COMPILED_FROM:
+        data = _packed_key_bytes(keys)
+        if data is not None:
+            text, lengths = data
+            offsets = np.zeros(len(keys) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            words = np.empty(len(keys), dtype=np.uint64)
+            blake2b.digest_words(_compiled_state(seed), np.frombuffer(text, dtype=np.uint8), offsets, words)
+            return (words >> np.uint64(11)).astype(float) * 2.0**-53
     keyed, key_bytes, from_bytes = _keyed_hash(seed), _key_bytes, int.from_bytes
     draws = []
     for key in keys:
