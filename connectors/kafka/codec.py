@@ -39,6 +39,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import orjson
+
 from connectors.kafka.records import DeadLetter, Feedback, InputSample
 from streamfair.validation import SUM_TOLERANCE
 
@@ -133,6 +135,26 @@ def _decode(value: bytes | None, max_bytes: int) -> dict:
     if type(obj) is not dict:
         raise Invalid("not_object", f"JSON {type(obj).__name__}, expected an object")
     return obj
+
+
+def _decode_input(value: bytes | None, max_bytes: int) -> dict:
+    """:func:`_decode` of an input message, through orjson in the common case (a fifth of the time).
+
+    orjson accepts and rejects the same texts as ``json.loads`` and parses the same floats, but
+    makes a float of an integer beyond 64 bits.  Its object is used where that cannot change the
+    outcome of :meth:`InputParser.parse`, which makes floats of the scores: score messages whose
+    ``id`` and ``distribution`` are not floats.  Everything else goes to :func:`_decode`.
+    """
+    if value and len(value) <= max_bytes:
+        try:
+            obj = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            if (type(obj) is dict and type(obj.get("id")) is not float and type(obj.get("distribution")) is not float
+                    and "features" not in obj):
+                return obj
+    return _decode(value, max_bytes)
 
 
 def _check_id(obj: dict) -> int | str:
@@ -230,7 +252,7 @@ class InputParser:
 
         It carries scores (``eta`` or ``proba``, and ``tau``), or features (then the scores are ``None``).
         """
-        obj = _decode(value, self.max_bytes)
+        obj = _decode_input(value, self.max_bytes)
         ident = _check_id(obj)
         flag = obj.get("distribution", False)
         if flag is not True and flag is not False:

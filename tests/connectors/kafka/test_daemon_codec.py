@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from river import linear_model
 
+from connectors.kafka import codec
 from connectors.kafka.checkpoint import Checkpoint
 from connectors.kafka.codec import REASONS, FeedbackParser, InputParser, Invalid, dead_letter_headers, encode_output
 from connectors.kafka.models import BaseModels
@@ -91,6 +92,48 @@ def test_pathological_json_is_a_dead_letter_not_a_crash():
         with pytest.raises(Invalid) as error:
             InputParser(2, 10**6).parse(value)
         assert error.value.reason == reason
+
+
+#: Inputs where orjson and json.loads could part: integers beyond 64 bits (orjson makes floats of
+#: them), literals only json.loads takes, escapes, whitespace, byte-order marks.
+DECODER_EDGES = [
+    *[value for value in MALFORMED.values() if value is not None],
+    b'{"id": 18446744073709551615, "eta": 0.1, "tau": [0.5, 0.5]}',  # the largest 64-bit integer id
+    b'{"id": 18446744073709551616, "eta": 0.1, "tau": [0.5, 0.5]}',  # one more: json.loads keeps an int id
+    b'{"id": -9223372036854775809, "eta": 0.1, "tau": [0.5, 0.5]}',
+    b'{"id": "x", "eta": 0.1, "tau": [0.5, 0.5], "distribution": 100000000000000000000}',
+    b'{"id": "x", "eta": 100000000000000000000000, "tau": [0.5, 0.5]}',
+    b'{"id": "x", "eta": 0.1, "tau": [100000000000000000000000, 0]}',
+    b'{"id": "x", "features": {"a": 100000000000000000000000}}',
+    b'{"id": "x", "eta": 1e400, "tau": [0.5, 0.5]}',
+    b'{"id": "x", "eta": -Infinity, "tau": [0.5, 0.5]}',
+    b'{"id": "\\ud800", "eta": 0.1, "tau": [0.5, 0.5]}',  # a lone surrogate: no UTF-8 form
+    b'{"id": "caf\\u00e9", "eta": 0.1, "tau": [0.5, 0.5]}',
+    b'\xef\xbb\xbf{"id": "x", "eta": 0.1, "tau": [0.5, 0.5]}',
+    b' {"id": "x", "eta": 0.1, "tau": [0.5, 0.5]}\n',
+    b'{"id": "x", "id": "y", "eta": 0.1, "eta": 0.2, "tau": [0.5, 0.5]}',
+    b'{"id": "x", "eta": 0.12345678901234567890123, "tau": [0.30000000000000004, 0.7]}',
+    b'{"id": "x", "eta": 0.1, "tau": [0.5, 0.5], "distribution": true}',
+]
+
+
+def _outcome(parse, value):
+    try:
+        sample = parse(value)
+    except Invalid as error:
+        return "invalid", error.reason, str(error)
+    return "valid", repr(sample), [type(x) for x in (sample.id, sample.prediction)]
+
+
+@pytest.mark.parametrize("value", DECODER_EDGES)
+def test_orjson_decodes_inputs_as_json_loads_would(parser, value, monkeypatch):
+    fast = _outcome(parser.parse, value)
+
+    def refuse(_):
+        raise codec.orjson.JSONDecodeError("refused", "", 0)
+
+    monkeypatch.setattr(codec.orjson, "loads", refuse)  # everything through json.loads
+    assert fast == _outcome(parser.parse, value)
 
 
 def test_features_without_models_are_dead_letters():
