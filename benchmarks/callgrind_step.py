@@ -6,7 +6,8 @@ cost cancels).  See docs/performance.md for the command.
 
 Run: ``python benchmarks/callgrind_step.py PROFILE PATH N`` with ``PATH`` one of ``learn_one``,
 ``learn_many``, ``fused`` (``predict_learn_one`` with a key), ``polls`` (``predict_learn_many`` in
-polls of 500, the daemon's path).
+polls of 500, the daemon's path), ``task`` (the daemon's partition task on recorded score messages
+in polls of 500: parse, predict, learn, encode; ``PROFILE`` must be ``anytime``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+from bench_task import recorded  # benchmarks/bench_task.py
 
+from connectors.kafka.codec import InputParser
+from connectors.kafka.task import PartitionTask
 from streamfair import FairRegressionPostProcessor
 
 
@@ -36,12 +40,18 @@ def main(profile: str, path: str, n: int) -> None:
     elif path == "fused":
         for i in range(100, total):
             fair.predict_learn_one(eta_list[i], tau_list[i], key=i)
+    elif path == "task":
+        task = PartitionTask("in", 0, FairRegressionPostProcessor(B=1, p=[0.7, 0.3]), parser=InputParser(2, 10_000))
+        records = recorded(total)
+        task.process(records[:100])
+        for start in range(100, total, 500):
+            task.process(records[start : start + 500])
     elif path == "polls":
         for start in range(100, total, 500):
             rows = slice(start, min(total, start + 500))
             fair.predict_learn_many(eta_list[rows], tau_list[rows], keys=list(range(rows.start, rows.stop)))
     else:
-        raise ValueError(f"path must be learn_one, learn_many, fused or polls, got {path!r}")
+        raise ValueError(f"path must be learn_one, learn_many, fused, polls or task, got {path!r}")
 
 
 if __name__ == "__main__":
