@@ -53,6 +53,7 @@ __all__ = [
     "compiled",
     "tracking_learn",
     "tracking_sample",
+    "tracking_proba",
     "tracking_learn_rows",
     "tracking_learn_batch",
     "dual_learn",
@@ -297,6 +298,16 @@ def _is_distribution(tau, groups):
 
 
 @compiled
+def _serving_features(tau, p_given, tau_sum, tau_count, out):
+    """The group features ``1 - tau_s / p_s`` a sample is served with into ``out``.
+
+    ``p`` is ``p_given``, or if it is empty the running shares ``tau_sum / tau_count`` (before the sample).
+    """
+    for s in range(out.size):
+        out[s] = 1.0 - tau[s] / (p_given[s] if p_given.size else tau_sum[s] / tau_count)
+
+
+@compiled
 def tracking_sample(w, baseline, slack, step, beta, cdf, count, atoms, bound, eta, tau, p_given, tau_sum, tau_count,
                     recent_eta, recent_tau, slot, coefficients, u, learn):
     """One regression sample of the tracking optimizer, whole: served, then learned (``learn_one``'s floats).
@@ -316,14 +327,10 @@ def tracking_sample(w, baseline, slack, step, beta, cdf, count, atoms, bound, et
     costs = np.empty(m)
     clipped = _scaled_squared_row(eta, atoms, bound, beta, costs)
     features = np.empty(groups)
-    if p_given.size:
-        for s in range(groups):
-            features[s] = 1.0 - tau[s] / p_given[s]
+    if u >= 0.0 or p_given.size:  # given shares: the learning features too
+        _serving_features(tau, p_given, tau_sum, tau_count, features)
     index = -1
     if u >= 0.0:
-        if not p_given.size:  # served with the shares before this sample
-            for s in range(groups):
-                features[s] = 1.0 - tau[s] / (tau_sum[s] / tau_count)
         index = _component_draw(coefficients, features, costs, u, np.empty(m))
     if not learn:
         return clipped, index
@@ -337,6 +344,24 @@ def tracking_sample(w, baseline, slack, step, beta, cdf, count, atoms, bound, et
     _tracking_step(w, baseline, slack, step, beta, cdf, features, costs, count, np.empty((n_rows, groups)),
                    np.empty(m), np.empty(n_rows))
     return clipped, index
+
+
+@compiled
+def tracking_proba(atoms, bound, beta, eta, tau, p_given, tau_sum, tau_count, coefficients, out):
+    """The served law of one regression sample of the tracking optimizer into ``out`` (``proba_one``'s floats).
+
+    The inputs are those of :func:`tracking_sample`, ``coefficients`` those of :func:`served_proba`.
+    Returns ``False``, with nothing written, if ``tau`` is not a distribution of
+    ``coefficients.shape[2]`` groups.
+    """
+    groups, m = coefficients.shape[2], atoms.size
+    if not _is_distribution(tau, groups):
+        return False
+    costs, features = np.empty(m), np.empty(groups)
+    _scaled_squared_row(eta, atoms, bound, beta, costs)
+    _serving_features(tau, p_given, tau_sum, tau_count, features)
+    _served_row(coefficients, features, costs, np.empty(m), out)
+    return True
 
 
 @compiled

@@ -465,13 +465,11 @@ class DualPostProcessor:
         self._step(self._learning_features(taus)[0], costs[0])
         self._learned(predictions, taus, None if key is None else [key])
 
-    def _one_sample(self, prediction: Any, tau: TauRow, key: Key | None, draw: bool, learn: bool) -> int | None:
-        """A keyed draw (``draw``), then :meth:`learn_one` (``learn``), of one sample in one compiled call.
+    def _one_call_inputs(self, prediction: Any, tau: TauRow) -> tuple[float, np.ndarray] | None:
+        """``(eta, tau row)`` of a sample the compiled one-call paths may take, or ``None`` for the general path.
 
-        It applies to a regression sample of the tracking optimizer under uniform weights whose
-        prediction is a plain finite number and whose ``tau`` the compiled check takes (the same
-        floats as the general path, see :func:`streamfair.kernel.tracking_sample`).  Returns the
-        drawn index (-1 without a draw), or ``None``, with nothing changed, for the general path.
+        They take a regression sample of the tracking optimizer under uniform weights, once a sample
+        was learned, whose prediction is a plain finite number (the compiled calls check ``tau``).
         """
         if not self._one_call or type(prediction) not in PLAIN_NUMBERS or self._recent_predictions is None:
             return None
@@ -481,6 +479,20 @@ class DualPostProcessor:
             return None
         if not math.isfinite(eta) or row.ndim != 1:
             return None
+        return eta, row
+
+    def _one_sample(self, prediction: Any, tau: TauRow, key: Key | None, draw: bool, learn: bool) -> int | None:
+        """A keyed draw (``draw``), then :meth:`learn_one` (``learn``), of one sample in one compiled call.
+
+        It applies to a regression sample of the tracking optimizer under uniform weights whose
+        prediction is a plain finite number and whose ``tau`` the compiled check takes (the same
+        floats as the general path, see :func:`streamfair.kernel.tracking_sample`).  Returns the
+        drawn index (-1 without a draw), or ``None``, with nothing changed, for the general path.
+        """
+        inputs = self._one_call_inputs(prediction, tau)
+        if inputs is None:
+            return None
+        eta, row = inputs
         draws = self._draws
         u = self._uniform(key) if draw else -1.0
         coefficients = self._served_coefficients() if draw else self._coefficients
@@ -751,7 +763,19 @@ class DualPostProcessor:
         return proba
 
     def proba_one(self, prediction: Any, tau: TauRow) -> np.ndarray:
-        """``pi(. | x)`` over the atoms for one sample: shape ``(m,)``."""
+        """``pi(. | x)`` over the atoms for one sample: shape ``(m,)``.
+
+        A sample of the one-call paths (see :meth:`_one_sample`) is one compiled call
+        (:func:`streamfair.kernel.tracking_proba`), with the floats of the general path.
+        """
+        inputs = self._one_call_inputs(prediction, tau)
+        if inputs is not None:
+            proba = np.empty(self.atoms.size)
+            cost = self.cost
+            assert isinstance(cost, SquaredCosts)  # by _one_call
+            if kernel.tracking_proba(self.atoms, cost.bound, self.beta, *inputs, self._p_or_empty, self._tau_sum,
+                                     self._tau_count, self._served_coefficients(), proba):
+                return proba
         return self._proba(*self._check_one(prediction, tau))[0]
 
     def _check_mode(self, mode: str) -> None:

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from numbers import Real
+from operator import itemgetter
 from typing import Any
+
+import numpy as np
+
+#: Value types packed as they are: ``struct`` reads each as ``float(value)`` would.
+PACKED_AS_IS = frozenset({float, int, bool, np.float64})
 
 
 class DrawKeys:
@@ -24,6 +31,8 @@ class DrawKeys:
     def __init__(self) -> None:
         self._names: tuple = ()
         self._order: list[int] = []
+        self._sorted: Callable[[tuple], tuple] | None = None  # the values in name order; None: already are
+        self._format = "<0d"
         self._prefix = b""
 
     def __call__(self, features: dict) -> bytes | str:
@@ -31,11 +40,19 @@ class DrawKeys:
         if names != self._names:
             texts = [repr(name) for name in names]
             self._order = sorted(range(len(names)), key=texts.__getitem__)
+            self._sorted = None if self._order == list(range(len(names))) else itemgetter(*self._order)
+            self._format = f"<{len(names)}d"
             self._prefix = "\x1f".join(texts[i] for i in self._order).encode("utf-8") + b"\x1e"
             self._names = names
-        values = list(features.values())
+        values = tuple(features.values())
+        if PACKED_AS_IS.issuperset(map(type, values)):  # the usual features: no per-value call
+            in_order = values if self._sorted is None else self._sorted(values)
+            try:
+                return self._prefix + struct.pack(self._format, *in_order)
+            except struct.error:  # an int too large for a double: the general path raises as float() does
+                pass
         try:
-            return self._prefix + struct.pack(f"<{len(values)}d", *[real_value(values[i]) for i in self._order])
+            return self._prefix + struct.pack(self._format, *[real_value(values[i]) for i in self._order])
         except TypeError:
             items = sorted((repr(k), number_text(v)) for k, v in features.items())
             return "\x1f".join([f"{k}\x1e{v}" for k, v in items])

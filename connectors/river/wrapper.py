@@ -187,9 +187,10 @@ class FairWrapper(base.Wrapper):
 
     # ------------------------------------------------------------------ inputs of the post-processor
     def _features(self, x: dict) -> dict:
-        if self.sensitive in x:
-            return {k: v for k, v in x.items() if k != self.sensitive}
-        return x
+        """``x`` without S, in the order of ``x``: a new dict, which the cache of the last x may keep."""
+        features = dict(x)
+        features.pop(self.sensitive, None)
+        return features
 
     def _tau(self, features: dict) -> list[float]:
         return posterior_in_order(self._group_model.predict_proba_one(features), self.groups, self._group_counts)
@@ -200,7 +201,7 @@ class FairWrapper(base.Wrapper):
         if last is not None and last[0] == features and last[1] == kwargs:
             return last[2]
         inputs = self._base_prediction(features, kwargs), self._tau(features)
-        self._last_inputs = (dict(features), dict(kwargs), inputs)
+        self._last_inputs = (features, kwargs, inputs)  # both new dicts of this call (kwargs: its ``**kwargs``)
         return inputs
 
     def _group_of(self, x: dict) -> int | None:

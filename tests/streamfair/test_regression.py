@@ -541,7 +541,35 @@ def test_one_regression_sample_is_one_compiled_call_with_the_general_paths_float
         assert one.n_clipped > 0
 
 
-@pytest.mark.parametrize("call", ["learn_one", "predict_learn_one", "predict_one"])
+def test_one_regression_sample_is_served_by_one_compiled_call_with_the_general_paths_floats(monkeypatch):
+    """``proba_one`` and ``predict_one(mode="mean")`` of plain numbers take :func:`kernel.tracking_proba` (counted),
+    with the probabilities of the general path bit for bit; a ``tau`` only the general check accepts goes there."""
+    from streamfair import kernel
+
+    calls = []
+    compiled = kernel.tracking_proba
+
+    def counted(*args):
+        calls.append(compiled(*args))  # taken, or left to the general path
+        return calls[-1]
+
+    monkeypatch.setattr(kernel, "tracking_proba", counted)
+    rng = np.random.default_rng(4)
+    eta, tau = rng.uniform(-1.3, 1.3, 200).tolist(), rng.dirichlet([1.0, 1.0], 200).tolist()
+    tau[100] = [0.5, 0.5 + 0.9999999e-6]  # inside check_distribution's tolerance, outside the compiled one's
+    for p in ([0.4, 0.6], None):
+        fair = FairRegressionPostProcessor(L=8, p=p, n_groups=2, memory=64, seed=2)
+        calls.clear()
+        for e, t in zip(eta, tau, strict=True):
+            served = fair.proba_one(e, t)
+            np.testing.assert_array_equal(served, fair.proba_many([e], [t])[0], strict=True)
+            assert fair.predict_one(e, t, mode="mean") == fair.predict_many([e], [t], mode="mean")[0]
+            fair.learn_one(e, t)
+        assert len(calls) == 2 * 199 and sum(calls) == 2 * 198  # none before the first sample is learned
+        assert not calls[2 * 99] and not calls[2 * 99 + 1]  # the borderline tau
+
+
+@pytest.mark.parametrize("call", ["learn_one", "predict_learn_one", "predict_one", "proba_one"])
 def test_numbers_too_large_for_a_float_are_value_errors_naming_the_input(call):
     fair = FairRegressionPostProcessor(L=4, p=[0.5, 0.5], seed=1)
     fair.learn_one(0.1, [0.5, 0.5])  # the window exists: the one-call path is open
