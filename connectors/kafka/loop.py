@@ -291,12 +291,15 @@ class Daemon:
         self.sender.co_partitioned = layout.output_partitions >= layout.input_partitions
         self.sender.dead_co_partitioned = layout.dead_letter_partitions >= layout.input_partitions
         topics = [config.topics.input] + ([config.topics.feedback] if config.topics.feedback else [])
+        started = time.monotonic()
+        self.partitions.warm_up()  # before joining the group: no partition waits for it
+        warm_up_s = round(time.monotonic() - started, 3)
         self.consumer.subscribe(topics, self.partitions)
         self._unassigned_since = now = time.monotonic()
         self._progress = (now, self.stats.consumed, self.stats.produced)
         log_event(self.log, logging.INFO, "started", topics=topics, group_id=config.kafka.group_id,
                   guarantee=config.processing.guarantee, partitions=layout.input_partitions,
-                  batch_size=config.processing.batch_size)
+                  batch_size=config.processing.batch_size, warm_up_s=warm_up_s)
         return True
 
     def _close(self) -> None:

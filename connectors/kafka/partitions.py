@@ -9,15 +9,17 @@ every task is kept, so that a failure can put every task back there (:meth:`Part
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from connectors.kafka.checkpoint import Checkpoint, checkpoint_key
 from connectors.kafka.config import ConfigError
 from connectors.kafka.logs import log_event
 from connectors.kafka.models import BaseModels
+from connectors.kafka.records import TaskResult
 from connectors.kafka.task import PartitionTask
 from connectors.kafka.transport import TopicPartition, TransportError, UnsupportedCodec, read_latest
 
@@ -25,6 +27,20 @@ if TYPE_CHECKING:
     from connectors.kafka.loop import Daemon
 
 RESTORE_TIMEOUT_S = 30.0
+#: Synthetic score messages of :meth:`Partitions.warm_up` (at least a mini-batch of them).
+WARM_UP_MESSAGES = 16
+
+
+class SyntheticRecord(NamedTuple):
+    """A consumer record made up by the daemon (:meth:`Partitions.warm_up`), with the fields a task reads."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes
+    headers: list[tuple[str, bytes]]
 
 
 class Partitions:
@@ -62,6 +78,26 @@ class Partitions:
             return task
         return PartitionTask(config.topics.input, partition, config.postprocessor.build(),
                              models=self._task_models(), **self._task_options())
+
+    def warm_up(self) -> TaskResult:
+        """Run a throwaway task, built as a fresh one, on synthetic score messages; nothing is kept or sent.
+
+        Numba loads a compiled function at its first call (tenths of a second each from its cache,
+        more when it compiles).  Without this, the first poll of the first partition would pay for it
+        while its messages wait.  Half of the messages ask for the distribution, so that both output
+        paths are loaded, and there are at least ``processing.batch_size`` of them.  Returns what the
+        task made of them.
+        """
+        config, parser = self.daemon.config, self.daemon.parser
+        groups = [1.0 / parser.n_groups] * parser.n_groups
+        score = {"eta": 0.0} if parser.n_classes is None else {"proba": [1.0 / parser.n_classes] * parser.n_classes}
+        records = [
+            SyntheticRecord(config.topics.input, -1, offset, -1, None, json.dumps(
+                {"id": f"warm-up-{offset}", **score, "tau": groups, "distribution": offset % 2 == 0}).encode(), [])
+            for offset in range(max(WARM_UP_MESSAGES, config.processing.batch_size))
+        ]
+        return PartitionTask(config.topics.input, -1, config.postprocessor.build(), **self._task_options()).process(
+            records)
 
     def _task_options(self) -> dict[str, Any]:
         daemon = self.daemon

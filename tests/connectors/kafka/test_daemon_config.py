@@ -291,3 +291,21 @@ def test_flags_and_environment_variables_come_from_the_schema():
     assert SCHEMA["metrics.port"].env == "STREAMFAIR_METRICS_PORT"
     with pytest.raises(ConfigError, match=r"^metrics\.port: expected an integer, got 'x'"):
         config_from_args(parser.parse_args(["--metrics-port", "x"]))
+
+
+@pytest.mark.parametrize("overrides", [
+    [],
+    ["processing.batch_size=100", "processing.distribution=true"],
+    ["postprocessor.robust=true"],
+    ["postprocessor.kind=classification", "postprocessor.classes=lo,mid,hi", "processing.mode=mode"],
+    ["postprocessor.profile=paper"],
+])
+def test_the_warm_up_runs_every_synthetic_message_and_leaves_the_daemon_as_it_was(overrides):
+    from connectors.kafka.loop import Daemon
+
+    config = load_config(env={}, overrides=overrides)
+    daemon = Daemon(config)
+    result = daemon.partitions.warm_up()
+    assert result.dead_letters == [] and len(result.outputs) == max(16, config.processing.batch_size)
+    assert any(b'"distribution"' in output.value for output in result.outputs)
+    assert daemon.tasks == {} and daemon.stats.consumed == daemon.stats.produced == 0
