@@ -34,8 +34,8 @@ IV = np.array([
     0x6A09E667F3BCC908, 0xBB67AE8584CAA73B, 0x3C6EF372FE94F82B, 0xA54FF53A5F1D36F1,
     0x510E527FADE682D1, 0x9B05688C2B3E6C1F, 0x1F83D9ABFB41BD6B, 0x5BE0CD19137E2179,
 ], dtype=np.uint64)
-#: The message schedule of the 12 rounds (rounds 10 and 11 repeat rounds 0 and 1).
-SIGMA = np.array([
+#: The message permutations of the 10 distinct rounds; rounds 10 and 11 repeat rounds 0 and 1.
+_PERMUTATIONS = np.array([
     [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
     [14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3],
     [11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4],
@@ -46,9 +46,9 @@ SIGMA = np.array([
     [13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10],
     [6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5],
     [10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0],
-    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
-    [14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3],
 ], dtype=np.int64)
+#: The message schedule of the 12 rounds.
+SIGMA = np.vstack([_PERMUTATIONS, _PERMUTATIONS[:2]])
 
 
 @compiled
