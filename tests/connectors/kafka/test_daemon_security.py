@@ -58,6 +58,7 @@ class TlsProxy(threading.Thread):
         self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.context.load_cert_chain(cert, key)
         self.handshakes = 0
+        self.writers: set[asyncio.StreamWriter] = set()  # both ends of every connection
         self.ready = threading.Event()
         self.loop = asyncio.new_event_loop()
 
@@ -68,6 +69,12 @@ class TlsProxy(threading.Thread):
         self.ready.set()
         self.loop.run_forever()
         server.close()
+        for writer in self.writers:  # end every connection here, not when the loop's leftovers are collected
+            writer.transport.abort()
+        connections = asyncio.all_tasks(self.loop)
+        if connections:
+            self.loop.run_until_complete(asyncio.wait(connections, timeout=5))
+        self.loop.close()
 
     async def _connection(self, reader, writer) -> None:
         self.handshakes += 1
@@ -76,6 +83,7 @@ class TlsProxy(threading.Thread):
         except OSError:
             writer.close()
             return
+        self.writers |= {writer, upstream_writer}
 
         async def pipe(source, sink):
             try:
