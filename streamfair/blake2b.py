@@ -123,7 +123,12 @@ def keyed_state(seed: int) -> np.ndarray:
 
 
 @compiled
-def _digest_words(state, data, offsets, out):
+def digest_words(state, data, offsets, out):
+    """``out[i]``: the 8-byte digest of ``data[offsets[i]:offsets[i + 1]]`` from ``state``, as a little-endian word.
+
+    ``state`` is :func:`keyed_state`'s; ``data`` is ``uint8``; ``offsets`` has ``out.size + 1``
+    entries.  Messages shorter than ``2**64 - 256`` bytes (the counter's low word is all that moves).
+    """
     h, m = np.empty(8, dtype=np.uint64), np.empty(16, dtype=np.uint64)
     for i in range(out.size):
         h[:] = state
@@ -136,12 +141,3 @@ def _digest_words(state, data, offsets, out):
         counter += stop - start
         _compress(h, data, start, stop - start, counter, True, m)
         out[i] = h[0]
-
-
-def digest_words(state: np.ndarray, data: np.ndarray, offsets: np.ndarray, out: np.ndarray) -> None:
-    """``out[i]``: the 8-byte digest of ``data[offsets[i]:offsets[i + 1]]`` from ``state``, as a little-endian word.
-
-    ``state`` is :func:`keyed_state`'s; ``data`` is ``uint8``; ``offsets`` has ``out.size + 1``
-    entries.  Messages shorter than ``2**64 - 256`` bytes (the counter's low word is all that moves).
-    """
-    _digest_words(state, data, offsets, out)

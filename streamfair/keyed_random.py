@@ -52,7 +52,7 @@ def _compiled_state(seed: int) -> np.ndarray:
 
 
 def _packed_key_bytes(keys: Sequence[Key]) -> tuple[bytes, np.ndarray] | None:
-    """The :func:`_key_bytes` of every key, concatenated, and their lengths.
+    """The :func:`_key_bytes` of every key, concatenated, and where each starts (and the last ends).
 
     ``None`` unless the keys are all ASCII ``str`` or all plain ``int`` (others are hashed one by one).
     """
@@ -66,7 +66,9 @@ def _packed_key_bytes(keys: Sequence[Key]) -> tuple[bytes, np.ndarray] | None:
         text = "i" + "i".join(names)
     if not text.isascii():
         return None
-    return text.encode("ascii"), np.fromiter(map(len, names), dtype=np.int64, count=len(names)) + 1
+    offsets = np.zeros(len(names) + 1, dtype=np.int64)
+    offsets[1:] = np.fromiter(map(len, names), dtype=np.int64, count=len(names)) + 1
+    return text.encode("ascii"), np.cumsum(offsets, out=offsets)
 
 
 def keyed_uniform(seed: int, key: Key) -> float:
@@ -92,9 +94,7 @@ def keyed_uniforms(seed: int, keys: Sequence[Key]) -> np.ndarray:
     if len(keys) >= COMPILED_FROM:
         data = _packed_key_bytes(keys)
         if data is not None:
-            text, lengths = data
-            offsets = np.zeros(len(keys) + 1, dtype=np.int64)
-            np.cumsum(lengths, out=offsets[1:])
+            text, offsets = data
             words = np.empty(len(keys), dtype=np.uint64)
             blake2b.digest_words(_compiled_state(seed), np.frombuffer(text, dtype=np.uint8), offsets, words)
             return (words >> np.uint64(11)).astype(float) * 2.0**-53

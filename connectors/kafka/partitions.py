@@ -96,8 +96,7 @@ class Partitions:
                 {"id": f"warm-up-{offset}", **score, "tau": groups, "distribution": offset % 2 == 0}).encode(), [])
             for offset in range(max(WARM_UP_MESSAGES, config.processing.batch_size))
         ]
-        return PartitionTask(config.topics.input, -1, config.postprocessor.build(), **self._task_options()).process(
-            records)
+        return self.new_task(-1, None).process(records)
 
     def _task_options(self) -> dict[str, Any]:
         daemon = self.daemon
