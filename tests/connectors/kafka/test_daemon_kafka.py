@@ -258,6 +258,11 @@ def test_sigterm_mid_stream_then_restart_no_duplicates_no_gaps(kafka_broker, tmp
     assert all(e["checkpoint"] for e in second.named("restored"))
 
 
+def restored_since(daemon: DaemonProcess, start: int) -> dict[int, dict]:
+    """The last ``restored`` event of each partition among the ``daemon``'s events from index ``start`` on."""
+    return {e["partition"]: e for e in daemon.events[start:] if e.get("event") == "restored"}
+
+
 def test_rebalance_moves_partitions_with_their_state(kafka_broker, tmp_path):
     values = settings(kafka_broker, "rebalance", session_ms=6000)
     config = ensure_topics_for(kafka_broker, values)
@@ -274,18 +279,22 @@ def test_rebalance_moves_partitions_with_their_state(kafka_broker, tmp_path):
     wait_for(outputs_reach(900), 30, "phase 1 outputs")
 
     b = DaemonProcess(path)
-    wait_for(lambda: b.named("restored"), 40, "the second instance to get partitions")
-    moved = {e["partition"] for e in b.named("restored")}
+    moved = set(wait_for(lambda: b.named("assigned") and b.named("assigned")[-1]["partitions"], 40,
+                         "the second instance to get partitions"))
     assert moved and moved < {0, 1, 2}  # the two instances split the partitions
-    assert all(e["checkpoint"] and e["n_samples"] == 300 for e in b.named("restored"))  # state came along
+    restored = b.wait_restored(moved)
+    assert all(e["checkpoint"] and e["n_samples"] == 300 for e in restored), restored  # state came along
     wait_for(lambda: a.named("assigned")[-1]["partitions"] == sorted({0, 1, 2} - moved), 20, "a's new assignment")
     produce_messages(kafka_broker, config.topics.input, phases[1])
     wait_for(outputs_reach(1800), 30, "phase 2 outputs")
 
+    seen, left = len(b.events), {0, 1, 2} - moved
     assert a.stop(signal.SIGTERM) == 0
-    wait_for(lambda: {e["partition"] for e in b.named("restored")} == {0, 1, 2}, 40, "b to take over all")
-    taken = [e for e in b.named("restored") if e["partition"] not in moved]
-    assert all(e["checkpoint"] and e["n_samples"] == 600 for e in taken)
+    assert a.named("stopped")[-1]["ok"], a.events[-8:]  # its final checkpoint is durable
+    wait_for(lambda: restored_since(b, seen).keys() >= left, 40, "b to take over a's partitions")
+    taken = restored_since(b, seen)
+    assert all(taken[p]["checkpoint"] and taken[p]["n_samples"] == 600 for p in left), (
+        taken, a.events[-8:], b.events[seen:])
     produce_messages(kafka_broker, config.topics.input, phases[2])
     wait_for(outputs_reach(2700), 30, "phase 3 outputs")
     assert b.stop(signal.SIGTERM) == 0
