@@ -111,6 +111,26 @@ class Diagnostics:
     The per-atom gaps are the mean of ``pi(l | x) t_s(x)`` over the last ``window`` samples, with
     ``pi`` the *served* predictor; its expectation is ``P(Y_hat = l) - P(Y_hat = l | S = s)``
     (paper eq. 15), and the other fairness estimates are derived from it.
+
+    Examples
+    --------
+    Two groups whose base predictions differ by 0.8 on average; S is never shown, only ``tau``:
+
+    >>> import numpy as np
+    >>> from streamfair import FairRegressionPostProcessor
+    >>> rng = np.random.default_rng(0)
+    >>> s = rng.random(2000) < 0.5
+    >>> eta = np.where(s, 0.4, -0.4) + 0.2 * rng.standard_normal(2000)
+    >>> tau = np.where(s[:, None], [0.1, 0.9], [0.9, 0.1])
+    >>> model = FairRegressionPostProcessor(B=1.0, p=[0.5, 0.5], seed=0)
+    >>> model.learn_many(eta, tau)
+    >>> report = model.diagnostics()
+    >>> report.n_samples, report.target.tolist()  # the KS target, next to its estimate
+    (2000, [0.05, 0.05])
+    >>> report.group_ks.round(3).tolist()
+    [0.055, 0.055]
+    >>> report.group_mean.round(3).tolist()  # the base model's plug-in group means: -0.324, 0.325
+    [-0.065, 0.093]
     """
 
     n_samples: int
@@ -192,6 +212,19 @@ class DualPostProcessor:
         The ``mode`` values of the ``predict_*`` methods.
     uses_labels : bool
         Whether :meth:`learn_label` does anything.
+
+    Examples
+    --------
+    The variants are this engine with a cost model; adapters read its capability attributes:
+
+    >>> from streamfair import FairRegressionPostProcessor
+    >>> model = FairRegressionPostProcessor(B=1.0, L=4, p=[0.5, 0.5], seed=0)
+    >>> isinstance(model, DualPostProcessor), model.prediction_input, model.uses_labels
+    (True, 'eta', False)
+    >>> model.atoms.tolist()
+    [-1.0, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0]
+    >>> model.prediction_modes
+    ('sample', 'mean', 'mode')
     """
 
     #: Whether :meth:`learn_label` does anything (a variant whose weighting learns from labels sets it).
