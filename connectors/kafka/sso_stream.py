@@ -112,7 +112,7 @@ class SSOStream:
     sso
         The optimiser to train; its ``n_features`` fixes the size of ``x``.
     batch_size
-        Records per SSO step (the spec recommends at least 125).
+        Records per SSO step (batches of at least 125 are recommended for SSO).
     features
         Feature names, when ``x`` is sent as an object.
     metrics, model

@@ -24,12 +24,12 @@ class SurrogateMetrics:
       ``streamfair_sso_batch_loss`` (the batch loss at the query point: the prequential loss).
     * The black-box tuner (:class:`~streamfair.surrogates.MetricWeightTuner`), from
       :meth:`observe_tuner`: ``streamfair_blackbox_metric``, ``streamfair_projection_residual``,
-      ``streamfair_gradest_condition_number`` (the spec's ``streamfair_gradest_cond_H``; Prometheus
-      names are snake case), ``streamfair_gradest_zero_diff_fraction``,
-      ``streamfair_gradest_negative_component_fraction``, ``streamfair_gradest_sigma``,
-      ``streamfair_tuner_outer_iterations_total``, ``streamfair_tuner_skipped_steps_total``,
-      ``streamfair_tuner_weights_version``, and per cell ``streamfair_surrogate_value``,
-      ``streamfair_psi_grad_estimate`` and ``streamfair_tuner_cell_weight``.
+      ``streamfair_gradest_condition_number`` (the condition number of the matrix ``H`` of Algorithm 3 of
+      Jiang et al., ICML 2020, spelled out because Prometheus names are lower-case snake case),
+      ``streamfair_gradest_zero_diff_fraction``, ``streamfair_gradest_negative_component_fraction``,
+      ``streamfair_gradest_sigma``, ``streamfair_tuner_outer_iterations_total``,
+      ``streamfair_tuner_skipped_steps_total``, ``streamfair_tuner_weights_version``, and per cell
+      ``streamfair_surrogate_value``, ``streamfair_psi_grad_estimate`` and ``streamfair_tuner_cell_weight``.
 
     Parameters
     ----------

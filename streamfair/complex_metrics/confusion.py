@@ -11,12 +11,12 @@ where the per-sample weights ``P[a, i]`` are
 * ``eta_hat_i(x)`` without groups (``m = 1``; the cost-sensitive plug-in, Alg. 9);
 * ``1(A(x) = a) eta_hat_i(x)`` when the group is observed (group-aware, Alg. 10);
 * ``tau_a(x) eta_hat_i(x)`` when it is not (unaware; exact when ``A`` and ``Y`` are independent
-  given ``x``, spec §2.0, derived).
+  given ``x``; derived, not in the paper).
 
 The confusion tensor ``C[a, i, j] = P(A = a, Y = i, Y_hat = j)`` is estimated as
 ``(1/N) sum_l G[l, a] Y[l, i] 1(y_hat_l = j)``, with ``G`` the one-hot group (or ``tau``) and ``Y``
-the one-hot label -- or ``eta_hat`` itself when labels are missing (the label-free surrogate of
-spec §5.1, exact for coordinates such as coverage and demographic parity that sum over ``i``).
+the one-hot label -- or ``eta_hat`` itself when labels are missing (a label-free surrogate, derived,
+not in the paper; exact for coordinates such as coverage and demographic parity that sum over ``i``).
 
 >>> import numpy as np
 >>> sample = Sample(np.array([[0.7, 0.3], [0.2, 0.8], [0.6, 0.4]]), y=[0, 1, 1])

@@ -1,4 +1,4 @@
-"""Streaming versions of the complex-metric algorithms (spec complex-metrics.md §5; derived, not in the paper).
+"""Streaming versions of the complex-metric algorithms of Narasimhan et al. (derived, not in the paper).
 
 * **Mode A** -- :class:`WindowedRefit`: keep a window of labelled tuples ``(eta_hat, y, group)``,
   refit a batch algorithm on it every ``refit_every`` arrivals, serve the latest mixture.  The
@@ -10,7 +10,7 @@
   predictions made) or a constant step (an exponentially weighted estimate that tracks drift).
 * **Mode C** -- :class:`OnlinePrimalDual`: the same plus one multiplier per constraint row,
   updated by projected ascent on the one-sample constraint estimate ``A Phi e_t - b``; the served
-  cost is ``grad psi + A^T nu``.  For a linear metric this is the spec's online primal-dual; for
+  cost is ``grad psi + A^T nu``.  For a linear metric this is the standard online primal-dual method; for
   demographic parity (and coverage with a known target) no update reads a label: without ``y`` the
   confusion update uses ``eta_hat`` as a label surrogate, exact for those coordinates, and with
   ``tau`` in place of the group the policy is unaware of S.
@@ -98,7 +98,7 @@ class StreamingPlugIn:
         Weight, in samples, of the uniform initial confusion estimate.
     refresh_every
         Recompute the served cost matrix every this many label arrivals (1: every arrival; larger:
-        the spec's mini-batch variant, cheaper).
+        a mini-batch variant, cheaper).
     remap_every
         Re-derive the coordinates ``Phi, A, b`` at the current marginals (priors, group shares)
         every this many label arrivals; they change slowly and cost more than a refresh.

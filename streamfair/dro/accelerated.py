@@ -1,17 +1,18 @@
 """The ball-oracle accelerated method of Carmon & Hausler (NeurIPS 2022) for group and f-divergence DRO.
 
-Structure (specs/dro.md section 2):
+Structure:
 
 * **Algorithm 1** (stochastic accelerated proximal point, Monteiro-Svaiter type): each outer step
   picks ``lambda`` by bisection, forms ``y = (A x + a v) / (A + a)``, asks a ball regularized
   optimization oracle (BROO) for the prox point of ``F`` at ``y`` inside ``B_r(y)``, and moves ``v``
   along an unbiased estimate of the Moreau-envelope gradient ``lambda (y - prox(y))``.
-  ``a = (1 + sqrt(1 + 4 lambda A)) / (2 lambda)`` (the erratum of spec Appendix E.1).
+  ``a = (1 + sqrt(1 + 4 lambda A)) / (2 lambda)``, the root of ``lambda a^2 = A + a`` (corrected from the
+  paper's statement).
 * **Algorithm 2** (MorGradEst): de-biases one accurate BROO call by multilevel Monte Carlo over
   BROO accuracies ``delta_J = G / (lambda sqrt(2^J T0))``, ``J ~ Geom(1/2)``.
 * **BROO for group DRO** (Section 3.2): Epoch-SGD on the exponentiated group-softmax ``Gamma``
   (eq. (7)) over ``B_r(x_bar)``, with the MLMC estimator of ``gamma_i(x)`` (level pmf corrected to
-  ``p_j = (1 - 8^-1/2) 8^-(j-1)/2``, ``j >= 1``, spec Appendix E.4) and gradient estimator (8).
+  ``p_j = (1 - 8^-1/2) 8^-(j-1)/2``, ``j >= 1``, so that it sums to one) and gradient estimator (8).
   ``F`` is the group softmax with ``eps' = eps / (2 log M)``.
 * **BROO for f-divergences** (Algorithm 3, "dual EpochSGD"): SGD on ``(x, y)`` for
   ``Upsilon_eps(x, y) + lambda/2 ||x - x_bar||^2`` with importance sampling from the weights
@@ -364,8 +365,8 @@ def _coefficients(lam: float, big_a: float, x: np.ndarray, v: np.ndarray) -> tup
 def _bisection(broo, x, v, big_a, lam_start, params):
     """Pick ``lambda`` so that the in-ball prox step has length in ``[3r/4, r)`` (or ``lambda`` is minimal).
 
-    A practical rendering of the lambda-Bisection of the paper's reference [11] (spec 2.4): bisect
-    ``log lambda`` in ``[lambda_min, lambda_max]``, starting from the previous ``lambda``.
+    A practical rendering of the lambda-Bisection of the paper's reference [11] (not restated in the
+    paper): bisect ``log lambda`` in ``[lambda_min, lambda_max]``, starting from the previous ``lambda``.
     """
     r = params.radius
     lo, hi = math.log(params.lambda_min), math.log(params.lambda_max)
@@ -424,11 +425,10 @@ def _minimize(
 ) -> np.ndarray:
     """Algorithm 1 on a group-DRO or penalized problem from ``start``.
 
-    Without continuation: one run at ``epsilon`` (the paper).  With it (a practical choice, listed
-    in specs/dro.md section 6.4): stages at ``eps_k = max(epsilon, G R / 8 / 2^k)``, each a run of
-    Algorithm 1 warm-started at the previous output, then restarts at ``epsilon`` until the budget
-    is spent.  Large early ``eps`` means large balls ``r = eps' / G``, so the first stages cross the
-    domain in few outer steps.
+    Without continuation: one run at ``epsilon`` (the paper).  With it (a practical choice, not in the
+    paper): stages at ``eps_k = max(epsilon, G R / 8 / 2^k)``, each a run of Algorithm 1 warm-started
+    at the previous output, then restarts at ``epsilon`` until the budget is spent.  Large early ``eps``
+    means large balls ``r = eps' / G``, so the first stages cross the domain in few outer steps.
     """
     problem = oracle.problem
     stage = max(epsilon, CONTINUATION_START * problem.lipschitz * problem.diameter) if continuation else epsilon

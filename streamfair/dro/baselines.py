@@ -1,4 +1,4 @@
-"""Baseline batch DRO solvers (specs/dro.md section 3), driven by a :class:`CountingOracle`.
+"""Baseline batch DRO solvers, driven by a :class:`CountingOracle`.
 
 * :func:`subgradient` -- the full-batch subgradient method (paper's intro; Table 1 row "Subgradient
   method"): every step evaluates all ``N`` losses, the exact worst-case weights ``q`` and

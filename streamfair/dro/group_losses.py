@@ -9,7 +9,7 @@ on the global sample clock, so a drifting stream is tracked with an effective wi
 ``1 / forgetting`` samples.
 
 Because ``S`` is linear in the losses, a loss that is replaced later (a surrogate loss confirmed by
-a delayed label, spec section 6.3) is corrected exactly: ``S_g += f^age tau_g (l - l_surrogate)``
+a delayed label) is corrected exactly: ``S_g += f^age tau_g (l - l_surrogate)``
 leaves the state equal to the one the true loss would have produced on time.
 
 Examples

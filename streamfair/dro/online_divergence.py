@@ -2,7 +2,7 @@
 
 On a stream the worst-case distribution of an f-divergence ball is a density ratio
 ``w(l) = dQ*/dP = n psi*'(l - eta)`` whose dual variable ``eta`` solves ``E_P[w(l; eta)] = 1``
-(specs/dro.md section 6.2, the population version of the paper's eq. (10)).  Each tracker runs
+(the population version of the paper's eq. (10); derived, not in the paper).  Each tracker runs
 Robbins-Monro on ``eta`` -- ``eta <- eta - gamma_t (1 - w_t)``, which is SGD in ``y`` on the paper's
 ``Upsilon`` with the uniform-sampling estimator of its Section 4.2 -- and averages the per-sample
 dual value ``v(l; eta)`` into the robust risk estimate ``value``:
@@ -26,7 +26,7 @@ Step sizes are ``gamma_t = step (t + 1)^(-power)``; values are averaged with rat
 ``max(1 / (t + 1), value_rate)`` (a running mean, or an exponential average for drifting streams).
 
 Every update returns the sample's weight and a receipt; :meth:`DivergenceTracker.correct` replaces
-a surrogate loss by its delayed true loss (spec section 6.3): the value average is corrected
+a surrogate loss by its delayed true loss: the value average is corrected
 exactly (for the recorded ``eta``), ``eta`` by the difference of the two weights' steps, which is
 exact when no sample came in between and approximate otherwise (the update is nonlinear in
 ``eta``).  The KL tracker's correction is exact.
@@ -141,7 +141,7 @@ class DivergenceTracker:
         return w, gamma, rate
 
     def correct(self, receipt: DualReceipt, loss: float) -> None:
-        """Replace the loss recorded in ``receipt`` by ``loss`` (spec section 6.3)."""
+        """Replace the loss recorded in ``receipt`` by ``loss`` (e.g. a surrogate by its delayed true loss)."""
         loss = float(check_finite("loss", loss)[0])
         if not 0 <= receipt.index < self.n_samples:
             raise ValueError(f"receipt.index must be a past sample in [0, {self.n_samples}), got {receipt.index}")

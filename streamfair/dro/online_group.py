@@ -1,6 +1,7 @@
 """Online group-DRO weights, one sample at a time, O(groups) per sample.
 
-Two updaters of the worst-case group distribution ``q`` over ``M`` groups (specs/dro.md section 6.1):
+Two updaters of the worst-case group distribution ``q`` over ``M`` groups (derived for
+streams, not in the paper):
 
 * :class:`SoftmaxGroupWeights` (option A, the default): the closed-form entropy-regularized weights
   ``q = softmax(L / T)`` of the running group losses ``L`` (paper eq. (6); robust value

@@ -33,7 +33,7 @@ of a sample is the expected squared deviation of its randomized prediction from 
 the served policy only changes at epoch ends), attributed to the groups through
 ``tau / p`` (self-normalized).  When a sample's label ``y`` arrives (:meth:`learn_label`), its
 loss becomes ``sum_l pi(l | x) (y_l - y)^2`` with the same ``pi``, and the group risks are
-corrected exactly (spec section 6.3): then ``R_g`` also contains the base model's error in group
+corrected exactly: then ``R_g`` also contains the base model's error in group
 ``g``, which the post-processor cannot change but which does change who is worst off.
 
 Timing: the weights used in the costs are refreshed every ``refresh`` learned samples (the

@@ -1,4 +1,4 @@
-"""The multiclass demographic-parity post-processor (seed 002, Remark 2.2): identities and convergence.
+"""The multiclass demographic-parity post-processor (Remark 2.2 of Chzhen, Hebiri & Taturyan, NeurIPS 2024).
 
 The post-processor is the regression engine with classes as atoms and expected costs
 ``r_j(x) = sum_i P(Y = i | x) L[i, j]``; these tests check that it is exactly the entropic dual of

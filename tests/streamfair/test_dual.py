@@ -1,4 +1,4 @@
-"""Acceptance tests of the pure dual math (spec dp-regression.md §2, §2.8 and §9 tests 1-12).
+"""Acceptance tests of the pure dual math of Chzhen, Hebiri & Taturyan (NeurIPS 2024).
 
 Everything is checked on a *finite population*: ``X`` takes ``n`` fixed values with weights ``w_i``,
 ``p = sum_i w_i tau(x_i)``, so ``F``, its gradient, the unfairness and the risks are exact finite sums
@@ -38,7 +38,7 @@ def naive_softmax(z):
     return e / e.sum()
 
 
-# ---------------------------------------------------------------- test 1: grid
+# ---------------------------------------------------------------- grid
 def test_grid_has_2L_plus_1_symmetric_atoms():
     atoms = dual.regression_grid(2.0, 3)
     np.testing.assert_allclose(atoms, [-2, -4 / 3, -2 / 3, 0, 2 / 3, 4 / 3, 2], rtol=0, atol=1e-15)
@@ -63,7 +63,7 @@ def test_policy_and_features_follow_the_paper_formulas():
         np.testing.assert_allclose(pi[i], naive_softmax(beta * a), rtol=1e-13, atol=1e-16)
 
 
-# ---------------------------------------------------------------- test 2: finite differences
+# ---------------------------------------------------------------- finite differences
 def test_gradient_matches_central_finite_differences_of_F():
     k, half_size, beta, eps = 3, 5, 7.0, np.array([0.01, 0.02, 0.05])
     t, r, weights, *_ = population(60, k, half_size, seed=1, uniform=True)
@@ -92,7 +92,7 @@ def test_objective_is_the_mean_log_sum_exp_plus_the_slack_term():
     assert dual.objective(w, t, r, weights, eps, beta) == pytest.approx(expected, rel=1e-13)
 
 
-# ---------------------------------------------------------------- tests 3-4: stochastic gradient
+# ---------------------------------------------------------------- stochastic gradient
 def test_one_sample_gradients_average_to_the_exact_gradient():
     k, half_size, beta, eps = 3, 4, 9.0, np.array([0.0, 0.01, 0.2])
     t, r, weights, *_ = population(50, k, half_size, seed=7)
@@ -146,7 +146,7 @@ def test_lemma_4_1_as_printed_fails_by_a_factor_two_when_s_is_a_function_of_x():
     assert variance == pytest.approx(2 * sigma2, rel=1e-9)
 
 
-# ---------------------------------------------------------------- test 5: simplex, invariances, overflow
+# ---------------------------------------------------------------- simplex, invariances, overflow
 def test_policy_is_a_probability_vector_and_invariant_to_cost_shifts():
     k, half_size, beta = 3, 6, 25.0
     t, r, *_ = population(30, k, half_size, seed=12)
@@ -186,7 +186,7 @@ def test_no_overflow_at_huge_beta_and_large_duals():
     assert pi.max(axis=1).min() > 1 - 1e-12
 
 
-# ---------------------------------------------------------------- test 6: initialization
+# ---------------------------------------------------------------- initialization
 def test_zero_dual_puts_most_mass_on_the_nearest_grid_point():
     bound, half_size = 1.5, 7
     atoms = dual.regression_grid(bound, half_size)
@@ -210,7 +210,7 @@ def test_zero_dual_puts_most_mass_on_the_nearest_grid_point():
     assert previous_mass.min() > 1 - 1e-12  # beta -> infinity: the Dirac at the nearest atom
 
 
-# ---------------------------------------------------------------- tests 7-8: large eps, independent S
+# ---------------------------------------------------------------- large eps, independent S
 def test_large_eps_makes_zero_a_minimizer():
     t, r, weights, p, *_ = population(30, 3, 4, seed=19)
     eps = np.ones(3)  # eps_s >= 1 already gives grad F(0) >= 0
@@ -233,7 +233,7 @@ def test_independent_groups_mean_zero_features_and_zero_unfairness():
     assert np.array_equal(gaps, np.zeros_like(gaps))
 
 
-# ---------------------------------------------------------------- test 9: unfairness identity
+# ---------------------------------------------------------------- unfairness identity
 def joint_law_gaps(pi, tau, weights):
     """P(Y_hat = l) - P(Y_hat = l | S = s) from the joint law P(x_i, S = s, Y_hat = l) = w_i tau_is pi_il."""
     n, m = pi.shape
@@ -258,7 +258,7 @@ def test_atom_gaps_equal_the_unfairness_of_the_joint_law():
     assert np.abs(gaps).max() > 1e-3  # a non-trivial unfairness
 
 
-# ---------------------------------------------------------------- tests 10-11: Lemma 3.5, duality gap
+# ---------------------------------------------------------------- Lemma 3.5, duality gap
 @pytest.mark.parametrize("seed", range(3))
 def test_lemma_3_5_violation_equals_negative_part_of_gradient(seed):
     k, half_size, beta = 3, 5, 12.0
@@ -282,7 +282,7 @@ def test_lemma_3_5_violation_equals_negative_part_of_gradient(seed):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_corrected_duality_gap_identity(seed):
-    """R_beta(pi_w) + F(w) = <w, grad F(w)> (spec §2.8.2: plus sign, the paper prints a minus)."""
+    """R_beta(pi_w) + F(w) = <w, grad F(w)> (a plus sign: the paper prints a minus)."""
     k, half_size = 2, 4
     t, r, weights, *_ = population(30, k, half_size, seed=40 + seed)
     rng = np.random.default_rng(seed)
@@ -300,7 +300,7 @@ def test_corrected_duality_gap_identity(seed):
     assert abs(lhs + rhs) > 1e-3
 
 
-# ---------------------------------------------------------------- test 12: exact optimum vs LP
+# ---------------------------------------------------------------- exact optimum vs LP
 def solve_dual(t, r, weights, eps, beta, tol=1e-10, max_iter=200_000):
     """Minimize the exact F over the orthant: projected accelerated gradient (FISTA) with adaptive restart.
 

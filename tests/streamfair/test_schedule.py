@@ -1,8 +1,8 @@
-"""The optimizers against a literal transcription of the paper's pseudo-code (spec §3.2-3.4, §3.7).
+"""The optimizers against a literal transcription of the pseudo-code of Chzhen, Hebiri & Taturyan (App. C).
 
-The reference below is written naively from the spec's Algorithms 2 (AC-SA: ``w_md``, ``w``, ``w_ag``),
-3 (AC-SA^2: two AC-SA runs of ``T/2``, the second started afresh at the first's output) and 4
-(SGD3-refined: ``J = floor(log2(M / mu))`` stages of ``floor(T / J)`` samples, stage ``j`` running the
+The reference below is written naively from the pseudo-code of AC-SA (``w_md``, ``w``, ``w_ag``),
+AC-SA^2 (two AC-SA runs of ``T/2``, the second started afresh at the first's output) and
+SGD3-refined (``J = floor(log2(M / mu))`` stages of ``floor(T / J)`` samples, stage ``j`` running the
 inner solver on ``F + mu_0/2 ||w - w_0||^2 + sum_{i<j} mu_i/2 ||w - w_i||^2`` with strong convexity
 ``mu_{j-1} = 2^(j-1) mu`` and smoothness ``2(M + mu)``), plus projected SGD with step ``1/M`` and
 iterate averaging, and the documented doubling trick: epoch ``e`` reruns the schedule with horizon
@@ -35,7 +35,7 @@ def stream(n, k, seed):
 
 
 class Oracle:
-    """One-sample stochastic gradients (spec eq. 11) from a finite sequence, with ``p`` given or running."""
+    """One-sample stochastic gradients (the paper's eq. (11)) from a finite sequence, with ``p`` given or running."""
 
     def __init__(self, eta, tau, p, eps, beta, atoms, bound, batch=1):
         self.eta, self.tau, self.p, self.eps, self.beta = eta, tau, p, eps, beta

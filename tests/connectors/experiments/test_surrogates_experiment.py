@@ -1,4 +1,4 @@
-"""The A-T4 experiment's data and baselines (the full experiment is a command, not a test)."""
+"""The black-box metric experiment's data and baselines (the full experiment is a command, not a test)."""
 
 from __future__ import annotations
 

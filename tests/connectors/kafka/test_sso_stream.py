@@ -1,4 +1,4 @@
-"""B-T9: SSO trained from a labelled Kafka topic on the real (Tansu) broker, in batches of 125."""
+"""SSO trained from a labelled Kafka topic on the real (Tansu) broker, in batches of 125."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Building blocks of the complex-metric algorithms (seed 003; spec complex-metrics.md §6 tests 1, 2, 11).
+"""Building blocks of the complex-metric algorithms of Narasimhan et al. (JMLR 2024).
 
 The plug-in oracle against brute force, the metrics and constraints against the formulas of Table 1,
 the LP solver and the pruning programs against SciPy, the mixture's sampling against its confusion
@@ -65,7 +65,7 @@ def argmin_star(values):
     return best
 
 
-# ---------------------------------------------------------------- test 1: the plug-in oracle
+# ---------------------------------------------------------------- the plug-in oracle
 def test_lmo_matches_brute_force_with_ties_to_the_larger_index():
     rng = np.random.default_rng(0)
     n, size = 4, 300
@@ -390,7 +390,7 @@ def test_projections():
         assert r.min() >= 0 and r.sum() <= 1.5 + 1e-12
 
 
-# ---------------------------------------------------------------- test 2: the randomized mixture
+# ---------------------------------------------------------------- the randomized mixture
 @pytest.mark.slow
 def test_sampling_the_mixture_reproduces_its_confusion_matrix():
     proba, y, a = labelled(2000, 3, seed=26, groups=2)
@@ -431,7 +431,7 @@ def test_mixture_draws_are_keyed_reproducible_and_survive_state_round_trips():
     assert not np.array_equal(other_seed.predict_many(proba, tau=tau, keys=keys), first)
 
 
-# ---------------------------------------------------------------- test 11 (b), (c): bisection and JLE
+# ---------------------------------------------------------------- bisection and JLE
 def test_bisection_halves_the_interval_and_reaches_the_best_level_classifier():
     proba, _, _ = labelled(1500, 3, seed=29)
     problem = Problem(MicroF1(), Sample(proba, proba))  # soft labels = eta_hat: the oracle is exact

@@ -1,4 +1,4 @@
-"""Unconstrained consistency on the paper's synthetic 3-class distribution (spec §6 tests 3 and 11a).
+"""Unconstrained consistency on the paper's synthetic 3-class distribution.
 
 The Bayes-optimal Q-mean is computed independently by brute force over the plug-in family
 ``argmax_i w_i eta_i(x)`` (Prop. 9) with the true posterior; FW, GDA and the ellipsoid method, run
@@ -55,9 +55,9 @@ def brute_force_bayes(eta, metric):
 def test_mean_of_fw_gda_and_ellipsoid_reaches_the_bayes_q_mean(test_points):
     x_test, eta_test = test_points
     bayes = brute_force_bayes(eta_test, QMean())
-    assert 0.515 < bayes < 0.53  # the spec's reference computation: 0.522
+    assert 0.515 < bayes < 0.53  # the brute-force reference value: 0.522
     argmax_value = QMean()(eta_weighted_confusion(eta_test, eta_test.argmax(axis=1)))
-    assert argmax_value > 0.75  # the 0-1 plug-in is far from it (spec: 0.804)
+    assert argmax_value > 0.75  # the 0-1 plug-in is far from it (reference: 0.804)
     results = {"FW": [], "GDA": [], "Ellipsoid": []}
     for draw in range(3):
         x, y = sample_three_class(10_000, seed=draw)

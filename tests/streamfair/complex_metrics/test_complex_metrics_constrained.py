@@ -1,8 +1,8 @@
-"""Constrained problems (spec §6 tests 4, 5 and 11d): SplitFW, ConGDA, ConEllipsoid, ConBisection.
+"""Constrained problems: SplitFW, ConGDA, ConEllipsoid, ConBisection.
 
-Test 4's reference is computed independently with SciPy's SLSQP over mixtures of plug-in classifiers
-``argmax_i w_i eta_i`` (true posterior, adaptive grid of ``w``), as in the spec's appendix.
-Demographic parity (test 5) is learned from unlabeled samples: the samples carry no ``y`` at all.
+The reference optimum under the coverage constraint is computed independently with SciPy's SLSQP over
+mixtures of plug-in classifiers ``argmax_i w_i eta_i`` (true posterior, adaptive grid of ``w``).
+Demographic parity is learned from unlabeled samples: the samples carry no ``y`` at all.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def reference_value(eta):
 def test_constrained_algorithms_reach_the_reference_with_the_constraint_met(test_points):
     x_test, eta_test = test_points
     reference = reference_value(eta_test)
-    assert 0.635 < reference < 0.65  # spec: 0.643 (against 0.522 unconstrained)
+    assert 0.635 < reference < 0.65  # reference: 0.643 (against 0.522 unconstrained)
     n = 10_000
     x, y = sample_three_class(n, seed=11)
     model = SoftmaxRegression(l2=1e-4).fit(x, y)
@@ -102,7 +102,7 @@ def test_constrained_algorithms_reach_the_reference_with_the_constraint_met(test
 
 @pytest.mark.slow
 def test_congda_multipliers_stay_in_their_ball_and_pruning_makes_the_mixture_feasible():
-    """Spec 11(d): ||mu||_1 <= 2 / r along the run (Thm. 17's set Xi), training violation 0 after pruning."""
+    """ConGDA: ||mu||_1 <= 2 / r along the run (Thm. 17's set Xi), training violation 0 after pruning."""
     proba = np.random.default_rng(3).dirichlet([2.0, 1.0, 0.5], 3000)
     y = (np.random.default_rng(4).random((3000, 1)) > np.cumsum(proba, axis=1)).sum(axis=1)
     problem = Problem(QMean(), Sample(proba, y), [Coverage(0.02)])

@@ -1,4 +1,4 @@
-"""Streaming modes A, B, C (spec §5 and §6 test 12; the targets are the spec's, derived, not the paper's).
+"""Streaming modes A, B, C (derived, not in the paper; so are the targets below).
 
 Mode A with a window holding the whole stream reproduces the batch fit bit for bit; modes B and C,
 after one pass over 10^5 i.i.d. samples of the synthetic distribution, come within 0.01 of the batch

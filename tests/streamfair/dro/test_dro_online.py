@@ -1,4 +1,4 @@
-"""Online DRO updaters: spec section 7 tests 10-11 and the exact delayed-label corrections (6.3)."""
+"""Online DRO updaters: arrival-corrected group weights, trackers with known answers, delayed-label corrections."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def bernoulli_stream(seed, n=20_000):
     return rng.binomial(1, MEANS[groups]).astype(float), np.eye(3)[groups]
 
 
-# ---------------------------------------------------------------- test 10: the arrival-bias regression test
+# ---------------------------------------------------------------- the arrival-bias regression test
 @pytest.mark.parametrize("p", [None, ARRIVALS.tolist()])
 def test_arrival_corrected_update_finds_worst_group_uncorrected_does_not(p):
     for seed in range(20):
@@ -129,7 +129,7 @@ def test_correction_rejects_unknown_receipt():
         stats.correct(receipt._replace(index=5), 2.0)
 
 
-# ---------------------------------------------------------------- test 11: trackers with known answers
+# ---------------------------------------------------------------- trackers with known answers
 @pytest.mark.slow
 def test_cvar_tracker_converges_to_quantile_and_cvar_of_exponential():
     alpha = 0.1

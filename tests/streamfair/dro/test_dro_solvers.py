@@ -1,4 +1,4 @@
-"""Batch DRO solvers: LP optima (spec test 12), exact oracle counters, MLMC estimator, projections."""
+"""Batch DRO solvers: within eps of exact optima, exact oracle counters, MLMC estimator, projections."""
 
 from __future__ import annotations
 
@@ -77,8 +77,8 @@ def kl_problem():
     return make_synthetic(100, 2, KLSet(0.1), seed=0, flip=0.0, radius=0.5)
 
 
-# ---------------------------------------------------------------- test 12: within eps of the reference optimum
-# Scaled down from the spec's N = 1e4, d = 20 so that the file runs in seconds; the benchmark runs
+# ---------------------------------------------------------------- within eps of the reference optimum
+# Scaled down from N = 1e4, d = 20 so that the file runs in seconds; the benchmark runs
 # the larger problems.  Each problem's starting gap is more than twice the tolerance.  References:
 # the LP (group DRO, CVaR) or certified cutting planes (chi-square, KL), see ``reference_optimum``.
 CASES = [
@@ -289,7 +289,7 @@ def test_ball_box_projection_is_the_euclidean_projection():
 
 @pytest.mark.parametrize("robust", [CVaRSet(0.2), ChiSquarePenalty(0.3), KLPenalty(0.2)], ids=["cvar", "chi2", "kl"])
 def test_estimator_13_ratios_are_bounded_and_its_mean_is_the_dual_gradient(robust):
-    """Spec test 9: in B_r(x_bar) x [eta_bar +- eps'], rho_i <= e^2 and E_{i ~ p_bar}[g] = grad Upsilon_eps."""
+    """In B_r(x_bar) x [eta_bar +- eps'], rho_i <= e^2 and E_{i ~ p_bar}[g] = grad Upsilon_eps."""
     problem = make_synthetic(60, 3, robust, seed=9, flip=0.0, radius=2.0)
     params = AcceleratedParameters.build(problem, 0.5)
     oracle = CountingOracle(problem, budget=10**9)
@@ -363,7 +363,7 @@ def test_capped_oracle_limits_a_sub_run_and_pauses_snapshots():
 
 @pytest.mark.slow
 def test_nu_search_bisects_towards_the_constrained_multiplier(monkeypatch):
-    """The penalized problems it solves have multipliers converging to nu* = argmin h (spec test 13 end to end)."""
+    """The penalized problems it solves have multipliers converging to nu* = argmin h (end to end)."""
     import streamfair.dro.accelerated as accelerated_module
 
     problem = chi_square_problem()

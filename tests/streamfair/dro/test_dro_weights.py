@@ -1,4 +1,9 @@
-"""Acceptance tests 1-7 of specs/dro.md section 7: projections and exact worst-case weight oracles."""
+"""Projections and exact worst-case weight oracles against closed forms and independent solvers.
+
+Covered: projections, CVaR, constrained and penalized chi-square, KL / softmax, capped softmax, the
+generic root finder of the entropic duals (Lemmas 4 and 5 of Carmon & Hausler), and a constrained
+chi-square ball as the minimum over penalties.
+"""
 
 from __future__ import annotations
 
@@ -38,7 +43,7 @@ def in_simplex(q, atol=1e-12):
     return q.min() >= 0 and abs(q.sum() - 1.0) <= atol
 
 
-# ---------------------------------------------------------------- test 1: projections
+# ---------------------------------------------------------------- projections
 def test_simplex_projection_variational_inequality_and_idempotence():
     rng = np.random.default_rng(1)
     for _ in range(200):
@@ -69,7 +74,7 @@ def test_capped_simplex_projection_variational_inequality_and_qp():
         project_capped_simplex(np.zeros(4), 0.2)
 
 
-# ---------------------------------------------------------------- test 2: CVaR
+# ---------------------------------------------------------------- CVaR
 def lp_max(losses, cap):
     res = linprog(-losses, A_eq=np.ones((1, losses.size)), b_eq=[1.0], bounds=[(0, cap)] * losses.size, method="highs")
     assert res.status == 0
@@ -99,7 +104,7 @@ def test_cvar_weights_match_lp_and_rockafellar_uryasev_dual():
         cvar(np.zeros(4), 0.2)
 
 
-# ---------------------------------------------------------------- test 3: chi-square constrained
+# ---------------------------------------------------------------- chi-square constrained
 def chi2_dual(losses, rho):
     n = losses.size
 
@@ -149,7 +154,7 @@ def test_chi_square_weights_feasible_tight_and_dual_optimal():
     np.testing.assert_allclose(chi_square(losses, rho=1.0).weights, [0, 1, 0])  # N <= 1 + 2 rho: argmax
 
 
-# ---------------------------------------------------------------- test 4: chi-square penalized
+# ---------------------------------------------------------------- chi-square penalized
 def chi_square_penalized_dual(eta, losses, lam):
     n = losses.size
     return eta + lam / 2 + np.sum(np.maximum(losses - eta, 0) ** 2) / (2 * lam * n)
@@ -172,7 +177,7 @@ def test_chi_square_penalized_projection_and_dual():
             assert p @ losses - lam * chi_square_divergence(p) <= worst.value + 1e-12
 
 
-# ---------------------------------------------------------------- test 5: KL / softmax
+# ---------------------------------------------------------------- KL / softmax
 @pytest.mark.parametrize("ratio", [1e4, 1e5, 1e7])
 def test_softmax_oracles_do_not_overflow(ratio):
     rng = np.random.default_rng(6)
@@ -236,7 +241,7 @@ def test_kl_constrained_is_tight_and_matches_dual():
         assert worst.value == pytest.approx(res.fun, abs=1e-8 * max(1, np.abs(losses).max()))
 
 
-# ---------------------------------------------------------------- test 6: capped softmax
+# ---------------------------------------------------------------- capped softmax
 def entropic_objective(p, losses, tau):
     positive = p[p > 0]
     return p @ losses - (positive * np.log(positive)).sum() * tau
@@ -269,7 +274,7 @@ def test_capped_softmax_constraints_sandwich_limit_and_local_optimality():
     assert capped_softmax(losses, 0.2, 1e-9).value == pytest.approx(cvar(losses, 0.2).value, abs=1e-6)
 
 
-# ---------------------------------------------------------------- test 7: generic root finder, Lemmas 4 and 5
+# ---------------------------------------------------------------- generic root finder, Lemmas 4 and 5
 @pytest.mark.slow
 def test_root_finder_matches_closed_forms():
     rng = np.random.default_rng(11)
@@ -389,7 +394,7 @@ def test_validation_names_the_argument():
         group_means([1.0, 2.0], [0, 0], 2)
 
 
-# ---------------------------------------------------------------- test 13: constrained = min over penalties
+# ---------------------------------------------------------------- constrained = min over penalties
 def nu_reduction(nu, losses, rho):
     return nu + chi_square_penalized(losses, nu / rho).value
 

@@ -1,4 +1,8 @@
-"""Black-box metrics via adaptive surrogates (Jiang et al. 2020): spec surrogates.md section 6, A-T1 to A-T9."""
+"""Black-box metrics via adaptive surrogates (Jiang et al., ICML 2020).
+
+The projection onto surrogate targets, the accuracy of the gradient estimators, the black-box optimizer
+against the formula-aware one, dead zones of the metric, monotone metrics, and input validation.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""SSO (Lavington et al., ICML 2023): spec surrogates.md section 6, tests B-T1 to B-T7."""
+"""SSO (Lavington et al., ICML 2023).
+
+``m = 1`` is SGD bit for bit; the target-space projection of Lemma 4.1; majorization and descent; with
+the squared loss and ``eta = 1`` the surrogate is the batch loss; the bias of exact SSO (Prop. 4.4);
+oracle efficiency near interpolation; the plateau of noisy small batches; step sizes, options and
+input validation.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ from streamfair.surrogates import SGD, SSO
 
 
 def least_squares(seed: int = 0, n: int = 2000, d: int = 50, kappa: float = 1e3, noise: float = 0.01):
-    """The spec's synthetic problem: Gaussian design with condition number ``kappa`` of X^T X / n."""
+    """A synthetic least-squares problem: Gaussian design with condition number ``kappa`` of X^T X / n."""
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, d)) * np.logspace(0, -0.5 * np.log10(kappa), d)
     y = X @ rng.standard_normal(d) + noise * rng.standard_normal(n)

@@ -45,8 +45,8 @@ def test_at8_fairness_violation_surrogates_are_rejected_with_an_explanation():
 def test_at8_fairness_is_never_traded_in_a_streaming_simulation():
     """Tuner upstream against a metric rewarding unfairness; DP post-processor downstream.
 
-    At each published version the downstream duals are re-solved on a frozen unlabeled buffer (the
-    spec's option (b)), then keep learning online.  The served output's DP violation (the
+    At each published version the downstream duals are re-solved on a frozen unlabeled buffer, then
+    keep learning online.  The served output's DP violation (the
     post-processor's per-atom gap, measured exactly over the randomisation on a large independent
     sample) stays within eps_max + 0.01 in every window, while the tuned upstream model alone does not.
     """
