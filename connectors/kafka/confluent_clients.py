@@ -104,7 +104,15 @@ class ConfluentConsumer:
     """A librdkafka ``Consumer`` behind :class:`connectors.kafka.transport.Consumer`.
 
     librdkafka knows a partition's position only once it has handed out a record (or after a
-    seek), so positions are tracked here; a partition whose log is empty is at its end.
+    seek), so positions are tracked here: after a seek, a record, or the end of the partition.
+
+    librdkafka also keeps a partition's high-watermark from one assignment to the next: a
+    partition found empty once would read as caught up again before the records written since
+    are fetched, and a position restored beyond an old high-watermark would look out of range.
+    As kafka-python does, a high-watermark is only known once a fetch of the current assignment
+    has reported it: the partition handed out a record or reached its end (librdkafka's
+    end-of-partition events, which :meth:`poll` consumes), or its high-watermark changed since it
+    was assigned (a fetch from beyond the end reports the end, and nothing else).
     """
 
     def __init__(self, config: Config, *, group: bool):
@@ -118,6 +126,7 @@ class ConfluentConsumer:
                                 else "read_uncommitted"),
             "allow.auto.create.topics": False,
             "check.crcs": True,
+            "enable.partition.eof": True,
         }
         if group:
             self.settings.update({
@@ -139,12 +148,15 @@ class ConfluentConsumer:
         self.client = _client(Consumer, self.settings)
         self._admin = _client(AdminClient, _common(config))
         self._positions: dict[TopicPartition, int] = {}
+        self._fetched: set[TopicPartition] = set()  # partitions a fetch of the current assignment reported on
+        self._assigned_highwater: dict[TopicPartition, int | None] = {}  # what librdkafka had at the assignment
         self._assigned: dict[TopicPartition, int] = {}  # assign(): the start of each partition (OFFSET_INVALID: stored)
         self._topic_ids: dict[str, tuple[str | None, float]] = {}
 
     # ------------------------------------------------------------------ group membership
     def subscribe(self, topics: Sequence[str], listener: RebalanceListener) -> None:
         def assigned(consumer: Consumer, partitions: list[ConfluentTopicPartition]) -> None:
+            self._forget_highwaters([TopicPartition(tp.topic, tp.partition) for tp in partitions])
             if self.cooperative:
                 consumer.incremental_assign(partitions)
             else:
@@ -183,7 +195,12 @@ class ConfluentConsumer:
         for message in messages:
             message_error = message.error()
             if message_error is not None:
-                raise _translated(message_error)
+                if message_error.code() != KafkaError._PARTITION_EOF:
+                    raise _translated(message_error)
+                tp = TopicPartition(message.topic(), message.partition())
+                self._fetched.add(tp)
+                self._positions[tp] = message.offset()  # the partition's end
+                continue
             record = ConfluentRecord(message)
             tp = TopicPartition(record.topic, record.partition)
             records = batch.get(tp)
@@ -193,12 +210,14 @@ class ConfluentConsumer:
                 records.append(record)
         for tp, records in batch.items():
             self._positions[tp] = records[-1].offset + 1
+            self._fetched.add(tp)
         return batch
 
     # ------------------------------------------------------------------ positions
     def assign(self, partitions: Sequence[TopicPartition]) -> None:
         self._assigned = {TopicPartition(*tp): OFFSET_INVALID for tp in partitions}
         self._positions.clear()
+        self._forget_highwaters(list(self._assigned))
         self._reassign()
 
     def _reassign(self) -> None:
@@ -230,22 +249,31 @@ class ConfluentConsumer:
         self._positions[tp] = offset
 
     def highwater(self, partition: TopicPartition) -> int | None:
+        tp = TopicPartition(*partition)
+        high = self._cached_highwater(tp)
+        if tp not in self._fetched and high == self._assigned_highwater.get(tp):
+            return None  # possibly from an earlier assignment
+        return high
+
+    def _cached_highwater(self, tp: TopicPartition) -> int | None:
+        """librdkafka's last known high-watermark of ``tp`` (from whichever assignment)."""
         try:
-            _, high = self.client.get_watermark_offsets(ConfluentTopicPartition(*partition), cached=True)
+            _, high = self.client.get_watermark_offsets(ConfluentTopicPartition(*tp), cached=True)
         except KafkaException as error:
             raise _translated(error) from None
         return None if high is None or high < 0 else high
 
+    def _forget_highwaters(self, partitions: list[TopicPartition]) -> None:
+        """Newly assigned ``partitions``: the high-watermarks librdkafka has for them may be stale."""
+        self._fetched.difference_update(partitions)
+        for tp in partitions:
+            try:
+                self._assigned_highwater[tp] = self._cached_highwater(tp)
+            except TransportError:
+                self._assigned_highwater[tp] = None
+
     def position(self, partition: TopicPartition) -> int | None:
-        tp = TopicPartition(*partition)
-        known = self._positions.get(tp)
-        if known is not None:
-            return known
-        try:
-            low, high = self.client.get_watermark_offsets(ConfluentTopicPartition(*tp), cached=True)
-        except KafkaException as error:
-            raise _translated(error) from None
-        return high if low is not None and 0 <= low == high else None  # an empty log: at its end
+        return self._positions.get(TopicPartition(*partition))
 
     def beginning_offsets(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         starts = {}

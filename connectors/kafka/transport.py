@@ -94,7 +94,7 @@ class Consumer(Protocol):
     def seek(self, partition: TopicPartition, offset: int) -> None: ...
 
     def highwater(self, partition: TopicPartition) -> int | None:
-        """The fetch high-watermark (``None`` before the partition's first fetch); never asks the broker."""
+        """The fetch high-watermark (``None`` until a fetch since the last assignment); never asks the broker."""
 
     def position(self, partition: TopicPartition) -> int | None:
         """The offset of the next record to read (``None`` while unknown); never asks the broker."""

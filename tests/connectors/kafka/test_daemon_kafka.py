@@ -20,9 +20,11 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from connectors.kafka.broker import Broker
+from connectors.kafka.checkpoint import checkpoint_key
 from connectors.kafka.clients import ensure_topics
 from connectors.kafka.loop import Daemon
 from connectors.kafka.observer import DaemonObserver
+from connectors.kafka.transport import caught_up, read_latest, transport
 from tests.support.daemon_process import DaemonProcess, wait_for
 from tests.support.kafka_daemon import (
     check_outputs,
@@ -256,6 +258,31 @@ def test_sigterm_mid_stream_then_restart_no_duplicates_no_gaps(kafka_broker, tmp
     assert set(copies) == {ident for _, ident, _ in stream}
     assert max(copies.values()) == 1  # no duplicates
     assert all(e["checkpoint"] for e in second.named("restored"))
+
+
+def test_restore_reads_records_written_after_it_found_the_changelog_empty(kafka_broker):
+    """Each read of the changelog goes to its current end, not to the end an earlier read saw.
+
+    librdkafka keeps a partition's high-watermark across assignments: a restorer that trusted it
+    took a partition found empty before as caught up at once, missed the checkpoint written since
+    whenever its first fetch took longer than one poll, and restored a fresh task.
+    """
+    values = settings(kafka_broker, "reread")
+    config = ensure_topics_for(kafka_broker, values)
+    restorer = transport(config).consumer(config, group=False)
+    keys = {p: checkpoint_key(config.topics.input, p) for p in range(3)}
+    partition = TopicPartition(config.topics.changelog, 1)
+    try:
+        assert read_latest(restorer, config.topics.changelog, keys, timeout_s=20) == {}
+        for end, value in enumerate((b"first", b"second"), start=1):
+            produce(kafka_broker, config.topics.changelog, [(1, keys[1], value, None)])
+            restorer.assign([partition])
+            restorer.seek(partition, 0)
+            assert restorer.highwater(partition) in (None, end)  # not known yet, or known: never the old end
+            assert not caught_up(restorer, [partition])
+            assert read_latest(restorer, config.topics.changelog, keys, timeout_s=20) == {1: value}
+    finally:
+        restorer.close()
 
 
 def restored_since(daemon: DaemonProcess, start: int) -> dict[int, dict]:
