@@ -29,6 +29,17 @@ The paper's radius ``r = eps' / G`` and every other constant are listed in
 unspecified (its Epoch-SGD constant ``c``, the lambda-bisection of its reference [11], which the
 paper does not restate).  All loss and gradient evaluations go through the counting oracle; the
 ``N`` losses at a ball centre are evaluated once per centre and reused by the BROO calls there.
+
+Through :func:`streamfair.dro.solvers.solve` (solver names ``"accelerated"`` and
+``"accelerated_continuation"``), which counts every loss and gradient evaluation:
+
+>>> import numpy as np
+>>> from streamfair.dro.problem import CVaRSet, make_synthetic
+>>> from streamfair.dro.solvers import solve
+>>> problem = make_synthetic(n=300, dim=5, robust=CVaRSet(0.1), seed=0, flip=0.0)
+>>> result = solve(problem, "accelerated_continuation", budget=50_000)
+>>> result.calls >= 50_000, bool(problem.objective(result.x) < problem.objective(np.zeros(5)))
+(True, True)
 """
 
 from __future__ import annotations
