@@ -63,7 +63,18 @@ UPDATERS = ("softmax", "exponentiated")
 
 @dataclass(frozen=True)
 class RobustDiagnostics:
-    """The DRO state of a :class:`GroupRobustFairRegressionPostProcessor`."""
+    """The DRO state of a :class:`GroupRobustFairRegressionPostProcessor`.
+
+    >>> import numpy as np
+    >>> robust = GroupRobustFairRegressionPostProcessor(L=10, p=[0.5, 0.5], seed=0)
+    >>> robust.learn_many(np.linspace(-0.5, 0.5, 100), np.tile([0.7, 0.3], (100, 1)),
+    ...                   keys=[f"m{i}" for i in range(100)])
+    >>> robust.learn_label("m3", 0.1)
+    True
+    >>> report = robust.dro_diagnostics()
+    >>> report.n_labels, report.n_pending, report.label_coverage  # one of the 100 samples labelled
+    (1, 99, 0.01)
+    """
 
     weights: np.ndarray  # (K,) worst-case group weights q in use
     group_risks: np.ndarray  # (K,) running group risks (surrogate, label-corrected where labelled)
