@@ -305,6 +305,7 @@ def test_rebalance_moves_partitions_with_their_state(kafka_broker, tmp_path):
     produce_messages(kafka_broker, config.topics.input, phases[0])
     wait_for(outputs_reach(900), 30, "phase 1 outputs")
 
+    before_b = len(a.events)
     b = DaemonProcess(path)
     moved = set(wait_for(lambda: b.named("assigned") and b.named("assigned")[-1]["partitions"], 40,
                          "the second instance to get partitions"))
@@ -312,6 +313,9 @@ def test_rebalance_moves_partitions_with_their_state(kafka_broker, tmp_path):
     restored = b.wait_restored(moved)
     assert all(e["checkpoint"] and e["n_samples"] == 300 for e in restored), restored  # state came along
     wait_for(lambda: a.named("assigned")[-1]["partitions"] == sorted({0, 1, 2} - moved), 20, "a's new assignment")
+    wait_for(lambda: restored_since(a, before_b).keys() >= {0, 1, 2} - moved, 20, "a's restores")
+    kept = restored_since(a, before_b)  # eager rebalancing: a gives up all, then restores those it keeps
+    assert all(e["checkpoint"] and e["n_samples"] == 300 for e in kept.values()), kept
     produce_messages(kafka_broker, config.topics.input, phases[1])
     wait_for(outputs_reach(1800), 30, "phase 2 outputs")
 
