@@ -32,7 +32,7 @@ WARM_UP_MESSAGES = 16
 
 
 class SyntheticRecord(NamedTuple):
-    """A consumer record made up by the daemon (:meth:`Partitions.warm_up`), with the fields a task reads."""
+    """A :class:`~connectors.kafka.transport.Record` made up by the daemon (:meth:`Partitions.warm_up`)."""
 
     topic: str
     partition: int

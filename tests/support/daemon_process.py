@@ -56,10 +56,15 @@ class DaemonProcess:
     def named(self, event: str) -> list[dict]:
         return [e for e in list(self.events) if e.get("event") == event]
 
-    def wait_restored(self, partitions: set[int], timeout: float = 40.0) -> list[dict]:
+    def restored(self, since: int = 0) -> dict[int, dict]:
+        """The last ``restored`` event of each partition among the events from index ``since`` on."""
+        return {e["partition"]: e for e in list(self.events)[since:] if e.get("event") == "restored"}
+
+    def wait_restored(self, partitions: set[int], timeout: float = 40.0, since: int = 0) -> list[dict]:
+        """Wait until every partition of ``partitions`` was restored (from event ``since`` on); all restores so far."""
         def done():
             assert self.process.poll() is None, f"daemon exited: {self.events[-5:]}"
-            return {e["partition"] for e in self.named("restored")} >= partitions
+            return self.restored(since).keys() >= partitions
         wait_for(done, timeout, f"restore of {partitions}")
         return self.named("restored")
 

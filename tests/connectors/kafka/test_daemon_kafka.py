@@ -285,11 +285,6 @@ def test_restore_reads_records_written_after_it_found_the_changelog_empty(kafka_
         restorer.close()
 
 
-def restored_since(daemon: DaemonProcess, start: int) -> dict[int, dict]:
-    """The last ``restored`` event of each partition among the ``daemon``'s events from index ``start`` on."""
-    return {e["partition"]: e for e in daemon.events[start:] if e.get("event") == "restored"}
-
-
 def test_rebalance_moves_partitions_with_their_state(kafka_broker, tmp_path):
     values = settings(kafka_broker, "rebalance", session_ms=6000)
     config = ensure_topics_for(kafka_broker, values)
@@ -313,8 +308,8 @@ def test_rebalance_moves_partitions_with_their_state(kafka_broker, tmp_path):
     restored = b.wait_restored(moved)
     assert all(e["checkpoint"] and e["n_samples"] == 300 for e in restored), restored  # state came along
     wait_for(lambda: a.named("assigned")[-1]["partitions"] == sorted({0, 1, 2} - moved), 20, "a's new assignment")
-    wait_for(lambda: restored_since(a, before_b).keys() >= {0, 1, 2} - moved, 20, "a's restores")
-    kept = restored_since(a, before_b)  # eager rebalancing: a gives up all, then restores those it keeps
+    a.wait_restored({0, 1, 2} - moved, timeout=20, since=before_b)
+    kept = a.restored(before_b)  # eager rebalancing: a gives up all, then restores those it keeps
     assert all(e["checkpoint"] and e["n_samples"] == 300 for e in kept.values()), kept
     produce_messages(kafka_broker, config.topics.input, phases[1])
     wait_for(outputs_reach(1800), 30, "phase 2 outputs")
@@ -322,8 +317,8 @@ def test_rebalance_moves_partitions_with_their_state(kafka_broker, tmp_path):
     seen, left = len(b.events), {0, 1, 2} - moved
     assert a.stop(signal.SIGTERM) == 0
     assert a.named("stopped")[-1]["ok"], a.events[-8:]  # its final checkpoint is durable
-    wait_for(lambda: restored_since(b, seen).keys() >= left, 40, "b to take over a's partitions")
-    taken = restored_since(b, seen)
+    b.wait_restored(left, since=seen)
+    taken = b.restored(seen)
     assert all(taken[p]["checkpoint"] and taken[p]["n_samples"] == 600 for p in left), (
         taken, a.events[-8:], b.events[seen:])
     produce_messages(kafka_broker, config.topics.input, phases[2])
