@@ -25,7 +25,14 @@ _FIELDS = "streamfair_fields"
 
 
 class JsonFormatter(logging.Formatter):
-    """Formats a record as one JSON line."""
+    """Formats a record as one JSON line.
+
+    >>> import logging
+    >>> record = logging.LogRecord("streamfair", logging.WARNING, "", 0, "commit_failed", None, None)
+    >>> record.created = 0.0
+    >>> print(JsonFormatter().format(record))
+    {"ts":"1970-01-01T00:00:00.000+00:00","level":"warning","logger":"streamfair","event":"commit_failed"}
+    """
 
     def format(self, record: logging.LogRecord) -> str:
         line = {
@@ -73,7 +80,15 @@ class RateLimit(logging.Filter):
 
 
 def setup_logging(level: str | int, stream: TextIO | None = None, name: str = "streamfair") -> logging.Logger:
-    """Send ``name``'s records, and kafka-python's errors (rate-limited), as JSON lines to ``stream`` (stderr)."""
+    """Send ``name``'s records, and kafka-python's errors (rate-limited), as JSON lines to ``stream`` (stderr).
+
+    The logger does not propagate: its records appear once, as JSON, whatever the root logger does.
+
+    >>> import io, logging
+    >>> logger = setup_logging("warning", stream=io.StringIO(), name="doctest.setup")
+    >>> logger.level == logging.WARNING, logger.propagate, type(logger.handlers[0].formatter).__name__
+    (True, False, 'JsonFormatter')
+    """
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(JsonFormatter())
     logger = logging.getLogger(name)
@@ -91,6 +106,17 @@ def setup_logging(level: str | int, stream: TextIO | None = None, name: str = "s
 
 
 def log_event(logger: logging.Logger, level: int, event: str, **fields: Any) -> None:
-    """Log ``event`` with structured ``fields``."""
+    """Log ``event`` with structured ``fields``.
+
+    The fields become keys of the JSON line (any value ``json`` cannot write is written as its ``str``):
+
+    >>> import io, json, logging
+    >>> stream = io.StringIO()
+    >>> logger = setup_logging("INFO", stream=stream, name="doctest.event")
+    >>> log_event(logger, logging.INFO, "restored", partition=1, offset=None, seconds=0.5)
+    >>> log_event(logger, logging.DEBUG, "dead_letter", reason="empty")  # below the level: nothing
+    >>> {key: value for key, value in json.loads(stream.getvalue()).items() if key != "ts"}
+    {'level': 'info', 'logger': 'doctest.event', 'event': 'restored', 'partition': 1, 'offset': None, 'seconds': 0.5}
+    """
     if logger.isEnabledFor(level):
         logger.log(level, event, extra={_FIELDS: fields})

@@ -31,7 +31,14 @@ from typing import Any
 
 @dataclass
 class DaemonStats:
-    """Counters since start (monotonic clock for times)."""
+    """Counters since start (monotonic clock for times).
+
+    >>> stats = DaemonStats()
+    >>> stats.consumed += 3
+    >>> stats.dead_letters["invalid_json"] += 1
+    >>> stats.consumed, dict(stats.dead_letters), stats.last_checkpoint
+    (3, {'invalid_json': 1}, None)
+    """
 
     consumed: int = 0  # input records handled (valid or dead-lettered)
     produced: int = 0  # predictions sent
@@ -49,7 +56,15 @@ class DaemonStats:
 
 
 class DaemonObserver:
-    """Callbacks of the daemon's events; every method is a no-op here."""
+    """Callbacks of the daemon's events; every method is a no-op here.
+
+    Every callback gets the daemon first; an observer overrides only what it needs (see the
+    module's example), and the others stay no-ops:
+
+    >>> observer = DaemonObserver()
+    >>> observer.on_checkpoint(None, [0, 1], 0.01, True) is None
+    True
+    """
 
     def on_start(self, daemon: Any) -> None:
         """Clients created, before the first poll."""

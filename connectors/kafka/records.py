@@ -45,6 +45,17 @@ class InputSample(NamedTuple):
         The raw features to score with the base models, or ``None`` for a scores message.
     distribution
         Whether the message asks for the full distribution in its output.
+
+    Examples
+    --------
+    A scores message, and a features message that the base models have not scored yet:
+
+    >>> from connectors.kafka.codec import InputParser
+    >>> InputParser(n_groups=2, max_bytes=1024).parse(b'{"id": 9, "eta": 0.1, "tau": [1, 0]}')
+    InputSample(source=None, id=9, prediction=0.1, tau=[1.0, 0.0], features=None, distribution=False)
+    >>> sample = InputParser(2, 1024, models=True).parse(b'{"id": "b", "features": {"age": 41}}')
+    >>> sample.prediction, sample.tau, sample.features
+    (None, None, {'age': 41})
     """
 
     source: Any
@@ -61,6 +72,11 @@ class Feedback(NamedTuple):
     ``features`` and ``s`` are ``None`` when the feedback is a label for the group-robust
     post-processor only; ``s`` is as given in the message (matched by
     :func:`~connectors.kafka.codec.group_label`).
+
+    >>> from connectors.kafka.codec import FeedbackParser
+    >>> parser = FeedbackParser(groups=["0", "1"], max_bytes=1024)
+    >>> parser.parse(b'{"id": 3, "features": {"age": 41}, "y": 0.7, "s": 1}')
+    Feedback(source=None, id=3, features={'age': 41}, y=0.7, s=1)
     """
 
     source: Any
@@ -76,6 +92,12 @@ class Output(NamedTuple):
     ``timestamp`` is the input's (``-1``: none), ``partition`` the input partition (the daemon
     writes there when the output topic is co-partitioned), ``headers`` the propagated input
     headers (``None``: none).
+
+    >>> from connectors.kafka.codec import encode_output
+    >>> output = Output(None, b"a", encode_output("a", 0.25, 0.5, 3, 0, 7), timestamp=-1, partition=0,
+    ...                 headers=None)
+    >>> output.key, output.value
+    (b'a', b'{"id":"a","prediction":0.25,"eta":0.5,"state_version":3,"partition":0,"offset":7}')
     """
 
     source: Any
@@ -91,6 +113,9 @@ class DeadLetter(NamedTuple):
 
     ``reason`` is one of :data:`~connectors.kafka.codec.REASONS`; ``error_type`` names the exception
     when something other than validation failed (reason ``"processing_error"``).
+
+    >>> DeadLetter(None, "missing_id", "no 'id' field")
+    DeadLetter(source=None, reason='missing_id', detail="no 'id' field", error_type=None)
     """
 
     source: Any
@@ -113,6 +138,11 @@ class TaskResult(NamedTuple):
 
     ``outputs`` and ``dead_letters`` for input records; ``feedback`` (the valid feedback records)
     and ``dead_letters`` for feedback records.
+
+    >>> result = TaskResult(outputs=[], dead_letters=[DeadLetter(None, "empty", "null or empty value")],
+    ...                     feedback=[])
+    >>> [dead.reason for dead in result.dead_letters]
+    ['empty']
     """
 
     outputs: list[Output]
@@ -125,6 +155,13 @@ class Audit(NamedTuple):
 
     ``proba[i]`` is the distribution the task serves for the features of the ``i``-th feedback record
     (over the post-processor's ``atoms``), ``y[i]`` its label and ``groups[i]`` its group as given.
+
+    The mean of each served distribution, next to its label:
+
+    >>> audit = Audit(atoms=np.array([0.0, 0.5, 1.0]), proba=np.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]]),
+    ...               y=[0.0, 1.0], groups=["a", "b"])
+    >>> (audit.proba @ audit.atoms).tolist(), audit.y
+    ([0.25, 0.75], [0.0, 1.0])
     """
 
     atoms: np.ndarray

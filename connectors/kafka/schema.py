@@ -34,7 +34,16 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 class ConfigError(ValueError):
-    """An invalid setting; the message starts with the dotted key."""
+    """An invalid setting; the message starts with the dotted key.
+
+    A ``ValueError``, so callers that only know the standard exceptions still catch it:
+
+    >>> try:
+    ...     INTEGER.parse("kafka.linger_ms", "soon")
+    ... except ValueError as error:
+    ...     print(type(error).__name__, error)
+    ConfigError kafka.linger_ms: expected an integer, got 'soon'
+    """
 
 
 # ---------------------------------------------------------------------------- value types
@@ -43,6 +52,11 @@ class ValueType:
     """How a value is read: from TOML (typed) or from the environment and ``--set`` (text).
 
     ``parse(key, value)`` returns the typed value or raises :class:`ConfigError` naming ``key``.
+
+    >>> BOOLEAN.parse("topics.create", " Yes "), NUMBERS.parse("postprocessor.p", "0.3, 0.7")
+    (True, [0.3, 0.7])
+    >>> LABELS.parse("postprocessor.classes", '["no", "yes"]'), STRINGS.name
+    (['no', 'yes'], 'list of strings')
     """
 
     name: str  # in the documentation table
@@ -147,7 +161,19 @@ JSON = ValueType("TOML or JSON value", _json)
 
 # ---------------------------------------------------------------------------- allowed values
 class Rule:
-    """The values a setting allows beyond its type."""
+    """The values a setting allows beyond its type.
+
+    A rule says what is wrong with a value (:meth:`problem`) and describes what it allows
+    (:meth:`describe`); :meth:`Setting.check` turns the problem into a :class:`ConfigError`.
+
+    >>> class Even(Rule):
+    ...     def problem(self, value):
+    ...         return None if value % 2 == 0 else ("must be even", value)
+    ...     def describe(self, type_name):
+    ...         return f"even {type_name}"
+    >>> Even().problem(4), Even().problem(3), Even().describe("integer")
+    (None, ('must be even', 3), 'even integer')
+    """
 
     def problem(self, value: Any) -> tuple[str, Any] | None:
         """``None`` if ``value`` is allowed, else ``(message, value shown)``."""
@@ -160,7 +186,14 @@ class Rule:
 
 @dataclass(frozen=True)
 class Range(Rule):
-    """``low <= value`` (``low < value`` if ``strict``), ``value <= high`` if given, finite for numbers."""
+    """``low <= value`` (``low < value`` if ``strict``), ``value <= high`` if given, finite for numbers.
+
+    >>> port = Range(0, 65535, note="0: off")
+    >>> port.problem(8080), port.problem(70000), port.describe("integer")
+    (None, ('must be in 0..65535 (0: off)', 70000), 'integer in 0..65535 (0: off)')
+    >>> Range(0, strict=True, finite=True).problem(float("inf"))
+    ('must be a finite number > 0', inf)
+    """
 
     low: float
     high: float | None = None
@@ -187,7 +220,14 @@ class Range(Rule):
 
 @dataclass(frozen=True)
 class OneOf(Rule):
-    """One of ``choices`` (``""`` too if ``empty`` is allowed; upper/lower case alike if ``ignore_case``)."""
+    """One of ``choices`` (``""`` too if ``empty`` is allowed; upper/lower case alike if ``ignore_case``).
+
+    >>> level = OneOf(("DEBUG", "INFO"), ignore_case=True)
+    >>> level.problem("info"), level.problem("trace")
+    (None, ("must be one of ('DEBUG', 'INFO')", 'trace'))
+    >>> OneOf(("PLAIN", "SCRAM-SHA-256"), empty=True).describe("string")
+    'one of `PLAIN`, `SCRAM-SHA-256` or empty'
+    """
 
     choices: tuple[str, ...]
     empty: bool = False
@@ -205,7 +245,16 @@ class OneOf(Rule):
 
 @dataclass(frozen=True)
 class Pattern(Rule):
-    """Text matching ``regex`` (``""`` too if ``empty``); for a list, every entry, and at least one."""
+    """Text matching ``regex`` (``""`` too if ``empty``); for a list, every entry, and at least one.
+
+    For a list, the problem shows the first entry that does not match:
+
+    >>> servers = Pattern(r"^[a-z0-9.-]+:[0-9]+$", "host:port", "entries must be host:port")
+    >>> servers.problem(["a:9092", "b:9092"]), servers.problem(["a:9092", "b"]), servers.problem([])
+    (None, ('entries must be host:port', 'b'), ('needs at least one host:port', []))
+    >>> servers.describe("list of strings")
+    'list of strings (host:port)'
+    """
 
     regex: str
     what: str  # e.g. "host:port"
@@ -230,7 +279,11 @@ class Pattern(Rule):
 
 @dataclass(frozen=True)
 class NotEmpty(Rule):
-    """Text with something other than spaces."""
+    """Text with something other than spaces.
+
+    >>> NotEmpty().problem("scoring"), NotEmpty().problem("  ")
+    (None, ('must not be empty', '  '))
+    """
 
     def problem(self, value: Any) -> tuple[str, Any] | None:
         return None if value.strip() else ("must not be empty", value)
@@ -265,6 +318,20 @@ class Setting:
         The command-line shortcut (``"--group-id"``), if any.
     key
         ``section.name``; set by :meth:`named` where the setting is declared.
+
+    Examples
+    --------
+    An optional setting reads an empty string or ``none`` as ``None``, which every rule allows:
+
+    >>> rack = Setting(STRING, None, "rack of this instance", NotEmpty(), optional=True).named("kafka.rack")
+    >>> rack.section, rack.name, rack.env
+    ('kafka', 'rack', 'STREAMFAIR_KAFKA_RACK')
+    >>> rack.parse("none"), rack.parse("eu-1a"), rack.allowed()
+    (None, 'eu-1a', 'non-empty string, or none')
+    >>> rack.check(" ")
+    Traceback (most recent call last):
+    ...
+    connectors.kafka.schema.ConfigError: kafka.rack: must not be empty, got ' '
     """
 
     type: ValueType
@@ -324,7 +391,18 @@ def env_name(key: str) -> str:
 
 def setting(type: ValueType, default: Any, doc: str, rule: Rule | None = None, *, optional: bool = False,
             flag: str | None = None) -> Any:
-    """A dataclass field declaring a :class:`Setting` (its key is the section and the field's name)."""
+    """A dataclass field declaring a :class:`Setting` (its key is the section and the field's name).
+
+    A list default is copied for every instance (a ``default_factory``):
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Cache:
+    ...     size: int = setting(INTEGER, 100, "entries kept", Range(1))
+    ...     tags: list[str] = setting(STRINGS, ["a"], "labels")
+    >>> Cache(), Cache().tags is Cache().tags
+    (Cache(size=100, tags=['a']), False)
+    """
     declared = Setting(type, default, doc, rule, optional, flag)
     if isinstance(default, list):
         return dataclasses.field(default_factory=lambda: list(default), metadata={"setting": declared})
@@ -332,6 +410,15 @@ def setting(type: ValueType, default: Any, doc: str, rule: Rule | None = None, *
 
 
 def section_settings(section: str, cls: type) -> dict[str, Setting]:
-    """``{key: Setting}`` of the fields of the dataclass ``cls`` declared with :func:`setting`."""
+    """``{key: Setting}`` of the fields of the dataclass ``cls`` declared with :func:`setting`.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Cache:
+    ...     size: int = setting(INTEGER, 100, "entries kept", Range(1))
+    >>> declared = section_settings("cache", Cache)
+    >>> list(declared), declared["cache.size"].env, declared["cache.size"].allowed()
+    (['cache.size'], 'STREAMFAIR_CACHE_SIZE', 'integer >= 1')
+    """
     return {f"{section}.{f.name}": f.metadata["setting"].named(f"{section}.{f.name}")
             for f in dataclasses.fields(cls) if "setting" in f.metadata}
