@@ -37,7 +37,17 @@ class TopicPartition(NamedTuple):
 
 
 class Record(Protocol):
-    """A consumed record, as the daemon's tasks read it."""
+    """A consumed record, as the daemon's tasks read it.
+
+    Any object with these attributes is one (the clients' records, a named tuple); its ``offset``
+    is its own, so the position after it is ``offset + 1``:
+
+    >>> from collections import namedtuple
+    >>> Polled = namedtuple("Polled", "topic partition offset timestamp key value headers")
+    >>> record = Polled("in", 0, 7, 1700000000000, b"a", b'{"id": "a", "eta": 0.5, "tau": [1, 0]}', [])
+    >>> TopicPartition(record.topic, record.partition), record.offset + 1
+    (TopicPartition(topic='in', partition=0), 8)
+    """
 
     topic: str
     partition: int
@@ -49,23 +59,66 @@ class Record(Protocol):
 
 
 class TransportError(Exception):
-    """A Kafka error (broker away, failed request, failed transaction): the daemon retries or rewinds."""
+    """A Kafka error (broker away, failed request, failed transaction): the daemon retries or rewinds.
+
+    Every client's errors arrive as this class or one of its subclasses:
+
+    >>> [issubclass(kind, TransportError) for kind in (RecordTooLarge, UnsupportedCodec, ClientConfigurationError)]
+    [True, True, True]
+    """
 
 
 class RecordTooLarge(TransportError):
-    """The producer refuses this one record (larger than its limits): that record's problem."""
+    """The producer refuses this one record (larger than its limits): that record's problem.
+
+    Caught before :class:`TransportError`, it costs one record (a dead letter) instead of a rewind:
+
+    >>> try:
+    ...     raise RecordTooLarge("MessageSizeTooLargeError: 2000000 bytes")
+    ... except RecordTooLarge as error:
+    ...     print("dead letter:", error)
+    ... except TransportError:
+    ...     print("rewind")
+    dead letter: MessageSizeTooLargeError: 2000000 bytes
+    """
 
 
 class UnsupportedCodec(TransportError):
-    """A record batch compressed with a codec this installation cannot read: no retry can help."""
+    """A record batch compressed with a codec this installation cannot read: no retry can help.
+
+    >>> error = UnsupportedCodec("UnsupportedCodecError: lz4")
+    >>> isinstance(error, TransportError), str(error)
+    (True, 'UnsupportedCodecError: lz4')
+    """
 
 
 class ClientConfigurationError(TransportError):
-    """The client refuses its settings."""
+    """The client refuses its settings.
+
+    No retry can help either: the daemon stops with a configuration error instead of waiting for a broker.
+
+    >>> isinstance(ClientConfigurationError("KafkaConfigurationError: bad ssl_cafile"), TransportError)
+    True
+    """
 
 
 class RebalanceListener(Protocol):
-    """What a group consumer tells its owner about the partitions it is given or loses."""
+    """What a group consumer tells its owner about the partitions it is given or loses.
+
+    ``lost`` is true when they were taken without a revocation (this member's session expired):
+    another member may own them already, so they are dropped without a checkpoint.
+
+    >>> class Printing:
+    ...     def assigned(self, partitions):
+    ...         print("assigned", [tp.partition for tp in partitions])
+    ...     def revoked(self, partitions, lost):
+    ...         print("lost" if lost else "revoked", [tp.partition for tp in partitions])
+    >>> listener: RebalanceListener = Printing()
+    >>> listener.assigned([TopicPartition("in", 0), TopicPartition("in", 2)])
+    assigned [0, 2]
+    >>> listener.revoked([TopicPartition("in", 2)], lost=True)
+    lost [2]
+    """
 
     def assigned(self, partitions: list[TopicPartition]) -> None: ...
 
@@ -147,7 +200,17 @@ class Producer(Protocol):
 
 @dataclass(frozen=True)
 class TopicLayout:
-    """Partition counts found (or created) at start."""
+    """Partition counts found (or created) at start.
+
+    >>> from connectors.kafka.config import load_config
+    >>> config = load_config(env={}, overrides=["topics.input=in", "topics.feedback=labels"])
+    >>> created = {}
+    >>> layout = plan_topics(config, {"in": 4, "streamfair.output": 2}, created.update)
+    >>> layout.input_partitions, layout.output_partitions, layout.changelog_partitions, layout.feedback_partitions
+    (4, 2, 4, 4)
+    >>> sorted(created)  # missing topics get the input's partition count
+    ['labels', 'streamfair.changelog', 'streamfair.dead-letter']
+    """
 
     input_partitions: int
     output_partitions: int
@@ -234,6 +297,21 @@ def caught_up(consumer: Consumer, partitions: Iterable[TopicPartition]) -> bool:
     The fetch high-watermark, not the broker's answer to ListOffsets(latest), which Tansu gets
     wrong.  False for no partitions, and while a partition's high-watermark or position is not
     known yet (before its first fetch).
+
+    Only the consumer's ``highwater`` and ``position`` are read:
+
+    >>> class Fetched:  # what a consumer knows after a fetch: each log ends at offset 5
+    ...     def __init__(self, positions):
+    ...         self.positions = positions
+    ...     def highwater(self, tp):
+    ...         return 5
+    ...     def position(self, tp):
+    ...         return self.positions.get(tp)
+    >>> p0, p1 = TopicPartition("in", 0), TopicPartition("in", 1)
+    >>> caught_up(Fetched({p0: 5, p1: 5}), [p0, p1]), caught_up(Fetched({p0: 5, p1: 3}), [p0, p1])
+    (True, False)
+    >>> caught_up(Fetched({p0: 5}), [p0, p1]), caught_up(Fetched({}), [])  # a position unknown; no partitions
+    (False, False)
     """
     partitions = list(partitions)
     for tp in partitions:
