@@ -102,7 +102,14 @@ _POSITIVE_SECONDS = Range(0, strict=True, finite=True)
 # ---------------------------------------------------------------------------- the sections
 @dataclass(frozen=True)
 class KafkaConfig:
-    """Connection and client settings (see docs/daemon.md for why each value)."""
+    """Connection and client settings (see docs/daemon.md for why each value).
+
+    Lists are comma-separated in the environment and in ``--set``:
+
+    >>> kafka = load_config(env={"STREAMFAIR_KAFKA_BOOTSTRAP_SERVERS": "k1:9092,k2:9092"}).kafka
+    >>> kafka.bootstrap_servers, kafka.client, kafka.session_timeout_ms
+    (['k1:9092', 'k2:9092'], 'kafka-python', 10000)
+    """
 
     bootstrap_servers: list[str] = setting(
         STRINGS, ["127.0.0.1:9092"], "the brokers to connect to first",
@@ -154,7 +161,16 @@ class KafkaConfig:
 
 @dataclass(frozen=True)
 class TopicsConfig:
-    """Topic names; ``feedback`` empty means no feedback topic."""
+    """Topic names; ``feedback`` empty means no feedback topic.
+
+    >>> topics = load_config(env={}, overrides=["topics.input=orders"]).topics
+    >>> topics.input, topics.output, topics.feedback, topics.partitions
+    ('orders', 'streamfair.output', '', 3)
+    >>> load_config(env={}, overrides=["topics.output=streamfair.input"])
+    Traceback (most recent call last):
+    ...
+    connectors.kafka.schema.ConfigError: topics.output: must differ from topics.input, got 'streamfair.input'
+    """
 
     input: str = setting(STRING, "streamfair.input", "input records (scores or features)", _TOPIC,
                          flag="--input-topic")
@@ -172,7 +188,14 @@ class TopicsConfig:
 
 @dataclass(frozen=True)
 class ProcessingConfig:
-    """How messages become predictions, and how often state is checkpointed."""
+    """How messages become predictions, and how often state is checkpointed.
+
+    >>> processing = load_config(env={}, overrides=["processing.guarantee=exactly_once"]).processing
+    >>> processing.guarantee, processing.batch_size, processing.checkpoint_every_messages, processing.mode
+    ('exactly_once', 1, 1000, 'sample')
+    >>> processing.propagate_headers[:2]
+    ['traceparent', 'tracestate']
+    """
 
     guarantee: str = setting(STRING, "at_least_once", "delivery guarantee of the outputs", OneOf(GUARANTEES),
                              flag="--guarantee")
@@ -197,7 +220,18 @@ class ProcessingConfig:
 
 @dataclass(frozen=True)
 class ModelsConfig:
-    """Base models for messages that carry raw features (pickled River models)."""
+    """Base models for messages that carry raw features (pickled River models).
+
+    No models unless ``eta`` names a file (and ``tau`` too):
+
+    >>> models = load_config(env={}).models
+    >>> models.enabled, models.features, models.learn
+    (False, [], False)
+    >>> load_config(env={}, overrides=["models.learn=true"])
+    Traceback (most recent call last):
+    ...
+    connectors.kafka.schema.ConfigError: models.learn: needs models.eta and models.tau, got True
+    """
 
     eta: str = setting(STRING, "", "pickled River regressor (classification: classifier) giving eta "
                        "(with `models.tau`)")
@@ -213,7 +247,12 @@ class ModelsConfig:
 
 @dataclass(frozen=True)
 class MetricsConfig:
-    """The metrics endpoint (:mod:`connectors.prometheus`); ``port = 0`` disables it."""
+    """The metrics endpoint (:mod:`connectors.prometheus`); ``port = 0`` disables it.
+
+    >>> metrics = load_config(env={"STREAMFAIR_METRICS_PORT": "9464"}).metrics
+    >>> metrics.port, metrics.host, metrics.interval_seconds
+    (9464, '0.0.0.0', 5.0)
+    """
 
     port: int = setting(INTEGER, 0, "metrics endpoint (`/metrics`, `/healthz`, `/readyz`)",
                         Range(0, 65535, note="0: off"), flag="--metrics-port")
@@ -225,7 +264,13 @@ class MetricsConfig:
 
 @dataclass(frozen=True)
 class LogConfig:
-    """Logging."""
+    """Logging.
+
+    The level is accepted in any case (see :func:`log_level`):
+
+    >>> load_config(env={}, overrides=["log.level=debug", "log.progress_seconds=0"]).log
+    LogConfig(level='debug', progress_seconds=0.0)
+    """
 
     level: str = setting(STRING, "INFO", "DEBUG adds one line per checkpoint and per dead letter",
                          OneOf(LOG_LEVELS, ignore_case=True), flag="--log-level")
@@ -267,7 +312,15 @@ _CLIENT_TYPES: dict[type, ValueType] = {bool: BOOLEAN, int: INTEGER, float: NUMB
 def client_settings(section: str) -> dict[str, Setting]:
     """``{key: Setting}`` of the kafka-python ``section`` (consumer/producer) settings passed through.
 
-    Their types are those of the client's defaults; they are passed as given.
+    Their types are those of the client's defaults; they are passed as given.  The settings the
+    daemon chooses itself (:data:`DAEMON_CLIENT_SETTINGS`) are not among them.
+
+    >>> consumer = client_settings("consumer")
+    >>> rack = consumer["consumer.client_rack"]
+    >>> rack.env, rack.type.name, rack.default
+    ('STREAMFAIR_CONSUMER_CLIENT_RACK', 'string', '')
+    >>> "consumer.group_id" in consumer, client_settings("producer")["producer.max_request_size"].default
+    (False, 1048576)
     """
     from kafka import KafkaConsumer, KafkaProducer
 
@@ -281,7 +334,18 @@ def client_settings(section: str) -> dict[str, Setting]:
 # ---------------------------------------------------------------------------- the whole configuration
 @dataclass(frozen=True)
 class Config:
-    """The whole daemon configuration."""
+    """The whole daemon configuration.
+
+    Usually made by :func:`load_config`; the sections are frozen dataclasses, read by attribute.
+    The group labels and the classes come from the post-processor's section:
+
+    >>> config = load_config(env={}, overrides=["postprocessor.kind=classification",
+    ...                                         "postprocessor.classes=no,yes", "models.groups=f,m"])
+    >>> config.n_groups, config.group_labels(), config.classes()
+    (2, ['f', 'm'], ['no', 'yes'])
+    >>> Config().classes() is None, Config().group_labels()  # regression, groups "0" .. "K-1"
+    (True, ['0', '1'])
+    """
 
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     topics: TopicsConfig = field(default_factory=TopicsConfig)
@@ -418,6 +482,35 @@ def load_config(
         Environment (``None``: ``os.environ``); only ``STREAMFAIR_*`` variables are read.
     overrides
         ``"section.name=value"`` strings, e.g. from ``--set``.
+
+    Examples
+    --------
+    A TOML file, overridden by the environment, overridden by ``overrides``:
+
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = pathlib.Path(folder) / "streamfair.toml"
+    ...     _ = path.write_text('''
+    ... [kafka]
+    ... group_id = "from-file"
+    ... linger_ms = 20
+    ... [topics]
+    ... input = "orders"
+    ... ''')
+    ...     config = load_config(path, env={"STREAMFAIR_KAFKA_GROUP_ID": "from-env"},
+    ...                          overrides=["kafka.linger_ms=0"])
+    >>> config.kafka.group_id, config.kafka.linger_ms, config.topics.input
+    ('from-env', 0, 'orders')
+
+    ``STREAMFAIR_*`` variables that are not settings are kept aside, but a near miss is an error:
+
+    >>> load_config(env={"STREAMFAIR_METRICS_SERVICE_PORT": "tcp://10.0.0.1:9464"}).ignored_variables
+    ('STREAMFAIR_METRICS_SERVICE_PORT',)
+    >>> try:
+    ...     load_config(env={"STREAMFAIR_KAFKA_GROUPID": "scoring"})
+    ... except ConfigError as error:
+    ...     print(error)  # doctest: +ELLIPSIS
+    STREAMFAIR_KAFKA_GROUPID: unknown configuration variable, did you mean STREAMFAIR_KAFKA_GROUP_ID? ...
     """
     env = os.environ if env is None else env
     path = path if path is not None else env.get(f"{ENV_PREFIX}CONFIG") or None
@@ -459,7 +552,20 @@ def _require(condition: bool, key: str, message: str, value: Any) -> None:
 
 def validate(config: Config) -> None:
     """Check every setting against its declaration, then the settings that depend on each other and on
-    the machine (files, codecs); raise :class:`ConfigError` naming the first bad key."""
+    the machine (files, codecs); raise :class:`ConfigError` naming the first bad key.
+
+    :func:`load_config` calls it; a configuration changed afterwards is checked again here:
+
+    >>> import dataclasses
+    >>> config = load_config(env={})
+    >>> validate(config)
+    >>> slow = dataclasses.replace(config.kafka, heartbeat_interval_ms=20000)
+    >>> try:
+    ...     validate(dataclasses.replace(config, kafka=slow))
+    ... except ConfigError as error:
+    ...     print(error)
+    kafka.heartbeat_interval_ms: must be below kafka.session_timeout_ms (10000), got 20000
+    """
     for declared in SCHEMA.values():
         if declared.section in DECLARED_SECTIONS:
             declared.check(getattr(getattr(config, declared.section), declared.name))
@@ -546,7 +652,15 @@ def _validate_security(kafka: KafkaConfig) -> None:
 
 # ---------------------------------------------------------------------------- command line
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--config``, ``--set`` and the shortcut flag of every setting that declares one."""
+    """``--config``, ``--set`` and the shortcut flag of every setting that declares one.
+
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="streamfair serve")
+    >>> add_config_arguments(parser)
+    >>> args = parser.parse_args(["--group-id", "scoring", "--set", "topics.input=orders"])
+    >>> args.group_id, args.overrides, args.guarantee
+    ('scoring', ['topics.input=orders'], None)
+    """
     parser.add_argument("--config", help="TOML configuration file (default: $STREAMFAIR_CONFIG)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override one setting (repeatable)")
@@ -559,7 +673,19 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
-    """The configuration from file, environment, ``--set`` and the shortcut flags (in that order)."""
+    """The configuration from file, environment, ``--set`` and the shortcut flags (in that order).
+
+    A shortcut flag wins over ``--set`` of the same key (and both over the environment):
+
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser()
+    >>> add_config_arguments(parser)
+    >>> args = parser.parse_args(["--set", "kafka.group_id=from-set", "--group-id", "from-flag",
+    ...                           "--set", "topics.input=orders", "--guarantee", "exactly_once"])
+    >>> config = config_from_args(args)
+    >>> config.kafka.group_id, config.topics.input, config.processing.guarantee
+    ('from-flag', 'orders', 'exactly_once')
+    """
     overrides = list(args.overrides)
     for declared in SCHEMA.values():
         value = getattr(args, declared.flag[2:].replace("-", "_"), None) if declared.flag else None
@@ -598,5 +724,10 @@ def config_table() -> str:
 
 
 def log_level(config: Config) -> int:
-    """The configured level as a :mod:`logging` constant."""
+    """The configured level as a :mod:`logging` constant.
+
+    >>> import logging
+    >>> log_level(load_config(env={}, overrides=["log.level=debug"])) == logging.DEBUG
+    True
+    """
     return getattr(logging, config.log.level.upper())
