@@ -86,7 +86,11 @@ def restore_postprocessor(state: dict):
 
 
 def checkpoint_key(topic: str, partition: int) -> bytes:
-    """Changelog key of a task: ``b"<topic>:<partition>"``."""
+    """Changelog key of a task: ``b"<topic>:<partition>"``.
+
+    >>> checkpoint_key("orders", 3)
+    b'orders:3'
+    """
     return f"{topic}:{partition}".encode()
 
 
@@ -115,6 +119,24 @@ class Checkpoint:
         The input topic's id (a UUID string) when ``offset`` was read: a topic deleted and created again
         gets a new id, so an offset of the old one is recognised.  ``None`` when unknown (older
         checkpoints, brokers without topic ids).
+
+    Examples
+    --------
+    A fresh post-processor with one sample predicted but not learned yet:
+
+    >>> from streamfair import FairRegressionPostProcessor
+    >>> state = FairRegressionPostProcessor(L=5, n_groups=2).state_dict()
+    >>> point = Checkpoint("orders", 0, offset=42, feedback_offset=None, state=state,
+    ...                    pending_eta=[0.3], pending_tau=[[0.5, 0.5]], pending_keys=["a"])
+    >>> point.key, point.n_samples
+    (b'orders:0', 0)
+    >>> again = Checkpoint.from_bytes(point.to_bytes())
+    >>> again.offset, again.pending_eta, again.pending_keys, again.to_bytes() == point.to_bytes()
+    (42, [0.3], ['a'], True)
+    >>> Checkpoint.from_bytes(b'{"format": "other/2"}')
+    Traceback (most recent call last):
+    ...
+    ValueError: checkpoint format must be 'streamfair.checkpoint/1', got 'other/2'
     """
 
     topic: str

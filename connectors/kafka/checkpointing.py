@@ -37,6 +37,25 @@ class Checkpointer:
         Partitions whose task changed since its last checkpoint.
     since_checkpoint : int
         Input records processed since the last checkpoint.
+
+    Examples
+    --------
+    A checkpoint is due once a changed task has seen ``processing.checkpoint_every_messages``
+    input records (or ``checkpoint_every_seconds`` have passed):
+
+    >>> import time
+    >>> from connectors.kafka.config import load_config
+    >>> from connectors.kafka.loop import Daemon
+    >>> daemon = Daemon(load_config(env={}, overrides=["processing.checkpoint_every_messages=100"]))
+    >>> checkpoints = daemon.checkpoints
+    >>> checkpoints.due(time.monotonic())  # nothing changed
+    False
+    >>> checkpoints.processed(0, n_input=60)
+    >>> checkpoints.due(time.monotonic())
+    False
+    >>> checkpoints.processed(1, n_input=40)
+    >>> checkpoints.due(time.monotonic()), sorted(checkpoints.dirty), checkpoints.since_checkpoint
+    (True, [0, 1], 100)
     """
 
     def __init__(self, daemon: Daemon):

@@ -102,6 +102,21 @@ class Daemon:
     consumer, restorer : Consumer
         The group consumer and the unassigned consumer that reads the changelog (open from the start
         of :meth:`run` until it returns; ``RuntimeError`` otherwise).
+
+    Examples
+    --------
+    Building a daemon connects to nothing: :meth:`run` does.  Before it has partitions it is not
+    ready and has no lag; a daemon stopped before it connected returns 0 at once:
+
+    >>> from connectors.kafka.config import load_config
+    >>> daemon = Daemon(load_config(env={}, overrides=["topics.input=orders"]))
+    >>> type(daemon.transport).__name__, daemon.parser.n_groups
+    ('KafkaPythonTransport', 2)
+    >>> daemon.ready, daemon.tasks, daemon.lag()
+    (False, {}, {})
+    >>> daemon.stop()
+    >>> daemon.run()
+    0
     """
 
     def __init__(self, config: Config, observers: Sequence[DaemonObserver] = (), logger: logging.Logger | None = None):

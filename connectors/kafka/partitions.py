@@ -32,7 +32,15 @@ WARM_UP_MESSAGES = 16
 
 
 class SyntheticRecord(NamedTuple):
-    """A :class:`~connectors.kafka.transport.Record` made up by the daemon (:meth:`Partitions.warm_up`)."""
+    """A :class:`~connectors.kafka.transport.Record` made up by the daemon (:meth:`Partitions.warm_up`).
+
+    Partition ``-1`` and timestamp ``-1``: it belongs to no partition and was never in a topic.
+
+    >>> from connectors.kafka.codec import InputParser
+    >>> record = SyntheticRecord("in", -1, 0, -1, None, b'{"id": "warm-up-0", "eta": 0.0, "tau": [0.5, 0.5]}', [])
+    >>> InputParser(n_groups=2, max_bytes=1024).parse(record.value).id, record.partition
+    ('warm-up-0', -1)
+    """
 
     topic: str
     partition: int
@@ -52,6 +60,29 @@ class Partitions:
         Tasks of the input partitions currently owned and restored.
     to_restore : set[int]
         Partitions assigned whose task is not restored yet.
+
+    Examples
+    --------
+    A task is made fresh, or from the bytes of its last checkpoint (it then resumes at its offsets):
+
+    >>> from connectors.kafka.checkpoint import Checkpoint
+    >>> from connectors.kafka.config import load_config
+    >>> from connectors.kafka.loop import Daemon
+    >>> daemon = Daemon(load_config(env={}, overrides=["topics.input=orders", "topics.feedback=labels"]))
+    >>> partitions = daemon.partitions
+    >>> fresh = partitions.new_task(0, None)
+    >>> fresh.offset, type(fresh.fair).__name__
+    (None, 'FairRegressionPostProcessor')
+    >>> point = Checkpoint("orders", 1, offset=42, feedback_offset=7,
+    ...                    state=daemon.config.postprocessor.build().state_dict())
+    >>> restored = partitions.new_task(1, point.to_bytes())
+    >>> restored.offset, restored.feedback_offset
+    (42, 7)
+
+    A partition of the input is also the feedback topic's partition of the same number:
+
+    >>> [(tp.topic, tp.partition) for tp in partitions.topic_partitions([1])]
+    [('orders', 1), ('labels', 1)]
     """
 
     def __init__(self, daemon: Daemon):

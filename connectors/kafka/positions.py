@@ -32,6 +32,21 @@ class LogPositions:
         The input topic's id as last seen in metadata.
     log_start : dict[int, int]
         First offset of each owned input partition (read at restore).
+
+    Examples
+    --------
+    Nothing is known before the daemon has restored a partition, and :meth:`check` reads the group
+    consumer's metadata and high-watermarks, so it runs only while the daemon does:
+
+    >>> from connectors.kafka.config import load_config
+    >>> from connectors.kafka.loop import Daemon
+    >>> positions = Daemon(load_config(env={})).positions
+    >>> positions.input_topic_id, positions.log_start
+    (None, {})
+    >>> positions.check()
+    Traceback (most recent call last):
+    ...
+    RuntimeError: the daemon's consumer is not open (before run() connected, or after it closed)
     """
 
     def __init__(self, daemon: Daemon):

@@ -75,6 +75,28 @@ class Sender:
         The error that failed the interval since the last checkpoint (``None``: none).
     in_transaction
         ``exactly_once``: a transaction is open.
+
+    Examples
+    --------
+    The producer is made by :meth:`renew` (the daemon calls it once connected); the first failure
+    of an interval is the one kept:
+
+    >>> import logging
+    >>> from connectors.kafka.config import load_config
+    >>> from connectors.kafka.observer import DaemonStats
+    >>> from connectors.kafka.transport import transport
+    >>> config = load_config(env={}, overrides=["processing.guarantee=exactly_once"])
+    >>> sender = Sender(config, transport(config), DaemonStats(), logging.getLogger("streamfair"), print)
+    >>> sender.exactly_once, sender.in_transaction, sender.failure
+    (True, False, None)
+    >>> sender.fail(TransportError("flush timed out"))
+    >>> sender.fail(TransportError("commit failed"))
+    >>> sender.failure
+    TransportError('flush timed out')
+    >>> sender.producer
+    Traceback (most recent call last):
+    ...
+    RuntimeError: the daemon's producer is not open (before renew(), or after close())
     """
 
     def __init__(self, config: Config, transport: Transport, stats: DaemonStats, log: logging.Logger,
