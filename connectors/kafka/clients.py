@@ -168,6 +168,14 @@ def topic_id(client: Any, topic: str) -> str | None:
     """The id kafka-python's metadata holds for ``topic`` (``None`` before metadata, or without ids).
 
     A topic deleted and created again (a broker that lost its data) gets a new id.
+
+    ``None`` until metadata has named the topic (here, kafka-python's empty cluster metadata), and
+    for a client without it:
+
+    >>> from types import SimpleNamespace
+    >>> from kafka.cluster import ClusterMetadata
+    >>> topic_id(SimpleNamespace(_cluster=ClusterMetadata()), "orders"), topic_id(object(), "orders")
+    (None, None)
     """
     cluster = getattr(client, "_cluster", None)  # kafka-python 3.0 keeps it there; no public accessor
     found = cluster.topic_id(topic) if cluster is not None else None
@@ -177,7 +185,17 @@ def topic_id(client: Any, topic: str) -> str | None:
 def caught_up(consumer: KafkaConsumer, partitions: Iterable[TopicPartition]) -> bool:
     """Whether the kafka-python ``consumer`` has read ``partitions`` up to their fetch high-watermarks.
 
-    See :func:`connectors.kafka.transport.caught_up`.
+    See :func:`connectors.kafka.transport.caught_up`; only the consumer's ``highwater`` and
+    ``position`` are read.
+
+    >>> class Fetched:  # what a KafkaConsumer knows after a fetch: the log ends at offset 5
+    ...     config = {}  # its settings, which the wrapper keeps
+    ...     def highwater(self, tp):
+    ...         return 5
+    ...     def position(self, tp, timeout_ms=None):
+    ...         return 5 if tp.partition == 0 else 3
+    >>> caught_up(Fetched(), [TopicPartition("in", 0)]), caught_up(Fetched(), [TopicPartition("in", 1)])
+    (True, False)
     """
     return transport.caught_up(KafkaPythonConsumer(consumer), partitions)
 
@@ -346,7 +364,15 @@ class KafkaPythonProducer:
 
 
 class KafkaPythonTransport:
-    """kafka-python 3 behind :class:`connectors.kafka.transport.Transport` (``kafka.client = "kafka-python"``)."""
+    """kafka-python 3 behind :class:`connectors.kafka.transport.Transport` (``kafka.client = "kafka-python"``).
+
+    Stateless: its clients are made when asked for (which needs a broker), so the default
+    configuration's transport is just chosen:
+
+    >>> from connectors.kafka.config import load_config
+    >>> isinstance(transport.transport(load_config(env={})), KafkaPythonTransport)
+    True
+    """
 
     def consumer(self, config: Config, *, group: bool = True) -> KafkaPythonConsumer:
         try:

@@ -89,7 +89,17 @@ def _client(kind: type, settings: dict[str, Any]) -> Any:
 
 
 class ConfluentRecord:
-    """A consumed record with the attributes of :class:`~connectors.kafka.transport.Record`."""
+    """A consumed record with the attributes of :class:`~connectors.kafka.transport.Record`.
+
+    ``timestamp`` is the millisecond value of librdkafka's ``(type, value)`` pair, and no headers
+    are an empty list:
+
+    >>> from confluent_kafka import Message
+    >>> record = ConfluentRecord(Message(topic="in", partition=0, offset=7, key=b"a", value=b"{}",
+    ...                                  timestamp=(1, 1700000000000)))
+    >>> record.topic, record.partition, record.offset, record.timestamp, record.key, record.headers
+    ('in', 0, 7, 1700000000000, b'a', [])
+    """
 
     __slots__ = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
 
@@ -407,7 +417,15 @@ class ConfluentProducer:
 
 
 class ConfluentTransport:
-    """librdkafka behind :class:`connectors.kafka.transport.Transport` (``kafka.client = "confluent"``)."""
+    """librdkafka behind :class:`connectors.kafka.transport.Transport` (``kafka.client = "confluent"``).
+
+    Chosen by ``kafka.client``; its clients are made when asked for (which needs a broker):
+
+    >>> from connectors.kafka.config import load_config
+    >>> from connectors.kafka.transport import transport
+    >>> type(transport(load_config(env={}, overrides=["kafka.client=confluent"]))).__name__
+    'ConfluentTransport'
+    """
 
     def consumer(self, config: Config, *, group: bool = True) -> ConfluentConsumer:
         return ConfluentConsumer(config, group=group)

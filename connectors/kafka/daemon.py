@@ -27,14 +27,26 @@ SHUTDOWN_DEADLINE_S = 9.5
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``streamfair serve``: the configuration flags of the schema, ``--once``, ``--max-messages``."""
+    """The options of ``streamfair serve``: the configuration flags of the schema, ``--once``, ``--max-messages``.
+
+    >>> parser = argparse.ArgumentParser(prog="streamfair serve")
+    >>> add_arguments(parser)
+    >>> args = parser.parse_args(["--once", "--group-id", "scoring", "--set", "processing.batch_size=64"])
+    >>> args.once, args.max_messages, args.group_id, args.overrides
+    (True, None, 'scoring', ['processing.batch_size=64'])
+    """
     add_config_arguments(parser)
     parser.add_argument("--once", action="store_true", help="stop when every owned partition is drained")
     parser.add_argument("--max-messages", type=int, default=None, help="stop after about this many input records")
 
 
 def metrics_observers(config: Config) -> list[DaemonObserver]:
-    """:func:`connectors.prometheus.make_observer` when ``metrics.port`` is set."""
+    """:func:`connectors.prometheus.make_observer` when ``metrics.port`` is set.
+
+    >>> from connectors.kafka.config import load_config
+    >>> metrics_observers(load_config(env={}))  # metrics.port = 0: no endpoint
+    []
+    """
     return [make_observer(config)] if config.metrics.port else []
 
 

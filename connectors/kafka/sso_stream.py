@@ -76,7 +76,14 @@ def decode_labelled(value: bytes, n_features: int,
 
 @dataclass(frozen=True)
 class BatchStep:
-    """One learned batch: where it came from and the SSO step's diagnostics."""
+    """One learned batch: where it came from and the SSO step's diagnostics.
+
+    >>> sso = SSO(2, m=1)
+    >>> X, y = np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([1.0, -1.0])
+    >>> batch = BatchStep(partition=0, first_offset=10, last_offset=11, X=X, y=y, step=sso.step(X, y))
+    >>> batch.last_offset - batch.first_offset + 1, batch.step.loss_at_z, batch.step.inner_steps
+    (2, 0.5, 1)
+    """
 
     partition: int
     first_offset: int
