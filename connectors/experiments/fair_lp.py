@@ -32,7 +32,23 @@ from streamfair.constraints import AtomConstraints, CdfConstraints
 
 @dataclass(frozen=True)
 class FairLP:
-    """A solved LP: its risk, policy, constraint values ``sum_i w_i (C pi_i) t_i`` and prices ``mu``."""
+    """A solved LP: its risk, policy, constraint values ``sum_i w_i (C pi_i) t_i`` and prices ``mu``.
+
+    Examples
+    --------
+    Two samples, one per group, each preferring another atom.  With a tight slack the optimum
+    randomizes the first sample, and the constraint's price sends a new sample (here both old
+    ones) to a single atom:
+
+    >>> from streamfair.constraints import CdfConstraints
+    >>> t = np.array([[1.0, -1.0], [-1.0, 1.0]])
+    >>> r = np.array([[0.0, 1.0], [1.0, 0.0]])
+    >>> lp = solve(t, r, np.array([0.5, 0.5]), np.array([0.1, 0.1]), CdfConstraints(2))
+    >>> lp.policy.round(3).tolist(), lp.constraint_values.round(3).tolist(), lp.prices.round(3).tolist()
+    ([[0.2, 0.8], [0.0, 1.0]], [[0.1, -0.1]], [[0.0, -1.0]])
+    >>> lp.predict_index(t, r).tolist()
+    [0, 0]
+    """
 
     risk: float
     policy: np.ndarray  # (n, m)
@@ -52,6 +68,30 @@ def solve(t: np.ndarray, r: np.ndarray, weights: np.ndarray, slack: np.ndarray,
     The variables are each sample's CDF ``F_il = sum_{l' <= l} pi_il'`` (non-decreasing in ``l``,
     ``F_i,m-1 = 1``) rather than ``pi``: every constraint row then touches one or two variables per
     sample instead of up to ``m``, which keeps the CDF family as sparse as the per-atom one.
+
+    Parameters
+    ----------
+    t
+        ``(n, K)`` group features of the samples.
+    r
+        ``(n, m)`` cost of each atom for each sample.
+    weights
+        ``(n,)`` sample weights.
+    slack
+        ``(K,)`` slack of each group's constraints.
+    constraints
+        The constraint family ``C`` (per atom or on the CDF).
+
+    Examples
+    --------
+    With a slack too loose to bind, each sample takes its cheapest atom and every price is 0:
+
+    >>> from streamfair.constraints import CdfConstraints
+    >>> t = np.array([[1.0, -1.0], [-1.0, 1.0]])
+    >>> r = np.array([[0.0, 1.0], [1.0, 0.0]])
+    >>> lp = solve(t, r, np.array([0.5, 0.5]), np.array([1.0, 1.0]), CdfConstraints(2))
+    >>> lp.risk, lp.policy.tolist(), lp.prices.tolist()
+    (0.0, [[1.0, 0.0], [0.0, 1.0]], [[0.0, 0.0]])
     """
     from scipy import sparse
     from scipy.optimize import linprog

@@ -77,7 +77,15 @@ SPLIT = (0.4, 0.4, 0.2)
 
 @dataclass(frozen=True)
 class Config:
-    """What :func:`run_experiment` runs (the CLI's options)."""
+    """What :func:`run_experiment` runs (the CLI's options).
+
+    The defaults are the paper's sweep; :data:`QUICK` is a small one:
+
+    >>> Config().datasets, Config().exponents
+    (('synthetic', 'crime', 'law', 'adult'), (0, 2, 4, 5, 6, 7, 8, 10, 12, 16))
+    >>> QUICK.datasets, QUICK.repetitions, QUICK.methods
+    (('synthetic',), 2, ('sgd', 'sgd3+acsa2'))
+    """
 
     datasets: tuple[str, ...] = ("synthetic", "crime", "law", "adult")
     repetitions: int = 10
@@ -97,7 +105,18 @@ QUICK = Config(
 
 @dataclass
 class Prepared:
-    """One repetition's split, base models and their outputs (``eta`` in scaled units)."""
+    """One repetition's split, base models and their outputs (``eta`` in scaled units).
+
+    Made by :func:`prepare`; ``low`` and ``high`` are the train target's range, which the scaled
+    units ``[-1, 1]`` map back to:
+
+    >>> prep = prepare(datasets.load_synthetic(n_samples=500), np.random.default_rng(0))
+    >>> prep.to_target_units([-1.0, 1.0]).tolist() == [prep.low, prep.high]
+    True
+    >>> eta, tau = prep.score(np.zeros((2, 3)))          # the base models on new raw features
+    >>> eta.shape, tau.shape
+    ((2,), (2, 4))
+    """
 
     eta_pool: np.ndarray
     tau_pool: np.ndarray
@@ -135,7 +154,16 @@ def stratified_split(s: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarra
 
 
 def prepare(data: datasets.Dataset, rng: np.random.Generator) -> Prepared:
-    """Steps 1-3 of the pipeline (see the module docstring)."""
+    """Steps 1-3 of the pipeline (see the module docstring).
+
+    The unlabeled pool and the test split get the base models' ``eta`` (scaled) and ``tau``:
+
+    >>> prep = prepare(datasets.load_synthetic(n_samples=500), np.random.default_rng(0))
+    >>> prep.eta_pool.shape, prep.tau_pool.shape, prep.eta_test.shape, prep.y_test.shape
+    ((199,), (199, 4), (101,), (101,))
+    >>> prep.p.round(3).tolist()                          # the train frequencies of S
+    [0.265, 0.295, 0.25, 0.19]
+    """
     start = time.perf_counter()
     train, pool, test = stratified_split(data.s, rng)
     mean, scale = data.X[train].mean(axis=0), data.X[train].std(axis=0)
@@ -165,7 +193,13 @@ def _report_dict(report: FairnessReport) -> dict:
 def make_postprocessor(
     prep: Prepared, horizon: int, method: str, exponent: int, seed: int, serve: str = "epoch"
 ) -> FairRegressionPostProcessor:
-    """The post-processor of step 4: ``L, beta`` from the pool size, ``eps = 2^-exponent``."""
+    """The post-processor of step 4: ``L, beta`` from the pool size, ``eps = 2^-exponent``.
+
+    >>> prep = prepare(datasets.load_synthetic(n_samples=500), np.random.default_rng(0))
+    >>> model = make_postprocessor(prep, horizon=199, method=MAIN_METHOD, exponent=6, seed=0)
+    >>> model.L, model.atoms.size, model.eps.tolist()         # L = floor(sqrt(199))
+    (14, 29, [0.015625, 0.015625, 0.015625, 0.015625])
+    """
     optimizer, inner = METHODS[method]
     pool_size = prep.eta_pool.size
     return FairRegressionPostProcessor(
@@ -192,6 +226,15 @@ def post_process(
     checkpoints, one test report per checkpoint (number of samples learned so far).  With
     checkpoints the model serves its running output (``serve="live"``, as the paper's convergence
     plots do); otherwise the output of the completed epoch (the paper's output after ``T``).
+
+    >>> prep = prepare(datasets.load_synthetic(n_samples=500), np.random.default_rng(0))
+    >>> order = np.arange(prep.eta_pool.size)
+    >>> model, seconds, trace = post_process(prep, order, MAIN_METHOD, exponent=6, seed=0)
+    >>> model.diagnostics().n_samples, trace
+    (199, [])
+    >>> _, _, trace = post_process(prep, order, MAIN_METHOD, 6, seed=0, checkpoints=np.array([100, 199]))
+    >>> [point["samples"] for point in trace], sorted(trace[0])
+    ([100, 199], ['atom', 'ks', 'risk', 'samples'])
     """
     model = make_postprocessor(prep, order.size, method, exponent, seed, "epoch" if checkpoints is None else "live")
     eta, tau = prep.eta_pool[order], prep.tau_pool[order]
@@ -210,13 +253,28 @@ def post_process(
 
 
 def evaluate_on_test(model: FairRegressionPostProcessor, prep: Prepared) -> FairnessReport:
-    """Step 5 for the randomized predictor, in target units."""
+    """Step 5 for the randomized predictor, in target units.
+
+    >>> prep = prepare(datasets.load_synthetic(n_samples=500), np.random.default_rng(0))
+    >>> model, _, _ = post_process(prep, np.arange(prep.eta_pool.size), MAIN_METHOD, exponent=6, seed=0)
+    >>> report = evaluate_on_test(model, prep)
+    >>> report.ks_unfairness.shape                        # one KS distance per group
+    (4,)
+    >>> bool(report.max_ks < base_reports(prep)[0].max_ks)
+    True
+    """
     proba = model.proba_many(prep.eta_test, prep.tau_test)
     return evaluate(proba, prep.to_target_units(model.atoms), prep.y_test, prep.s_test, n_groups=prep.p.size)
 
 
 def base_reports(prep: Prepared) -> tuple[FairnessReport, FairnessReport]:
-    """Step 5 for the base model: its continuous output, and its output rounded to the grid."""
+    """Step 5 for the base model: its continuous output, and its output rounded to the grid.
+
+    >>> prep = prepare(datasets.load_synthetic(n_samples=500), np.random.default_rng(0))
+    >>> base, grid = base_reports(prep)
+    >>> round(base.risk, 3), round(grid.risk, 3)           # rounding to the grid costs a little
+    (1.26, 1.284)
+    """
     base = evaluate_deterministic(prep.to_target_units(prep.eta_test), prep.y_test, prep.s_test, prep.p.size)
     atoms = regression_grid(1.0, default_grid_size(prep.eta_pool.size))
     rounded = to_grid(np.clip(prep.eta_test, -1.0, 1.0), atoms)
@@ -244,6 +302,16 @@ def run_experiment(config: Config, log=print) -> dict:
     ``ks`` and ``atom`` unfairness and ``seconds`` (learning time).  The base model has method
     ``"base"`` (continuous output) and ``"base-grid"`` (rounded to the nearest atom), exponent
     ``None``.  ``traces[dataset]`` lists, per repetition, the convergence reports.
+
+    >>> config = Config(datasets=("synthetic",), repetitions=1, exponents=(0, 8), methods=(MAIN_METHOD,),
+    ...                 eval_points=2)
+    >>> results = run_experiment(config, log=lambda message: None)
+    >>> sorted(results)
+    ['config', 'records', 'seconds', 'settings', 'traces']
+    >>> [(record["method"], record["exponent"]) for record in results["records"]]
+    [('base', None), ('base-grid', None), ('sgd3+acsa2', 0), ('sgd3+acsa2', 8)]
+    >>> results["settings"]["synthetic"]["L"], results["settings"]["synthetic"]["pool"]
+    (28, 800)
     """
     start = time.perf_counter()
     methods = [MAIN_METHOD] + [m for m in config.methods if m != MAIN_METHOD]
@@ -318,7 +386,19 @@ def _pm(stat: tuple[float, float], digits: int = 4) -> str:
 
 
 def format_tables(results: dict) -> str:
-    """The main sweep table and the optimizer comparison, as markdown."""
+    """The main sweep table and the optimizer comparison, as markdown.
+
+    >>> config = Config(datasets=("synthetic",), repetitions=1, exponents=(8,), methods=(MAIN_METHOD,),
+    ...                 eval_points=2)
+    >>> tables = format_tables(run_experiment(config, log=lambda message: None))
+    >>> print(tables.splitlines()[0])
+    | dataset | n | d | K | p (train) | N unlabeled | horizon T | L | beta | M | mu | J |
+    >>> for line in tables.splitlines()[8:11]:               # the sweep's rows: dataset, model, eps
+    ...     print(" | ".join(line.split(" | ")[:3]))
+    | synthetic | base (linear regression) | —
+    | synthetic | base rounded to grid | —
+    | synthetic | DP-postproc | 2^-8
+    """
     config, summary = results["config"], summarize(results["records"])
     lines = [
         "| dataset | n | d | K | p (train) | N unlabeled | horizon T | L | beta | M | mu | J |",

@@ -34,6 +34,34 @@ class WeightedHistogram(Collector):
 
     Used for per-message and per-sample durations measured over a batch (the batch's mean, counted
     once per message), so that quantiles are over messages, not batches.
+
+    Parameters
+    ----------
+    name, documentation
+        The metric's name and help text.
+    registry
+        The registry it is registered on (at construction).
+    buckets
+        Upper bounds of the buckets, in seconds (``+Inf`` is added).
+
+    Examples
+    --------
+    A batch of 10 messages that took 2 ms each, then one of 0.5 s (``n = 0`` counts nothing):
+
+    >>> from prometheus_client import CollectorRegistry, generate_latest
+    >>> registry = CollectorRegistry()
+    >>> histogram = WeightedHistogram("batch_seconds", "Time per message.", registry, buckets=(0.001, 0.01))
+    >>> histogram.observe(0.002, n=10)
+    >>> histogram.observe(0.5)
+    >>> histogram.observe(0.1, n=0)
+    >>> print(generate_latest(registry).decode(), end="")
+    # HELP batch_seconds Time per message.
+    # TYPE batch_seconds histogram
+    batch_seconds_bucket{le="0.001"} 0.0
+    batch_seconds_bucket{le="0.01"} 10.0
+    batch_seconds_bucket{le="+Inf"} 11.0
+    batch_seconds_count 11.0
+    batch_seconds_sum 0.52
     """
 
     def __init__(self, name: str, documentation: str, registry: CollectorRegistry,
@@ -68,7 +96,17 @@ class WeightedHistogram(Collector):
 
 
 def remove_series(metric: Any, *labels: str) -> None:
-    """Drop the series of ``metric`` with these label values (nothing if it was never set)."""
+    """Drop the series of ``metric`` with these label values (nothing if it was never set).
+
+    >>> from prometheus_client import CollectorRegistry, Gauge
+    >>> registry = CollectorRegistry()
+    >>> lag = Gauge("lag_records", "Records behind.", ["partition"], registry=registry)
+    >>> lag.labels("0").set(5)
+    >>> remove_series(lag, "0")
+    >>> remove_series(lag, "0")                              # already gone: no error
+    >>> registry.get_sample_value("lag_records", {"partition": "0"}) is None
+    True
+    """
     try:
         metric.remove(*labels)
     except KeyError:  # never set for this partition

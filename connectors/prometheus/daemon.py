@@ -44,6 +44,29 @@ class DaemonMetrics(DaemonObserver):
         The daemon's :class:`~connectors.kafka.config.Config`.
     registry
         ``None``: a new private registry.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> from connectors.kafka.config import load_config
+    >>> from connectors.kafka.observer import DaemonStats
+    >>> metrics = DaemonMetrics(load_config(env={}, overrides=["models.groups=a,b"]))
+    >>> metrics.live(), metrics.ready()
+    ((True, 'starting'), (False, 'not ready: no partition assigned yet, or restoring'))
+
+    The daemon calls :meth:`on_loop` at every poll; here a stand-in with what it reads (the
+    daemon's counters, its tasks, whether it is ready and the consumer lag):
+
+    >>> daemon = SimpleNamespace(stats=DaemonStats(consumed=120, produced=118), tasks={}, ready=True,
+    ...                          lag=lambda: {0: 3})
+    >>> metrics.on_loop(daemon)
+    >>> metrics.ready()
+    (True, 'ready')
+    >>> get = metrics.registry.get_sample_value
+    >>> (get("streamfair_messages_consumed_total", {"topic": "input"}), get("streamfair_messages_produced_total"),
+    ...  get("streamfair_consumer_lag_records", {"partition": "0"}))
+    (120.0, 118.0, 3.0)
+    >>> metrics.close()
     """
 
     def __init__(self, config: Any, registry: CollectorRegistry | None = None):

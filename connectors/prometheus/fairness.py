@@ -60,6 +60,30 @@ class StreamfairMetrics:
     ----------
     registry : CollectorRegistry
         Expose it with :func:`serve`, :func:`prometheus_client.generate_latest` or a push gateway.
+
+    Examples
+    --------
+    The live metrics come from :meth:`observe` (see the module's example).  The audited ones come
+    from labelled feedback: the law ``pi(. | x)`` that was served over the atoms, the label ``y``
+    and the true group (here partition 3 served each group a different law):
+
+    >>> metrics = StreamfairMetrics(groups=["a", "b"], ks=0.05, audit_window=100)
+    >>> atoms, served = [-1.0, 0.0, 1.0], [[0.0, 0.5, 0.5], [0.5, 0.5, 0.0]] * 5
+    >>> metrics.add_feedback(3, atoms, served, y=[1.0, -1.0] * 5, groups=[0, 1] * 5)
+    >>> metrics.audited_samples(3)
+    10
+    >>> report = metrics.observe_audit(3)
+    >>> report.risk, report.ks_unfairness.tolist()
+    (0.5, [0.25, 0.25])
+    >>> get = metrics.registry.get_sample_value
+    >>> get("streamfair_audited_fairness_ks", {"partition": "3", "group": "a"})
+    0.25
+
+    When the partition moves to another instance, its series go:
+
+    >>> metrics.forget_partition(3)
+    >>> get("streamfair_audited_fairness_ks", {"partition": "3", "group": "a"}) is None
+    True
     """
 
     def __init__(self, groups: Sequence[Any], eps: float | Sequence[float] | None = None,

@@ -55,7 +55,18 @@ HISTORY_VERSION = 1
 
 @dataclass(frozen=True)
 class HistoryRecord:
-    """One post-processor's state at one moment (per-group lists in the history's group order)."""
+    """One post-processor's state at one moment (per-group lists in the history's group order).
+
+    The ``audited_*`` fields and ``risk`` are ``None`` until labelled feedback has been seen.
+
+    >>> from streamfair import FairRegressionPostProcessor
+    >>> fair = FairRegressionPostProcessor(L=5, n_groups=2, seed=0)
+    >>> for i in range(200):
+    ...     fair.learn_one(0.5 if i % 2 else -0.5, [0.8, 0.2] if i % 2 else [0.2, 0.8])
+    >>> record = HistoryRecord.from_diagnostics("0", fair.diagnostics(), time=1732170000.0)
+    >>> record.partition, record.n_samples, len(record.live_ks), record.audited_ks, record.risk
+    ('0', 200, 2, None, None)
+    """
 
     time: float
     partition: str
@@ -93,7 +104,17 @@ MEASURES = ("ks", "gap")
 
 @dataclass
 class History:
-    """A loaded history: the header's groups, target and its measure, and the records in file order."""
+    """A loaded history: the header's groups, target and its measure, and the records in file order.
+
+    :func:`read_history` loads one from a file, :func:`scrape_history` records one from a running
+    daemon, and :func:`render` draws it.
+
+    >>> history = History(groups=["a", "b"], target=[0.05, 0.05], measure="ks")
+    >>> history.records.append(HistoryRecord(time=0.0, partition="0", n_samples=100, live_gap=[0.1, 0.1],
+    ...                                      live_ks=[0.04, 0.06], live_mean=[0.2, -0.1]))
+    >>> [record.live_ks for record in history.records]
+    [[0.04, 0.06]]
+    """
 
     groups: list[str]
     target: list[float]
@@ -126,6 +147,25 @@ class HistoryWriter:
         The post-processor's fairness target: one number, or one per group.
     measure
         What it bounds: ``"ks"`` (``postprocessor.ks``) or ``"gap"`` (the per-value ``eps``).
+
+    Examples
+    --------
+    A second writer on the same file appends after the first one's records; one with another
+    header is refused:
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "history.jsonl")
+    >>> record = HistoryRecord(time=0.0, partition="0", n_samples=100, live_gap=[0.1, 0.1],
+    ...                        live_ks=[0.04, 0.06], live_mean=[0.2, -0.1])
+    >>> for _ in range(2):
+    ...     with HistoryWriter(path, groups=["a", "b"], target=0.05, measure="ks") as writer:
+    ...         writer.write(record)
+    >>> len(read_history(path).records)
+    2
+    >>> HistoryWriter(path, groups=["a", "b"], target=0.1, measure="ks")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: path '...history.jsonl' holds a history for groups ['a', 'b'] and ks target [0.05, 0.05], not ...
     """
 
     def __init__(self, path: str | os.PathLike, groups: Sequence[Any], target: Sequence[float] | float,
@@ -169,7 +209,21 @@ class HistoryWriter:
 
 
 def read_history(path: str | os.PathLike) -> History:
-    """Load a history file (see the module docstring for the format)."""
+    """Load a history file (see the module docstring for the format).
+
+    A truncated last line (the writer was killed while writing it) is left out:
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "history.jsonl")
+    >>> with HistoryWriter(path, groups=["0", "1"], target=0.05, measure="ks") as writer:
+    ...     writer.write(HistoryRecord(time=0.0, partition="0", n_samples=100, live_gap=[0.1, 0.1],
+    ...                                live_ks=[0.04, 0.06], live_mean=[0.2, -0.1]))
+    >>> with open(path, "a") as handle:
+    ...     _ = handle.write('{"time": 5.0, "partition": "0", "n_sam')
+    >>> history = read_history(path)
+    >>> history.groups, history.measure, history.target, [record.n_samples for record in history.records]
+    (['0', '1'], 'ks', [0.05, 0.05], [100])
+    """
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     if not lines:
         raise ValueError(f"path {str(path)!r} is empty, expected a streamfair history")
@@ -207,7 +261,25 @@ def _parse_exposition(text: str) -> dict[str, dict[tuple, float]]:
 
 def records_from_exposition(text: str, now: float | None = None
                             ) -> tuple[list[str], list[float], str, list[HistoryRecord]]:
-    """Groups, target, its measure and one record per partition from one scrape of a streamfair ``/metrics`` page."""
+    """Groups, target, its measure and one record per partition from one scrape of a streamfair ``/metrics`` page.
+
+    A partition is recorded once its post-processor has learned a sample (its live gauges are set).
+
+    >>> from prometheus_client import generate_latest
+    >>> from streamfair import FairRegressionPostProcessor
+    >>> from connectors.prometheus import StreamfairMetrics
+    >>> fair = FairRegressionPostProcessor(L=5, n_groups=2, ks=0.05, seed=0)
+    >>> for i in range(200):
+    ...     fair.learn_one(0.5 if i % 2 else -0.5, [0.8, 0.2] if i % 2 else [0.2, 0.8])
+    >>> metrics = StreamfairMetrics(groups=["a", "b"], ks=fair.ks)
+    >>> _ = metrics.observe(fair, partition=2)
+    >>> page = generate_latest(metrics.registry).decode()
+    >>> groups, target, measure, records = records_from_exposition(page, now=1732170000.0)
+    >>> groups, target, measure
+    (['a', 'b'], [0.05, 0.05], 'ks')
+    >>> [(record.partition, record.n_samples, record.audited_ks) for record in records]
+    [('2', 200, None)]
+    """
     samples = _parse_exposition(text)
     measure, name = ("ks", "streamfair_fairness_ks_target")
     if name not in samples:
@@ -356,6 +428,14 @@ def render(history: History, output: str | os.PathLike, x: str = "time", partiti
 
 # ---------------------------------------------------------------------------- command line
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``streamfair report`` (:func:`run` takes the parsed arguments).
+
+    >>> parser = argparse.ArgumentParser()
+    >>> add_arguments(parser)
+    >>> args = parser.parse_args(["history.jsonl", "--x", "samples", "--partition", "0"])
+    >>> args.history, args.scrape, args.output, args.x, args.partitions
+    ('history.jsonl', None, 'streamfair-report.png', 'samples', ['0'])
+    """
     parser.add_argument("history", nargs="?", help="history file (JSON lines) written by the daemon or a library loop")
     parser.add_argument("--scrape", metavar="URL", help="record a history by scraping this /metrics URL instead")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds to scrape (default 60)")

@@ -59,14 +59,30 @@ class DrawKeys:
 
 
 def real_value(value: Any) -> float:
-    """``value`` as a float if it is a real number, else ``TypeError`` (strings, ``None``, ...)."""
+    """``value`` as a float if it is a real number, else ``TypeError`` (strings, ``None``, ...).
+
+    >>> import numpy as np
+    >>> real_value(3), real_value(True), real_value(np.float32(0.5))
+    (3.0, 1.0, 0.5)
+    >>> real_value("3")
+    Traceback (most recent call last):
+    ...
+    TypeError: not a real number: '3'
+    """
     if type(value) is float or isinstance(value, Real):
         return float(value)
     raise TypeError(f"not a real number: {value!r}")
 
 
 def number_text(value: Any) -> str:
-    """``repr(float(value))`` for a real number (``bool`` included), else ``repr(value)``."""
+    """``repr(float(value))`` for a real number (``bool`` included), else ``repr(value)``.
+
+    Equal numbers get the same text whatever their type, so that the fallback key of
+    :class:`DrawKeys` still reads numbers by value:
+
+    >>> number_text(1), number_text(1.0), number_text(True), number_text("1"), number_text(None)
+    ('1.0', '1.0', '1.0', "'1'", 'None')
+    """
     kind = type(value)
     if kind is float:  # the usual feature values first: no ABC check
         return repr(value)

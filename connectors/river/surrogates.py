@@ -46,7 +46,20 @@ def linear_parameters(model, features: Sequence[Hashable]) -> np.ndarray:
 
 
 def set_linear_parameters(model, features: Sequence[Hashable], theta) -> None:
-    """Set a River linear model's weights and intercept from ``theta`` (see :func:`linear_parameters`)."""
+    """Set a River linear model's weights and intercept from ``theta`` (see :func:`linear_parameters`).
+
+    ``theta`` holds one weight per feature, then the intercept:
+
+    >>> from river import linear_model
+    >>> model = linear_model.LinearRegression()
+    >>> set_linear_parameters(model, ["a", "b"], [1.0, -2.0, 0.5])
+    >>> model.weights, model.intercept
+    ({'a': 1.0, 'b': -2.0}, 0.5)
+    >>> set_linear_parameters(model, ["a", "b"], [1.0, -2.0])
+    Traceback (most recent call last):
+    ...
+    ValueError: theta must have shape (3,), got (2,)
+    """
     _check_glm(model)
     theta = np.asarray(theta, dtype=float)
     if theta.shape != (len(features) + 1,):
@@ -57,7 +70,13 @@ def set_linear_parameters(model, features: Sequence[Hashable], theta) -> None:
 
 
 def feature_vector(x: dict, features: Sequence[Hashable]) -> np.ndarray:
-    """``(x[f] for f in features) + (1,)``: the row a numpy linear component sees (missing: 0)."""
+    """``(x[f] for f in features) + (1,)``: the row a numpy linear component sees (missing: 0).
+
+    Features of ``x`` outside ``features`` are left out:
+
+    >>> feature_vector({"b": 2, "c": 5.0}, ["a", "b"]).tolist()
+    [0.0, 2.0, 1.0]
+    """
     return np.array([float(x.get(f, 0.0)) for f in features] + [1.0])
 
 
@@ -157,6 +176,37 @@ class RiverSSO:
         Batches whose gradient was queried, and per-sample optimizer updates made.
     last_target_step_norm : float
         ``||f_B(theta_{t+1}) - z_t||`` of the latest batch.
+
+    Examples
+    --------
+    Five passes of SGD per oracle call fit ``y = 2 x + 1`` in 20 calls:
+
+    >>> from river import linear_model, optim
+    >>> sso = RiverSSO(linear_model.LinearRegression(optimizer=optim.SGD(0.05)), m=5)
+    >>> sso.eta                                        # 1 / (2 L), L = 2 for River's squared loss
+    0.25
+    >>> xs = [{"x": i / 10} for i in range(10)]
+    >>> for _ in range(20):
+    ...     sso.learn_batch(xs, ys=[2 * x["x"] + 1 for x in xs])
+    >>> sso.n_oracle_calls, sso.n_inner_steps, round(sso.raw_one({"x": 0.5}), 2)
+    (20, 1000, 2.0)
+
+    With ``m = 1``, one sample at a time is River's own update:
+
+    >>> sso, plain = RiverSSO(linear_model.LinearRegression(), m=1), linear_model.LinearRegression()
+    >>> for x in xs:
+    ...     sso.learn_one(x, 2 * x["x"] + 1)
+    ...     plain.learn_one(x, 2 * x["x"] + 1)
+    >>> sso.model.weights == plain.weights and sso.model.intercept == plain.intercept
+    True
+
+    An external oracle gives the derivatives of its metric with respect to the raw scores (the
+    logits of a ``LogisticRegression``) instead of labels:
+
+    >>> sso = RiverSSO(linear_model.LogisticRegression(), m=1)
+    >>> sso.learn_batch([{"x": 1.0}, {"x": -1.0}], gradients=[-1.0, 1.0])
+    >>> sso.raw_one({"x": 1.0}) > 0 > sso.raw_one({"x": -1.0})
+    True
     """
 
     def __init__(self, model, m: int = 10, eta: float | None = None):

@@ -34,6 +34,34 @@ class FairWrapper(base.Wrapper):
     :meth:`_start`.  It provides ``_wrapped_model`` (the base model), ``_group_model`` (the
     classifier of S), ``_base_prediction`` (what the post-processor reads from the base model)
     and the class attribute ``_model_kind`` (``base.Regressor`` or ``base.Classifier``).
+
+    Examples
+    --------
+    What every fair wrapper offers, here on a :class:`~connectors.river.FairRegressor`: the
+    group classifier learns S from the labelled samples, the post-processor learns from every
+    sample (unlabeled ones included, which need no S), and :meth:`debug_one` shows the steps of
+    one prediction.
+
+    >>> from river import linear_model
+    >>> from connectors.river import FairRegressor, friedman_with_group
+    >>> fair = FairRegressor(linear_model.LinearRegression(), linear_model.LogisticRegression(),
+    ...                      sensitive="group", groups=(0, 1), L=4, seed=0)
+    >>> stream = list(friedman_with_group(300, seed=1))
+    >>> for x, y in stream[:200]:
+    ...     fair.learn_one(x, y)
+    >>> for x, _ in stream[200:]:
+    ...     fair.learn_unlabeled_one(x)
+    >>> fair.group_counts, fair.diagnostics().n_samples
+    ({0: 105, 1: 95}, 300)
+    >>> by_group = fair.diagnostics_by_group()
+    >>> list(by_group), sorted(by_group[0]), len(by_group[0]["proba"])      # 2 L + 1 = 9 grid values
+    ([0, 1], ['gap', 'ks', 'mean', 'proba'], 9)
+    >>> print(fair.debug_one(stream[0][0], n_decimals=2, top=3))
+    eta (base regressor): -0.06
+    tau = P(S | x): 0: 0.51, 1: 0.49
+    pi(. | x), 3 likeliest of 9: 0.00: 0.97, -0.25: 0.03, 0.25: 0.00
+    prediction (mode='sample'): 0.0
+    S = 0 is in x and was not read
     """
 
     _model_kind: type
@@ -252,7 +280,15 @@ class FairWrapper(base.Wrapper):
 
 
 def label_index(name: str, labels: Any, what: str) -> dict:
-    """``{label: position}`` for a tuple of at least 2 distinct hashable labels, else ``ValueError``."""
+    """``{label: position}`` for a tuple of at least 2 distinct hashable labels, else ``ValueError``.
+
+    >>> label_index("groups", ("a", "b"), "S values")
+    {'a': 0, 'b': 1}
+    >>> label_index("groups", ("a", "a"), "S values")
+    Traceback (most recent call last):
+    ...
+    ValueError: groups must be a tuple of at least 2 distinct S values, got ('a', 'a')
+    """
     try:
         index = {label: i for i, label in enumerate(labels)}
     except TypeError:
@@ -268,6 +304,11 @@ def posterior_in_order(proba: dict, labels: tuple, counts: list[int]) -> list[fl
     Labels absent from ``proba`` get 0 (and labels not in ``labels`` are dropped).  Without mass
     on any label (River classifiers return ``{}`` before learning) it is the frequencies
     ``counts`` of the labels learned so far, smoothed by one pseudo-count each.
+
+    >>> posterior_in_order({"b": 0.6, "c": 0.2, "z": 0.5}, ("a", "b", "c"), [0, 0, 0])
+    [0.0, 0.7499999999999999, 0.25]
+    >>> posterior_in_order({}, ("a", "b"), [2, 0])             # (2 + 1) / 4 and (0 + 1) / 4
+    [0.75, 0.25]
     """
     mass = [float(proba.get(label, 0.0)) for label in labels]
     total = math.fsum(mass)
