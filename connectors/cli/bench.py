@@ -11,11 +11,16 @@ import sys
 import time
 from pathlib import Path
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+#: The repository's ``benchmarks/`` folder (this file is ``connectors/cli/bench.py``).
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def available() -> dict[str, Path]:
-    """Benchmark names (``bench_<name>.py``) found in the repository's ``benchmarks/`` folder."""
+    """Benchmark names (``bench_<name>.py``) found in the repository's ``benchmarks/`` folder.
+
+    >>> {"anytime", "core", "daemon", "river"} <= set(available())
+    True
+    """
     return {path.stem.removeprefix("bench_"): path for path in sorted(BENCHMARKS.glob("bench_*.py"))}
 
 
@@ -25,6 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     found = available()
+    if not found:
+        raise SystemExit(f"no benchmarks found in {BENCHMARKS}: run streamfair bench from a source checkout")
     unknown = sorted(set(args.names) - set(found))
     if unknown:
         raise SystemExit(f"unknown benchmark(s) {unknown}; available: {sorted(found)}")

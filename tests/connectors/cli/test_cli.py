@@ -57,3 +57,13 @@ def test_serve_help_points_to_the_daemon_docs(capsys):
 def test_report_help_says_how_to_produce_its_input(capsys):
     text = " ".join(help_text("report", capsys=capsys).split())
     assert "[metrics] history =" in text and "--scrape http://HOST:PORT/metrics" in text and "--metrics-port" in text
+
+
+def test_bench_finds_every_benchmark_of_the_repository(capsys):
+    from connectors.cli import bench
+
+    scripts = sorted(path.stem.removeprefix("bench_") for path in (REPO / "benchmarks").glob("bench_*.py"))
+    assert sorted(bench.available()) == scripts and "anytime" in scripts
+    assert f"default: all of {scripts}" in " ".join(help_text("bench", capsys=capsys).split())
+    with pytest.raises(SystemExit, match=r"unknown benchmark\(s\) \['nonesuch'\]; available: \[.*'core'"):
+        cli.main(["bench", "nonesuch"])
