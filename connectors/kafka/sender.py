@@ -162,10 +162,10 @@ class Sender:
 
     def send_output(self, output: Output) -> None:
         """Queue one prediction on the output topic."""
-        self._send(self.config.topics.output, value=output.value, key=output.key,
-                   partition=output.partition if self.co_partitioned else None,
-                   timestamp_ms=output.timestamp if output.timestamp >= 0 else None, headers=output.headers)
-        self.stats.produced += 1
+        if self._send(self.config.topics.output, value=output.value, key=output.key,
+                      partition=output.partition if self.co_partitioned else None,
+                      timestamp_ms=output.timestamp if output.timestamp >= 0 else None, headers=output.headers):
+            self.stats.produced += 1
 
     def send_dead_letter(self, dead: DeadLetter) -> None:
         """Queue one record on the dead-letter topic: the source's bytes with why and where from."""
@@ -174,25 +174,28 @@ class Sender:
         partition = source.partition if self.dead_co_partitioned else None
         topic = self.config.topics.dead_letter
         try:
-            self._send(topic, value=value, key=key, headers=headers, partition=partition)
+            queued = self._send(topic, value=value, key=key, headers=headers, partition=partition)
         except RecordTooLarge:  # keep the reason and the source position, drop the bytes
             headers.append(("streamfair.value_dropped", b"too large for the producer"))
-            self._send(topic, value=None, key=key if key is not None else b"", headers=headers, partition=partition)
+            queued = self._send(topic, value=None, key=key if key is not None else b"", headers=headers,
+                                partition=partition)
+        if not queued:  # the interval failed: the rewind replays this message
+            return
         self.stats.dead_letters[dead.reason] += 1
         self.notify("on_dead_letter", dead.reason, source.topic, source.partition)
         log_event(self.log, logging.DEBUG, "dead_letter", reason=dead.reason, topic=source.topic,
                   partition=source.partition, offset=source.offset,
                   **({"error_type": dead.error_type} if dead.error_type else {}))
 
-    def _send(self, topic: str, **record: Any) -> None:
-        """Queue one record.
+    def _send(self, topic: str, **record: Any) -> bool:
+        """Queue one record; whether it was queued.
 
         A record too large for the producer raises :class:`~connectors.kafka.transport.RecordTooLarge` (it is that
         record's problem).  Any other Kafka error fails the interval since the last checkpoint, which
-        is replayed after the rewind, so the rest of the poll is not sent.
+        is replayed after the rewind, so the rest of the poll is not sent (nor counted).
         """
         if self.failure is not None:
-            return
+            return False
         try:
             self.begin()
             self.producer.send(topic, **record, on_error=self._errback)
@@ -200,6 +203,8 @@ class Sender:
             raise
         except TransportError as error:
             self.failure = error
+            return False
+        return True
 
     def _on_send_error(self, error: BaseException, generation: int) -> None:  # producer I/O thread
         if self.failure is None and generation == self._generation:

@@ -1,0 +1,67 @@
+"""The sender's counters count what was queued: nothing after the interval failed (a pure-logic unit test).
+
+The producer is a stand-in that records sends and fails on demand; the daemon's tests run the
+real clients against the bundled broker.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from connectors.kafka.config import load_config
+from connectors.kafka.observer import DaemonStats
+from connectors.kafka.partitions import SyntheticRecord
+from connectors.kafka.records import DeadLetter, Output, TaskResult
+from connectors.kafka.sender import Sender
+from connectors.kafka.transport import TransportError
+
+
+class RecordingProducer:
+    """Queues into ``sent``; raises ``TransportError`` while ``broken``."""
+
+    def __init__(self):
+        self.sent: list[tuple[str, bytes | None]] = []
+        self.broken = False
+
+    def send(self, topic, *, key, value, partition=None, timestamp_ms=None, headers=None, on_error=None):
+        if self.broken:
+            raise TransportError("broker away")
+        self.sent.append((topic, value))
+
+
+class OneProducer:
+    def __init__(self, producer):
+        self.made = producer
+
+    def producer(self, config, transactional_id=None):
+        return self.made
+
+
+def sender_with(producer: RecordingProducer) -> tuple[Sender, DaemonStats, list]:
+    stats, notified = DaemonStats(), []
+    sender = Sender(load_config(env={}), OneProducer(producer), stats, logging.getLogger("test.sender"),
+                    lambda *event: notified.append(event))
+    sender.renew()
+    return sender, stats, notified
+
+
+def poll(first: int) -> TaskResult:
+    records = [SyntheticRecord("streamfair.input", 0, offset, -1, None, b"{}", []) for offset in (first, first + 1)]
+    outputs = [Output(records[0], b"a", b'{"id":"a"}', -1, 0, None)]
+    return TaskResult(outputs, [DeadLetter(records[1], "missing_id", "no 'id' field")], [])
+
+
+def test_counts_what_was_queued_and_nothing_once_the_interval_failed():
+    producer = RecordingProducer()
+    sender, stats, notified = sender_with(producer)
+    sender.deliver(poll(0))
+    assert [topic for topic, _ in producer.sent] == ["streamfair.dead-letter", "streamfair.output"]
+    assert (stats.produced, dict(stats.dead_letters), len(notified)) == (1, {"missing_id": 1}, 1)
+
+    producer.broken = True  # the dead letter's send fails the interval: nothing after it is sent or counted
+    sender.deliver(poll(2))
+    assert isinstance(sender.failure, TransportError)
+    producer.broken = False
+    sender.deliver(poll(4))
+    assert len(producer.sent) == 2
+    assert (stats.produced, dict(stats.dead_letters), len(notified)) == (1, {"missing_id": 1}, 1)
