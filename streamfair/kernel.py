@@ -58,6 +58,7 @@ __all__ = [
     "tracking_learn_batch",
     "dual_learn",
     "dual_learn_batch",
+    "served_coefficients",
     "served_proba",
     "served_draws",
     "served_draw",
@@ -467,6 +468,26 @@ def dual_learn_batch(stack, coefficients, beta, cdf, features, costs):
 
 
 # ---------------------------------------------------------------------- serving
+@compiled
+def served_coefficients(points, beta, cdf, out):
+    """``out[j] = C^T (beta (Lambda_j - V_j))`` of each served point ``points[j] = (Lambda_j, V_j)``.
+
+    ``points`` ``(k, 2, R, K)``, ``out`` ``(k, m, K)``.  The floats of the constraints'
+    ``atoms_of``: for the CDF family atom ``l`` gets the sum over rows ``k >= l`` taken from the
+    last row down (numpy's ``cumsum`` of the reversed rows), the last atom 0.
+    """
+    n_rows, groups = points.shape[2], points.shape[3]
+    for point in range(points.shape[0]):
+        for s in range(groups):
+            if cdf:
+                out[point, n_rows, s] = 0.0
+            total = 0.0
+            for row in range(n_rows - 1, -1, -1):
+                value = beta * (points[point, 0, row, s] - points[point, 1, row, s])
+                total = total + value if cdf and row < n_rows - 1 else value
+                out[point, row, s] = total
+
+
 @compiled
 def _point_policy(coefficients, point, features, costs, out):
     """The policy ``softmax(coefficients[point] t - r)`` of served point ``point`` into ``out``."""

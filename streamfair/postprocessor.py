@@ -757,9 +757,9 @@ class DualPostProcessor:
         """``beta C^T (Lambda - V)`` of each served point, shape ``(k, m, K)``; kept until the points change."""
         version = self._optimizer.served_version
         if self._coefficients_version != version:
-            points = self._optimizer.served_points  # (k, 2, R, K): C^T maps the rows (axis 0 after the move)
-            rows = np.moveaxis(self.beta * (points[:, 0] - points[:, 1]), 0, 1)
-            self._coefficients = np.ascontiguousarray(np.moveaxis(self.constraints.atoms_of(rows), 1, 0))
+            points = self._optimizer.served_points  # (k, 2, R, K)
+            self._coefficients = np.empty((points.shape[0],) + self._coefficients.shape[1:])
+            kernel.served_coefficients(points, self.beta, self._cdf, self._coefficients)
             self._coefficients_version = version
         return self._coefficients
 

@@ -115,6 +115,18 @@ def test_paper_optimizer_step_matches_the_numpy_reference(family, n):
     assert expected_w.min() == 0.0 and expected_w.max() > 0.0
 
 
+@pytest.mark.parametrize("family", ["atom", "cdf"])
+@pytest.mark.parametrize("points", [1, 16])
+def test_served_coefficients_are_the_constraint_maps_floats(family, points):
+    rng, constraints, _, _, _ = random_case(family, 101, 3, seed=points)
+    served = np.maximum(rng.normal(0.0, 0.3, (points, 2, constraints.n_rows, 3)), 0.0)
+    beta = 7.3
+    expected = np.stack([constraints.atoms_of(beta * (point[0] - point[1])) for point in served])
+    out = np.full((points, 101, 3), np.nan)
+    kernel.served_coefficients(served, beta, family == "cdf", out)
+    assert out.tobytes() == expected.tobytes()  # bit for bit, every entry written
+
+
 @pytest.mark.parametrize("points", [1, 5])
 def test_served_mixture_and_draws_match_the_numpy_reference(points):
     rng = np.random.default_rng(points)
