@@ -387,11 +387,14 @@ def encode_output(
     offset: int,
     atoms: Iterable[Any] | None = None,
     proba: Iterable[float] | None = None,
+    prediction_text: str | None = None,
 ) -> bytes:
     """One prediction as compact JSON; ``atoms``/``proba`` add the full distribution.
 
     ``eta=None`` is classification: ``prediction`` and ``atoms`` are class labels (JSON strings,
     numbers or booleans), there is no ``"eta"``, and the distribution lists ``"classes"``.
+    ``prediction_text``: the JSON text of a regression ``prediction``, if the caller has it
+    (``repr(float(prediction))``; a partition task renders its grid once).
 
     >>> encode_output(5, "yes", None, 2, 1, 9, ["no", "yes"], [0.25, 0.75])
     b'{"id":5,"prediction":"yes","state_version":2,"partition":1,"offset":9,"distribution":{"classes":["no","yes"],"proba":[0.25,0.75]}}'
@@ -400,7 +403,7 @@ def encode_output(
     if eta is None:
         text = f'{{"id":{ident_text},"prediction":{json.dumps(prediction)}'
     else:
-        text = f'{{"id":{ident_text},"prediction":{float(prediction)!r},"eta":{float(eta)!r}'
+        text = f'{{"id":{ident_text},"prediction":{prediction_text or repr(float(prediction))},"eta":{float(eta)!r}'
     text += f',"state_version":{int(state_version)},"partition":{int(partition)},"offset":{int(offset)}'
     if proba is not None:
         if atoms is None:

@@ -139,6 +139,8 @@ class PartitionTask:
         m = len(fair.atoms)
         self._fill_prediction = [1.0 / m] * m if self.classification else 0.0
         self._labels_out = fair.labels.tolist()
+        # The JSON text of each regression prediction (a grid value), rendered once.
+        self._label_texts = {} if self.classification else {label: repr(label) for label in self._labels_out}
         self.processed = 0  # input records handled since this task was created (valid or not)
         self.learned = 0  # samples learned by this task object, and the time it took (for metrics)
         self.learn_seconds = 0.0
@@ -249,7 +251,8 @@ class PartitionTask:
             value = encode_output(sample.id, prediction, eta, version, self.partition, record.offset,
                                   self._labels_out, proba)
         else:
-            value = encode_output(sample.id, prediction, eta, version, self.partition, record.offset)
+            value = encode_output(sample.id, prediction, eta, version, self.partition, record.offset,
+                                  prediction_text=self._label_texts.get(prediction))
         key = record.key if self.key_from_input and record.key is not None else message_key(sample.id)
         return Output(record, key, value, record.timestamp, self.partition, record.headers and self._headers(record))
 
