@@ -263,10 +263,17 @@ def _tracking_update(w, slack, step, rows, features):
 
 
 @compiled
+def _dual_scores(w, beta, out):
+    """``out = beta (Lambda - V)`` of a dual ``w = (Lambda, V)``, in one loop over the contiguous entries."""
+    n = out.size
+    flat, scores = w.reshape(2, n), out.reshape(n)
+    for j in range(n):
+        scores[j] = (flat[0, j] - flat[1, j]) * beta
+
+
+@compiled
 def _tracking_step(w, baseline, slack, step, beta, cdf, features, costs, count, scores, pi, rows):
-    for row in range(scores.shape[0]):
-        for s in range(scores.shape[1]):
-            scores[row, s] = (w[0, row, s] - w[1, row, s]) * beta
+    _dual_scores(w, beta, scores)
     _policy_rows(scores, cdf, features, costs, pi, rows)
     _center(rows, baseline, count)
     _tracking_update(w, slack, step, rows, features)
@@ -405,9 +412,7 @@ def tracking_learn_batch(w, baseline, slack, step, beta, cdf, features, costs, c
     """One step of the tracking optimizer on the mean gradient of a mini-batch (the rows of ``features``)."""
     n_rows, groups = w.shape[1], w.shape[2]
     scores, gap = np.empty((n_rows, groups)), np.empty((n_rows, groups))
-    for row in range(n_rows):
-        for s in range(groups):
-            scores[row, s] = (w[0, row, s] - w[1, row, s]) * beta
+    _dual_scores(w, beta, scores)
     _batch_rows(scores, cdf, features, costs, baseline, count, gap)
     for row in range(n_rows):
         for s in range(groups):

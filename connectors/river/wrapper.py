@@ -278,7 +278,6 @@ class FairWrapper(base.Wrapper):
         return self._postprocessor.predict_one(*self._inputs(features, kwargs), mode=self.mode, key=key)
 
 
-
 def label_index(name: str, labels: Any, what: str) -> dict:
     """``{label: position}`` for a tuple of at least 2 distinct hashable labels, else ``ValueError``.
 
