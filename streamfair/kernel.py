@@ -189,17 +189,24 @@ POWERS_OF_HALF = 0.5 ** np.arange(1077.0)
 
 
 @compiled
-def _exp_nonpositive(x):
-    """``exp(x)`` for ``x <= 0`` to within 2.3e-16 relative (underflowing to 0 at ``-745``), inlined.
+def _exp_parts(x):
+    """``(exp(r), -n)`` with ``exp(x) = 2^n exp(r)`` for ``x <= 0`` (clamped at ``-745``): arithmetic only.
 
-    The softmax takes ``m`` exponentials per policy; the served mixture ``k m`` of them per row.
+    A loop of it vectorizes; the table lookup of ``2^n`` (:func:`_exp_nonpositive`) does not.
     """
     x = max(x, -745.0)
     n = np.floor(x * LOG2E + 0.5)
     r = (x - n * LN2_HI) - n * LN2_LO
     poly = ((((((((((((T13 * r + T12) * r + T11) * r + T10) * r + T9) * r + T8) * r + T7) * r + T6) * r + T5) * r
                 + T4) * r + T3) * r + T2) * r + 1.0) * r + 1.0
-    return poly * POWERS_OF_HALF[int(-n)]
+    return poly, -n
+
+
+@compiled
+def _exp_nonpositive(x):
+    """``exp(x)`` for ``x <= 0`` to within 2.3e-16 relative (underflowing to 0 at ``-745``), inlined."""
+    poly, halvings = _exp_parts(x)
+    return poly * POWERS_OF_HALF[int(halvings)]
 
 
 @compiled
@@ -210,8 +217,11 @@ def _softmax_minus(scores, costs):
     for atom in range(m):
         scores[atom] -= costs[atom]
         top = max(top, scores[atom])
+    halvings = np.empty(m)  # the exponentials in two loops: the arithmetic, then the powers of 2
     for atom in range(m):
-        scores[atom] = _exp_nonpositive(scores[atom] - top)
+        scores[atom], halvings[atom] = _exp_parts(scores[atom] - top)
+    for atom in range(m):
+        scores[atom] *= POWERS_OF_HALF[int(halvings[atom])]
     total = _pairwise_sum(scores)
     for atom in range(m):
         scores[atom] /= total
