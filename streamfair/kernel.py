@@ -246,10 +246,49 @@ def _policy_rows(dual_scores, cdf, features, costs, pi, rows):
             for row in range(n_rows):
                 pi[row] += dual_scores[row, s] * feature
     _softmax_minus(pi, costs)
+    _constraint_rows(pi, cdf, rows)
+
+
+@compiled
+def _constraint_rows(pi, cdf, rows):
+    """The constraint rows ``C pi`` of a policy into ``rows``: its CDF at each threshold, or ``pi`` itself."""
     total = 0.0
-    for row in range(n_rows):
+    for row in range(rows.size):
         total = total + pi[row] if cdf else pi[row]
         rows[row] = total
+
+
+@compiled
+def _atoms_of(scores, cdf, out):
+    """``out = C^T scores``: the policy's coefficients ``(m, K)`` from dual scores ``(R, K)``.
+
+    The floats of the constraints' ``atoms_of``: for the CDF family, atom ``l`` gets the sum over
+    rows ``k >= l`` taken from the last row down (numpy's ``cumsum`` of the reversed rows), the
+    last atom 0; the per-atom family's are the scores.
+    """
+    n_rows, groups = scores.shape
+    for s in range(groups):
+        if cdf:
+            out[n_rows, s] = 0.0
+        total = scores[n_rows - 1, s]
+        out[n_rows - 1, s] = total
+        for row in range(n_rows - 2, -1, -1):
+            total = total + scores[row, s] if cdf else scores[row, s]
+            out[row, s] = total
+
+
+@compiled
+def _policy(coefficients, features, costs, out):
+    """The policy ``softmax(coefficients t - r)`` of one sample into ``out`` (``coefficients`` ``(m, K)``).
+
+    The floats of :func:`_policy_rows` at the scores whose :func:`_atoms_of` are ``coefficients``.
+    """
+    for atom in range(out.size):
+        score = 0.0
+        for s in range(features.size):
+            score += coefficients[atom, s] * features[s]
+        out[atom] = score
+    _softmax_minus(out, costs)
 
 
 @compiled
@@ -396,14 +435,18 @@ def tracking_learn_rows(w, baseline, slack, step, beta, cdf, features, costs, n_
 def _batch_rows(dual_scores, cdf, features, costs, baseline, count, gap):
     """The mini-batch gradient's ``gap = mean_i outer(C pi_i - b, t_i)``; ``count > 0`` moves ``b`` by the mean.
 
-    ``count = 0``: no control variate (``b`` is neither read nor moved).
+    Every sample's policy is at the same point: its coefficients ``C^T dual_scores`` are computed
+    once.  ``count = 0``: no control variate (``b`` is neither read nor moved).
     """
     n, (n_rows, groups) = features.shape[0], gap.shape
     pi, rows = np.empty(costs.shape[1]), np.empty(n_rows)
+    coefficients = np.empty((costs.shape[1], groups))
+    _atoms_of(dual_scores, cdf, coefficients)
     mean = np.zeros(n_rows)
     gap[:] = 0.0
     for i in range(n):
-        _policy_rows(dual_scores, cdf, features[i], costs[i], pi, rows)
+        _policy(coefficients, features[i], costs[i], pi)
+        _constraint_rows(pi, cdf, rows)
         for row in range(n_rows):
             if count:
                 rows[row] -= baseline[row]
@@ -485,33 +528,14 @@ def dual_learn_batch(stack, coefficients, beta, cdf, features, costs):
 # ---------------------------------------------------------------------- serving
 @compiled
 def served_coefficients(points, beta, cdf, out):
-    """``out[j] = C^T (beta (Lambda_j - V_j))`` of each served point ``points[j] = (Lambda_j, V_j)``.
+    """``out[j] = C^T (beta (Lambda_j - V_j))`` of each served point ``points[j]`` (:func:`_atoms_of`).
 
-    ``points`` ``(k, 2, R, K)``, ``out`` ``(k, m, K)``.  The floats of the constraints'
-    ``atoms_of``: for the CDF family atom ``l`` gets the sum over rows ``k >= l`` taken from the
-    last row down (numpy's ``cumsum`` of the reversed rows), the last atom 0.
+    ``points`` ``(k, 2, R, K)`` (C-contiguous), ``out`` ``(k, m, K)``.
     """
-    n_rows, groups = points.shape[2], points.shape[3]
+    scores = np.empty((points.shape[2], points.shape[3]))
     for point in range(points.shape[0]):
-        for s in range(groups):
-            if cdf:
-                out[point, n_rows, s] = 0.0
-            total = 0.0
-            for row in range(n_rows - 1, -1, -1):
-                value = beta * (points[point, 0, row, s] - points[point, 1, row, s])
-                total = total + value if cdf and row < n_rows - 1 else value
-                out[point, row, s] = total
-
-
-@compiled
-def _point_policy(coefficients, point, features, costs, out):
-    """The policy ``softmax(coefficients[point] t - r)`` of served point ``point`` into ``out``."""
-    for atom in range(out.size):
-        score = 0.0
-        for s in range(features.size):
-            score += coefficients[point, atom, s] * features[s]
-        out[atom] = score
-    _softmax_minus(out, costs)
+        _dual_scores(points[point], beta, scores)
+        _atoms_of(scores, cdf, out[point])
 
 
 @compiled
@@ -522,7 +546,7 @@ def _served_row(coefficients, features, costs, policy, out):
     if k > 1:
         out[:] = 0.0
     for point in range(k):
-        _point_policy(coefficients, point, features, costs, target)
+        _policy(coefficients[point], features, costs, target)
         if k > 1:
             for atom in range(m):
                 out[atom] += policy[atom]
@@ -567,7 +591,7 @@ def _component_draw(coefficients, features, costs, u, policy):
     k = coefficients.shape[0]
     scaled = u * k
     point = min(int(scaled), k - 1)
-    _point_policy(coefficients, point, features, costs, policy)
+    _policy(coefficients[point], features, costs, policy)
     return _inverse_cdf(policy, scaled - point)
 
 

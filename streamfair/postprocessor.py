@@ -757,7 +757,7 @@ class DualPostProcessor:
         """``beta C^T (Lambda - V)`` of each served point, shape ``(k, m, K)``; kept until the points change."""
         version = self._optimizer.served_version
         if self._coefficients_version != version:
-            points = self._optimizer.served_points  # (k, 2, R, K)
+            points = np.ascontiguousarray(self._optimizer.served_points)  # (k, 2, R, K)
             self._coefficients = np.empty((points.shape[0],) + self._coefficients.shape[1:])
             kernel.served_coefficients(points, self.beta, self._cdf, self._coefficients)
             self._coefficients_version = version
