@@ -192,7 +192,7 @@ POWERS_OF_HALF = 0.5 ** np.arange(1077.0)
 def _exp_parts(x):
     """``(exp(r), -n)`` with ``exp(x) = 2^n exp(r)`` for ``x <= 0`` (clamped at ``-745``): arithmetic only.
 
-    A loop of it vectorizes; the table lookup of ``2^n`` (:func:`_exp_nonpositive`) does not.
+    A loop of it vectorizes; the table lookup of ``2^n`` does not (see :func:`_exp_shifted`).
     """
     x = max(x, -745.0)
     n = np.floor(x * LOG2E + 0.5)
@@ -203,10 +203,17 @@ def _exp_parts(x):
 
 
 @compiled
-def _exp_nonpositive(x):
-    """``exp(x)`` for ``x <= 0`` to within 2.3e-16 relative (underflowing to 0 at ``-745``), inlined."""
-    poly, halvings = _exp_parts(x)
-    return poly * POWERS_OF_HALF[int(halvings)]
+def _exp_shifted(values, shift, halvings):
+    """``values = exp(values - shift)`` in place, each ``values - shift <= 0``, to within 2.3e-16 relative of libm.
+
+    Underflows to 0 at ``-745``.  Two loops: the arithmetic of every entry (:func:`_exp_parts`),
+    which vectorizes, then the powers of 2 from their table; ``halvings`` (as long as ``values``)
+    holds the exponents in between.  The softmax takes ``m`` exponentials per policy.
+    """
+    for i in range(values.size):
+        values[i], halvings[i] = _exp_parts(values[i] - shift)
+    for i in range(values.size):
+        values[i] *= POWERS_OF_HALF[int(halvings[i])]
 
 
 @compiled
@@ -217,11 +224,7 @@ def _softmax_minus(scores, costs):
     for atom in range(m):
         scores[atom] -= costs[atom]
         top = max(top, scores[atom])
-    halvings = np.empty(m)  # the exponentials in two loops: the arithmetic, then the powers of 2
-    for atom in range(m):
-        scores[atom], halvings[atom] = _exp_parts(scores[atom] - top)
-    for atom in range(m):
-        scores[atom] *= POWERS_OF_HALF[int(halvings[atom])]
+    _exp_shifted(scores, top, np.empty(m))
     total = _pairwise_sum(scores)
     for atom in range(m):
         scores[atom] /= total

@@ -221,9 +221,12 @@ def test_classification_serves_the_reference_mixture():
 
 def test_the_inline_exponential_is_libms_to_the_last_bits():
     x = np.concatenate([-np.random.default_rng(1).random(20_000) * 60.0, [0.0, -1e-300, -0.5 * np.log(2.0), -700.0]])
-    got = np.array([kernel._exp_nonpositive(value) for value in x])
+    got = x.copy()
+    kernel._exp_shifted(got, 0.0, np.empty(x.size))
     np.testing.assert_allclose(got, np.exp(x), rtol=2.5e-16, atol=0.0)
-    assert kernel._exp_nonpositive(0.0) == 1.0 and kernel._exp_nonpositive(-800.0) == 0.0
+    edges = np.array([1.0, -799.0])  # exp(0) and an underflow, shifted by 1
+    kernel._exp_shifted(edges, 1.0, np.empty(2))
+    assert edges.tolist() == [1.0, 0.0]
 
 
 def test_one_draw_is_the_draw_of_its_row():
