@@ -234,7 +234,9 @@ def _softmax_minus(scores, costs):
 def _policy_rows(dual_scores, cdf, features, costs, pi, rows):
     """The policy ``pi = softmax((C^T dual_scores) t - r)`` of one sample and its constraint rows ``C pi``.
 
-    ``dual_scores = beta (Lambda - V)`` at the step's query point, shape ``(R, K)``.
+    ``dual_scores = beta (Lambda - V)`` at the step's query point, shape ``(R, K)``.  The floats of
+    :func:`_atoms_of` then :func:`_policy`, with ``C^T`` summed into the scores as it goes: a
+    learning step's point is used once, and writing its coefficients out first costs 0.4 µs.
     """
     n_rows, groups = dual_scores.shape
     pi[:] = 0.0
