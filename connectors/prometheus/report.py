@@ -315,14 +315,20 @@ def records_from_exposition(text: str, now: float | None = None
 
 
 def scrape_history(url: str, duration: float, every: float, timeout: float = 5.0) -> History:
-    """Scrape ``url`` (a streamfair ``/metrics`` endpoint) every ``every`` seconds for ``duration`` seconds."""
+    """Scrape ``url`` (a streamfair ``/metrics`` endpoint) every ``every`` seconds for ``duration`` seconds.
+
+    The scrapes are due at ``0, every, 2 every, ...`` seconds up to ``duration``: there are
+    ``floor(duration / every) + 1`` of them however long each takes (a late one is made at once,
+    not skipped), so a slow endpoint delays the history rather than thinning it.
+    """
     if not (math.isfinite(duration) and duration >= 0):
         raise ValueError(f"duration must be a finite number >= 0, got {duration!r}")
     if not (math.isfinite(every) and every > 0):
         raise ValueError(f"every must be a finite number > 0, got {every!r}")
     history: History | None = None
-    deadline = _time.monotonic() + duration
-    while True:
+    start = _time.monotonic()
+    for scrape in range(math.floor(duration / every + 1e-9) + 1):  # 0.3 / 0.1 is 2.9999999999999996
+        _time.sleep(max(0.0, start + scrape * every - _time.monotonic()))
         with urllib.request.urlopen(url, timeout=timeout) as response:
             groups, target, measure, records = records_from_exposition(response.read().decode("utf-8"))
         if history is None:
@@ -330,9 +336,8 @@ def scrape_history(url: str, duration: float, every: float, timeout: float = 5.0
         elif groups != history.groups:
             raise ValueError(f"url {url!r}: the groups changed from {history.groups} to {groups} while scraping")
         history.records.extend(records)
-        if _time.monotonic() + every > deadline:
-            return history
-        _time.sleep(every)
+    assert history is not None  # at least one scrape
+    return history
 
 
 # ---------------------------------------------------------------------------- the picture

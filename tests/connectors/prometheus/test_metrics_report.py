@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import matplotlib.image
 import numpy as np
+import prometheus_client
 import pytest
 
 from connectors.cli import commands as cli
@@ -125,7 +129,7 @@ def test_scraping_a_metrics_endpoint(tmp_path):
             history.groups == GROUPS
             and history.target == [EPS, EPS]
             and history.measure == "gap"
-            and len(history.records) >= 2
+            and len(history.records) == 3  # scrapes due at 0, 0.1 and 0.2 s, however long each takes
         )
         record = history.records[-1]
         diagnostics, report = metrics.observe(fair, 0)
@@ -149,7 +153,7 @@ def test_scraping_a_metrics_endpoint(tmp_path):
                 str(saved),
             ]
         )
-        assert code == 0 and png.stat().st_size > 10000 and len(read_history(saved).records) >= 2
+        assert code == 0 and png.stat().st_size > 10000 and len(read_history(saved).records) == 3
     finally:
         server.close()
     with pytest.raises(
@@ -158,6 +162,36 @@ def test_scraping_a_metrics_endpoint(tmp_path):
         records_from_exposition("# HELP up x\n# TYPE up gauge\nup 1\n")
     with pytest.raises(ValueError, match="every"):
         scrape_history("http://127.0.0.1:1/metrics", duration=1, every=0)
+
+
+def test_a_slow_endpoint_delays_the_scrapes_without_skipping_any(tmp_path):
+    """The scrapes are due at 0, 0.1 and 0.2 s; each takes 0.15 s here, so they run late, all three."""
+    fair, metrics = library_loop(tmp_path / "h.jsonl", n=100)
+    metrics.observe(fair, 0)
+    exposition = prometheus_client.generate_latest(metrics.registry)
+
+    class SlowEndpoint(BaseHTTPRequestHandler):
+        def do_GET(self):
+            time.sleep(0.15)
+            self.send_response(200)
+            self.send_header("Content-Type", prometheus_client.CONTENT_TYPE_LATEST)
+            self.end_headers()
+            self.wfile.write(exposition)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), SlowEndpoint)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        started = time.monotonic()
+        history = scrape_history(f"http://127.0.0.1:{server.server_port}/metrics", duration=0.2, every=0.1)
+        elapsed = time.monotonic() - started
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(history.records) == 3 and [r.n_samples for r in history.records] == [100] * 3
+    assert elapsed >= 0.45  # three scrapes of 0.15 s, back to back once late
 
 
 @pytest.mark.slow
