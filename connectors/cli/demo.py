@@ -240,7 +240,7 @@ def over_time(outputs: dict, truth: Truth, atoms: np.ndarray, constant: float) -
 
 def report(outputs: dict, truth: Truth, dead: Counter, atoms: np.ndarray, target: Target, constant: float) -> str:
     """The report: fairness and risk window by window over the stream, then on its second half
-    (after the post-processors' first epochs), next to the target and a constant predictor.
+    (once the post-processors have learned), next to the target and a constant predictor.
 
     ``outputs`` as in :func:`over_time`; the messages that asked for it also carry the law their
     prediction was drawn from (``"distribution": {"proba": [...]}``, over ``atoms``); ``dead``
