@@ -5,9 +5,10 @@ with different ``n`` divided by the difference of ``n`` is the count per sample 
 cost cancels).  See docs/performance.md for the command.
 
 Run: ``python benchmarks/callgrind_step.py PROFILE PATH N`` with ``PATH`` one of ``learn_one``,
-``learn_many``, ``fused`` (``predict_learn_one`` with a key), ``polls`` (``predict_learn_many`` in
-polls of 500, the daemon's path), ``task`` (the daemon's partition task on recorded score messages
-in polls of 500: parse, predict, learn, encode; ``PROFILE`` must be ``anytime``).
+``learn_many``, ``batch`` (``learn_many`` in mini-batches of 500), ``fused``
+(``predict_learn_one`` with a key), ``polls`` (``predict_learn_many`` in polls of 500, the
+daemon's path), ``task`` (the daemon's partition task on recorded score messages in polls of 500:
+parse, predict, learn, encode; ``PROFILE`` must be ``anytime``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def main(profile: str, path: str, n: int) -> None:
             fair.learn_one(eta_list[i], tau_list[i])
     elif path == "learn_many":
         fair.learn_many(eta[100:], tau[100:])
+    elif path == "batch":
+        fair.learn_many(eta[100:], tau[100:], batch_size=500)
     elif path == "fused":
         for i in range(100, total):
             fair.predict_learn_one(eta_list[i], tau_list[i], key=i)
@@ -51,7 +54,7 @@ def main(profile: str, path: str, n: int) -> None:
             rows = slice(start, min(total, start + 500))
             fair.predict_learn_many(eta_list[rows], tau_list[rows], keys=list(range(rows.start, rows.stop)))
     else:
-        raise ValueError(f"path must be learn_one, learn_many, fused, polls or task, got {path!r}")
+        raise ValueError(f"path must be learn_one, learn_many, batch, fused, polls or task, got {path!r}")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ one: ``cdf=True``), ``K`` groups, ``k`` served points.  A dual is ``w = (Lambda,
 ``(2, R, K)``.
 
 >>> import numpy as np
->>> coefficients = np.zeros((1, 3, 2))                 # the dual at zero: pi = softmax(-beta r)
+>>> coefficients = np.zeros((1, 2, 3))                 # the dual at zero: pi = softmax(-beta r)
 >>> out = np.empty((1, 3))
 >>> served_proba(coefficients, np.zeros((1, 2)), np.array([[0.0, 1.0, 1.0]]), out)
 >>> out.round(3).tolist()
@@ -217,21 +217,24 @@ def _exp_shifted(values, shift, halvings):
 
 
 @compiled
-def _softmax_minus(scores, costs):
-    """``scores = softmax(scores - costs)`` in place: the maximum subtracted, normalized by the pairwise sum."""
+def _softmax_minus(scores, costs, halvings):
+    """``scores = softmax(scores - costs)`` in place: the maximum subtracted, normalized by the pairwise sum.
+
+    ``halvings``: scratch as long as ``scores`` (see :func:`_exp_shifted`).
+    """
     m = scores.size
     top = -np.inf
     for atom in range(m):
         scores[atom] -= costs[atom]
         top = max(top, scores[atom])
-    _exp_shifted(scores, top, np.empty(m))
+    _exp_shifted(scores, top, halvings)
     total = _pairwise_sum(scores)
     for atom in range(m):
         scores[atom] /= total
 
 
 @compiled
-def _policy_rows(dual_scores, cdf, features, costs, pi, rows):
+def _policy_rows(dual_scores, cdf, features, costs, pi, rows, halvings):
     """The policy ``pi = softmax((C^T dual_scores) t - r)`` of one sample and its constraint rows ``C pi``.
 
     ``dual_scores = beta (Lambda - V)`` at the step's query point, shape ``(R, K)``.  The floats of
@@ -250,7 +253,7 @@ def _policy_rows(dual_scores, cdf, features, costs, pi, rows):
         else:
             for row in range(n_rows):
                 pi[row] += dual_scores[row, s] * feature
-    _softmax_minus(pi, costs)
+    _softmax_minus(pi, costs, halvings)
     _constraint_rows(pi, cdf, rows)
 
 
@@ -265,35 +268,36 @@ def _constraint_rows(pi, cdf, rows):
 
 @compiled
 def _atoms_of(scores, cdf, out):
-    """``out = C^T scores``: the policy's coefficients ``(m, K)`` from dual scores ``(R, K)``.
+    """``out = (C^T scores)^T``: the policy's coefficients, one row of ``m`` per group, from dual scores ``(R, K)``.
 
     The floats of the constraints' ``atoms_of``: for the CDF family, atom ``l`` gets the sum over
     rows ``k >= l`` taken from the last row down (numpy's ``cumsum`` of the reversed rows), the
-    last atom 0; the per-atom family's are the scores.
+    last atom 0; the per-atom family's are the scores.  Stored ``(K, m)``, so that a policy's
+    scores are a contiguous sum of ``K`` rows (:func:`_policy`).
     """
     n_rows, groups = scores.shape
     for s in range(groups):
         if cdf:
-            out[n_rows, s] = 0.0
+            out[s, n_rows] = 0.0
         total = scores[n_rows - 1, s]
-        out[n_rows - 1, s] = total
+        out[s, n_rows - 1] = total
         for row in range(n_rows - 2, -1, -1):
             total = total + scores[row, s] if cdf else scores[row, s]
-            out[row, s] = total
+            out[s, row] = total
 
 
 @compiled
-def _policy(coefficients, features, costs, out):
-    """The policy ``softmax(coefficients t - r)`` of one sample into ``out`` (``coefficients`` ``(m, K)``).
+def _policy(coefficients, features, costs, out, halvings):
+    """The policy ``softmax(t^T coefficients - r)`` of one sample into ``out`` (``coefficients`` ``(K, m)``).
 
     The floats of :func:`_policy_rows` at the scores whose :func:`_atoms_of` are ``coefficients``.
     """
-    for atom in range(out.size):
-        score = 0.0
-        for s in range(features.size):
-            score += coefficients[atom, s] * features[s]
-        out[atom] = score
-    _softmax_minus(out, costs)
+    out[:] = 0.0
+    for s in range(features.size):
+        feature = features[s]
+        for atom in range(out.size):
+            out[atom] += coefficients[s, atom] * feature
+    _softmax_minus(out, costs, halvings)
 
 
 @compiled
@@ -304,16 +308,35 @@ def _center(rows, baseline, count):
         baseline[row] += rows[row] / count
 
 
+@compiled
+def _buffers(n_rows, groups, m):
+    """Scratch of one sample's step or draw, views of one allocation (numba's allocations cost ~0.1 µs each).
+
+    ``(scores (R, K), pi (m,), rows (R,), halvings (m,), costs (m,), features (K,))``: a dual's
+    scores, a policy, its constraint rows, the softmax's exponents, a sample's costs and features.
+    """
+    memory = np.empty(n_rows * groups + 3 * m + n_rows + groups)
+    scores = memory[:n_rows * groups].reshape((n_rows, groups))
+    start = n_rows * groups
+    pi, halvings, costs = memory[start:start + m], memory[start + m:start + 2 * m], memory[start + 2 * m:start + 3 * m]
+    start += 3 * m
+    return scores, pi, memory[start:start + n_rows], halvings, costs, memory[start + n_rows:]
+
+
 # ---------------------------------------------------------------------- the tracking optimizer
 @compiled
 def _tracking_update(w, slack, step, rows, features):
-    """Projected SGD ``w = (w - step (+-outer(rows, t) + slack))_+`` for ``w = (Lambda, V)``, in place."""
+    """Projected SGD ``w = (w - step (+-outer(rows, t) + slack))_+`` for ``w = (Lambda, V)``, in place.
+
+    Group by group: the inner loop then runs over the rows and vectorizes (over ``K = 2`` groups it did not).
+    """
     n_rows, groups = w.shape[1], w.shape[2]
-    for row in range(n_rows):
-        for s in range(groups):
-            gap = rows[row] * features[s]
-            w[0, row, s] = max(w[0, row, s] - step * (gap + slack[s]), 0.0)
-            w[1, row, s] = max(w[1, row, s] - step * (slack[s] - gap), 0.0)
+    for s in range(groups):
+        feature, margin = features[s], slack[s]
+        for row in range(n_rows):
+            gap = rows[row] * feature
+            w[0, row, s] = max(w[0, row, s] - step * (gap + margin), 0.0)
+            w[1, row, s] = max(w[1, row, s] - step * (margin - gap), 0.0)
 
 
 @compiled
@@ -326,9 +349,9 @@ def _dual_scores(w, beta, out):
 
 
 @compiled
-def _tracking_step(w, baseline, slack, step, beta, cdf, features, costs, count, scores, pi, rows):
+def _tracking_step(w, baseline, slack, step, beta, cdf, features, costs, count, scores, pi, rows, halvings):
     _dual_scores(w, beta, scores)
-    _policy_rows(scores, cdf, features, costs, pi, rows)
+    _policy_rows(scores, cdf, features, costs, pi, rows, halvings)
     _center(rows, baseline, count)
     _tracking_update(w, slack, step, rows, features)
 
@@ -336,9 +359,8 @@ def _tracking_step(w, baseline, slack, step, beta, cdf, features, costs, count, 
 @compiled
 def tracking_learn(w, baseline, slack, step, beta, cdf, features, costs, count):
     """One step of the tracking optimizer on one sample, ``count = min(steps, memory)`` (this step included)."""
-    n_rows = w.shape[1]
-    _tracking_step(w, baseline, slack, step, beta, cdf, features, costs, count,
-                   np.empty((n_rows, w.shape[2])), np.empty(costs.size), np.empty(n_rows))
+    scores, pi, rows, halvings, _, _ = _buffers(w.shape[1], w.shape[2], costs.size)
+    _tracking_step(w, baseline, slack, step, beta, cdf, features, costs, count, scores, pi, rows, halvings)
 
 
 #: ``|sum(tau) - 1|`` below which :func:`tracking_sample` takes ``tau`` as a distribution: inside the
@@ -383,17 +405,16 @@ def tracking_sample(w, baseline, slack, step, beta, cdf, count, atoms, bound, et
     index (-1 without a draw); ``(-1, -1)``, with nothing changed, if ``tau`` is not a distribution
     of ``w.shape[2]`` groups.
     """
-    n_rows, groups, m = w.shape[1], w.shape[2], atoms.size
+    groups = w.shape[2]
     if not _is_distribution(tau, groups):
         return -1, -1
-    costs = np.empty(m)
+    scores, pi, rows, halvings, costs, features = _buffers(w.shape[1], groups, atoms.size)
     clipped = _scaled_squared_row(eta, atoms, bound, beta, costs)
-    features = np.empty(groups)
     if u >= 0.0 or p_given.size:  # given shares: the learning features too
         _serving_features(tau, p_given, tau_sum, tau_count, features)
     index = -1
-    if u >= 0.0:
-        index = _component_draw(coefficients, features, costs, u, np.empty(m))
+    if u >= 0.0:  # the drawn policy is written to pi, which the step then overwrites
+        index = _component_draw(coefficients, features, costs, u, pi, halvings)
     if not learn:
         return clipped, index
     if not p_given.size:  # learned with the shares after it
@@ -403,8 +424,7 @@ def tracking_sample(w, baseline, slack, step, beta, cdf, count, atoms, bound, et
     recent_eta[slot] = eta
     for s in range(groups):
         recent_tau[slot, s] = tau[s]
-    _tracking_step(w, baseline, slack, step, beta, cdf, features, costs, count, np.empty((n_rows, groups)),
-                   np.empty(m), np.empty(n_rows))
+    _tracking_step(w, baseline, slack, step, beta, cdf, features, costs, count, scores, pi, rows, halvings)
     return clipped, index
 
 
@@ -414,26 +434,25 @@ def tracking_proba(atoms, bound, beta, eta, tau, p_given, tau_sum, tau_count, co
 
     The inputs are those of :func:`tracking_sample`, ``coefficients`` those of :func:`served_proba`.
     Returns ``False``, with nothing written, if ``tau`` is not a distribution of
-    ``coefficients.shape[2]`` groups.
+    ``coefficients.shape[1]`` groups.
     """
-    groups, m = coefficients.shape[2], atoms.size
+    groups = coefficients.shape[1]
     if not _is_distribution(tau, groups):
         return False
-    costs, features = np.empty(m), np.empty(groups)
+    _, policy, _, halvings, costs, features = _buffers(0, groups, atoms.size)
     _scaled_squared_row(eta, atoms, bound, beta, costs)
     _serving_features(tau, p_given, tau_sum, tau_count, features)
-    _served_row(coefficients, features, costs, np.empty(m), out)
+    _served_row(coefficients, features, costs, policy, halvings, out)
     return True
 
 
 @compiled
 def tracking_learn_rows(w, baseline, slack, step, beta, cdf, features, costs, n_steps, memory):
     """:func:`tracking_learn` on each row of ``features`` and ``costs`` in turn (``n_steps`` taken before)."""
-    n_rows = w.shape[1]
-    scores, pi, rows = np.empty((n_rows, w.shape[2])), np.empty(costs.shape[1]), np.empty(n_rows)
+    scores, pi, rows, halvings, _, _ = _buffers(w.shape[1], w.shape[2], costs.shape[1])
     for i in range(features.shape[0]):
         count = min(n_steps + i + 1, memory)
-        _tracking_step(w, baseline, slack, step, beta, cdf, features[i], costs[i], count, scores, pi, rows)
+        _tracking_step(w, baseline, slack, step, beta, cdf, features[i], costs[i], count, scores, pi, rows, halvings)
 
 
 @compiled
@@ -441,26 +460,28 @@ def _batch_rows(dual_scores, cdf, features, costs, baseline, count, gap):
     """The mini-batch gradient's ``gap = mean_i outer(C pi_i - b, t_i)``; ``count > 0`` moves ``b`` by the mean.
 
     Every sample's policy is at the same point: its coefficients ``C^T dual_scores`` are computed
-    once.  ``count = 0``: no control variate (``b`` is neither read nor moved).
+    once.  ``count = 0``: no control variate (``b`` is neither read nor moved).  The sums are kept
+    group by group (``(K, R)``), where the loops over the rows vectorize.
     """
     n, (n_rows, groups) = features.shape[0], gap.shape
-    pi, rows = np.empty(costs.shape[1]), np.empty(n_rows)
-    coefficients = np.empty((costs.shape[1], groups))
+    _, pi, rows, halvings, _, _ = _buffers(n_rows, 0, costs.shape[1])
+    coefficients = np.empty((groups, costs.shape[1]))
     _atoms_of(dual_scores, cdf, coefficients)
-    mean = np.zeros(n_rows)
-    gap[:] = 0.0
+    mean, sums = np.zeros(n_rows), np.zeros((groups, n_rows))
     for i in range(n):
-        _policy(coefficients, features[i], costs[i], pi)
+        _policy(coefficients, features[i], costs[i], pi, halvings)
         _constraint_rows(pi, cdf, rows)
-        for row in range(n_rows):
-            if count:
+        if count:
+            for row in range(n_rows):
                 rows[row] -= baseline[row]
                 mean[row] += rows[row]
-            for s in range(groups):
-                gap[row, s] += rows[row] * features[i, s]
+        for s in range(groups):
+            feature = features[i, s]
+            for row in range(n_rows):
+                sums[s, row] += rows[row] * feature
     for row in range(n_rows):
         for s in range(groups):
-            gap[row, s] /= n
+            gap[row, s] = sums[s, row] / n
         if count:
             baseline[row] += mean[row] / n / count
 
@@ -472,10 +493,11 @@ def tracking_learn_batch(w, baseline, slack, step, beta, cdf, features, costs, c
     scores, gap = np.empty((n_rows, groups)), np.empty((n_rows, groups))
     _dual_scores(w, beta, scores)
     _batch_rows(scores, cdf, features, costs, baseline, count, gap)
-    for row in range(n_rows):
-        for s in range(groups):
-            w[0, row, s] = max(w[0, row, s] - step * (gap[row, s] + slack[s]), 0.0)
-            w[1, row, s] = max(w[1, row, s] - step * (slack[s] - gap[row, s]), 0.0)
+    for s in range(groups):  # rows inside: see _tracking_update
+        margin = slack[s]
+        for row in range(n_rows):
+            w[0, row, s] = max(w[0, row, s] - step * (gap[row, s] + margin), 0.0)
+            w[1, row, s] = max(w[1, row, s] - step * (margin - gap[row, s]), 0.0)
 
 
 # ---------------------------------------------------------------------- the paper's optimizers
@@ -483,8 +505,8 @@ def tracking_learn_batch(w, baseline, slack, step, beta, cdf, features, costs, c
 def _dual_query(stack, qa, qw, out):
     """``out = qw (Lambda - V) + qa (Lambda_ag - V_ag)`` from ``stack = [w, w_ag, c - eps]`` (beta folded in)."""
     n_rows, groups = out.shape
-    for row in range(n_rows):
-        for s in range(groups):
+    for s in range(groups):  # rows inside: see _tracking_update
+        for row in range(n_rows):
             iterate = stack[0, 0, row, s] - stack[0, 1, row, s]
             aggregate = stack[1, 0, row, s] - stack[1, 1, row, s]
             out[row, s] = qw * iterate + qa * aggregate
@@ -496,8 +518,8 @@ def _dual_update(stack, k1, k2, b3, avg, gap):
     n_rows, groups = gap.shape
     for side in range(2):
         sign = 1.0 if side == 0 else -1.0
-        for row in range(n_rows):
-            for s in range(groups):
+        for s in range(groups):  # rows inside: see _tracking_update
+            for row in range(n_rows):
                 moved = k1 * stack[0, side, row, s] + k2 * stack[1, side, row, s] + b3 * stack[2, side, row, s]
                 w = max(moved - sign * b3 * gap[row, s], 0.0)
                 stack[0, side, row, s] = w
@@ -509,10 +531,10 @@ def dual_learn(stack, coefficients, beta, cdf, features, costs):
     """One step of the paper's optimizers on one sample; ``coefficients = (qa, qw, k1, k2, b3, avg)``."""
     qa, qw, k1, k2, b3, avg = coefficients
     n_rows, groups = stack.shape[2], stack.shape[3]
-    scores, gap = np.empty((n_rows, groups)), np.empty((n_rows, groups))
-    pi, rows = np.empty(costs.size), np.empty(n_rows)
+    scores, pi, rows, halvings, _, _ = _buffers(n_rows, groups, costs.size)
+    gap = np.empty((n_rows, groups))
     _dual_query(stack, qa * beta, qw * beta, scores)
-    _policy_rows(scores, cdf, features, costs, pi, rows)
+    _policy_rows(scores, cdf, features, costs, pi, rows, halvings)
     for row in range(n_rows):
         for s in range(groups):
             gap[row, s] = rows[row] * features[s]
@@ -533,9 +555,9 @@ def dual_learn_batch(stack, coefficients, beta, cdf, features, costs):
 # ---------------------------------------------------------------------- serving
 @compiled
 def served_coefficients(points, beta, cdf, out):
-    """``out[j] = C^T (beta (Lambda_j - V_j))`` of each served point ``points[j]`` (:func:`_atoms_of`).
+    """``out[j] = (C^T (beta (Lambda_j - V_j)))^T`` of each served point ``points[j]`` (:func:`_atoms_of`).
 
-    ``points`` ``(k, 2, R, K)`` (C-contiguous), ``out`` ``(k, m, K)``.
+    ``points`` ``(k, 2, R, K)`` (C-contiguous), ``out`` ``(k, K, m)``.
     """
     scores = np.empty((points.shape[2], points.shape[3]))
     for point in range(points.shape[0]):
@@ -544,14 +566,17 @@ def served_coefficients(points, beta, cdf, out):
 
 
 @compiled
-def _served_row(coefficients, features, costs, policy, out):
-    """The uniform mixture of the ``k`` served points' policies ``softmax(coefficients[j] t - r)`` into ``out``."""
-    k, m = coefficients.shape[0], coefficients.shape[1]
+def _served_row(coefficients, features, costs, policy, halvings, out):
+    """The uniform mixture of the ``k`` served points' policies ``softmax(t^T coefficients[j] - r)`` into ``out``.
+
+    ``policy`` and ``halvings``: scratch as long as a policy.
+    """
+    k, m = coefficients.shape[0], coefficients.shape[2]
     target = out if k == 1 else policy
     if k > 1:
         out[:] = 0.0
     for point in range(k):
-        _policy(coefficients[point], features, costs, target)
+        _policy(coefficients[point], features, costs, target, halvings)
         if k > 1:
             for atom in range(m):
                 out[atom] += policy[atom]
@@ -562,13 +587,13 @@ def _served_row(coefficients, features, costs, policy, out):
 
 @compiled
 def served_proba(coefficients, features, costs, out):
-    """Each row's served probabilities: the mixture of the points' policies, ``coefficients`` ``(k, m, K)``.
+    """Each row's served probabilities: the mixture of the points' policies, ``coefficients`` ``(k, K, m)``.
 
-    ``coefficients[j] = beta C^T (Lambda_j - V_j)`` of served point ``j``; ``out`` has shape ``(n, m)``.
+    ``coefficients[j] = (beta C^T (Lambda_j - V_j))^T`` of served point ``j``; ``out`` has shape ``(n, m)``.
     """
-    policy = np.empty(coefficients.shape[1])
+    _, policy, _, halvings, _, _ = _buffers(0, 0, coefficients.shape[2])
     for i in range(features.shape[0]):
-        _served_row(coefficients, features[i], costs[i], policy, out[i])
+        _served_row(coefficients, features[i], costs[i], policy, halvings, out[i])
 
 
 @compiled
@@ -586,7 +611,7 @@ def _inverse_cdf(proba, u):
 
 
 @compiled
-def _component_draw(coefficients, features, costs, u, policy):
+def _component_draw(coefficients, features, costs, u, policy, halvings):
     """The atom drawn at ``u`` from the served mixture: point ``j = floor(u k)``'s inverse CDF at ``u k - j``.
 
     A draw from the uniform mixture of ``k`` policies (``j`` is uniform on ``0..k-1`` and ``u k - j``
@@ -596,7 +621,7 @@ def _component_draw(coefficients, features, costs, u, policy):
     k = coefficients.shape[0]
     scaled = u * k
     point = min(int(scaled), k - 1)
-    _policy(coefficients[point], features, costs, policy)
+    _policy(coefficients[point], features, costs, policy, halvings)
     return _inverse_cdf(policy, scaled - point)
 
 
@@ -606,12 +631,13 @@ def served_draws(coefficients, features, costs, u, out):
 
     With one served point, bit for bit :func:`streamfair.keyed_random.sample_indices` of :func:`served_proba`.
     """
-    policy = np.empty(coefficients.shape[1])
+    _, policy, _, halvings, _, _ = _buffers(0, 0, coefficients.shape[2])
     for i in range(features.shape[0]):
-        out[i] = _component_draw(coefficients, features[i], costs[i], u[i], policy)
+        out[i] = _component_draw(coefficients, features[i], costs[i], u[i], policy, halvings)
 
 
 @compiled
 def served_draw(coefficients, features, costs, u):
     """:func:`served_draws` of one row (``features`` ``(K,)``, ``costs`` ``(m,)``, a uniform ``u``): the same index."""
-    return _component_draw(coefficients, features, costs, u, np.empty(coefficients.shape[1]))
+    _, policy, _, halvings, _, _ = _buffers(0, 0, coefficients.shape[2])
+    return _component_draw(coefficients, features, costs, u, policy, halvings)

@@ -308,7 +308,7 @@ class DualPostProcessor:
         # One regression sample of the tracking optimizer under uniform weights is one compiled call.
         self._one_call = tracking and isinstance(cost, SquaredCosts) and self.uniform_weights
         self._p_or_empty = np.empty(0) if self.p_given is None else self.p_given
-        self._coefficients = np.empty((0, self.atoms.size, k))  # see _served_coefficients
+        self._coefficients = np.empty((0, k, self.atoms.size))  # see _served_coefficients
         self._coefficients_version = -1
 
     # ------------------------------------------------------------------ capabilities
@@ -754,7 +754,7 @@ class DualPostProcessor:
 
     # ------------------------------------------------------------------ prediction
     def _served_coefficients(self) -> np.ndarray:
-        """``beta C^T (Lambda - V)`` of each served point, shape ``(k, m, K)``; kept until the points change."""
+        """``(beta C^T (Lambda - V))^T`` of each served point, shape ``(k, K, m)``; kept until the points change."""
         version = self._optimizer.served_version
         if self._coefficients_version != version:
             points = np.ascontiguousarray(self._optimizer.served_points)  # (k, 2, R, K)

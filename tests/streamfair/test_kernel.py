@@ -121,8 +121,8 @@ def test_served_coefficients_are_the_constraint_maps_floats(family, points):
     rng, constraints, _, _, _ = random_case(family, 101, 3, seed=points)
     served = np.maximum(rng.normal(0.0, 0.3, (points, 2, constraints.n_rows, 3)), 0.0)
     beta = 7.3
-    expected = np.stack([constraints.atoms_of(beta * (point[0] - point[1])) for point in served])
-    out = np.full((points, 101, 3), np.nan)
+    expected = np.stack([constraints.atoms_of(beta * (point[0] - point[1])).T for point in served])  # (k, K, m)
+    out = np.full((points, 3, 101), np.nan)
     kernel.served_coefficients(served, beta, family == "cdf", out)
     assert out.tobytes() == expected.tobytes()  # bit for bit, every entry written
 
@@ -131,18 +131,19 @@ def test_served_coefficients_are_the_constraint_maps_floats(family, points):
 def test_served_mixture_and_draws_match_the_numpy_reference(points):
     rng = np.random.default_rng(points)
     n, m, k = 500, 21, 3
-    coefficients = rng.normal(0, 2.0, (points, m, k))
+    coefficients = rng.normal(0, 2.0, (points, m, k))  # C^T of each point; the kernel takes them (k, K, m)
+    served = np.ascontiguousarray(coefficients.transpose(0, 2, 1))
     tau = rng.dirichlet(np.ones(k), n)
     features = dual.group_features(tau, tau.mean(axis=0))
     costs = 5.0 * dual.squared_costs(rng.uniform(-1, 1, n), np.linspace(-1, 1, m))
     policies = [dual.policy(np.stack([c, np.zeros_like(c)]), features, costs, 1.0) for c in coefficients]
     expected = np.mean(policies, axis=0)
     proba = np.empty((n, m))
-    kernel.served_proba(coefficients, features, costs, proba)
+    kernel.served_proba(served, features, costs, proba)
     np.testing.assert_allclose(proba, expected, rtol=RTOL, atol=1e-300)
     u = rng.random(n)
     draws = np.empty(n, dtype=np.int64)
-    kernel.served_draws(coefficients, features, costs, u, draws)
+    kernel.served_draws(served, features, costs, u, draws)
     point = np.minimum((u * points).astype(int), points - 1)  # u picks a point, u k - j draws from its policy
     component = np.array([policies[j][i] for i, j in enumerate(point)])
     reference = sample_indices(component, u * points - point)
@@ -154,7 +155,7 @@ def test_served_mixture_and_draws_match_the_numpy_reference(points):
 def test_draws_follow_the_served_mixture():
     """Many draws of one row: their frequencies are the mixture's probabilities (not those of one point)."""
     rng = np.random.default_rng(8)
-    coefficients, features = rng.normal(0, 2.0, (4, 5, 2)), np.array([[0.7, -1.2]])
+    coefficients, features = rng.normal(0, 2.0, (4, 2, 5)), np.array([[0.7, -1.2]])
     costs = np.array([[0.5, 0.1, 0.0, 0.3, 0.9]])
     proba = np.empty((1, 5))
     kernel.served_proba(coefficients, features, costs, proba)
@@ -168,11 +169,11 @@ def test_draws_follow_the_served_mixture():
 
 def test_replacing_one_point_changes_only_the_draws_in_its_share_of_the_uniforms():
     rng = np.random.default_rng(9)
-    coefficients, features = rng.normal(0, 2.0, (4, 9, 2)), rng.normal(0, 1.0, (2000, 2))
+    coefficients, features = rng.normal(0, 2.0, (4, 2, 9)), rng.normal(0, 1.0, (2000, 2))
     costs, u = rng.random((2000, 9)) * 4.0, rng.random(2000)
     before, after = np.empty(2000, dtype=np.int64), np.empty(2000, dtype=np.int64)
     kernel.served_draws(coefficients, features, costs, u, before)
-    coefficients[2] = rng.normal(0, 2.0, (9, 2))
+    coefficients[2] = rng.normal(0, 2.0, (2, 9))
     kernel.served_draws(coefficients, features, costs, u, after)
     changed = before != after
     assert changed.any() and ((u[changed] >= 0.5) & (u[changed] < 0.75)).all()
@@ -231,7 +232,7 @@ def test_the_inline_exponential_is_libms_to_the_last_bits():
 
 def test_one_draw_is_the_draw_of_its_row():
     rng = np.random.default_rng(6)
-    coefficients, features = rng.normal(0, 2.0, (4, 9, 2)), rng.normal(0, 1.0, (30, 2))
+    coefficients, features = rng.normal(0, 2.0, (4, 2, 9)), rng.normal(0, 1.0, (30, 2))
     costs, u = rng.random((30, 9)) * 4.0, rng.random(30)
     draws = np.empty(30, dtype=np.int64)
     kernel.served_draws(coefficients, features, costs, u, draws)
