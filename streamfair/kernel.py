@@ -532,11 +532,11 @@ def dual_learn(stack, coefficients, beta, cdf, features, costs):
     qa, qw, k1, k2, b3, avg = coefficients
     n_rows, groups = stack.shape[2], stack.shape[3]
     scores, pi, rows, halvings, _, _ = _buffers(n_rows, groups, costs.size)
-    gap = np.empty((n_rows, groups))
     _dual_query(stack, qa * beta, qw * beta, scores)
     _policy_rows(scores, cdf, features, costs, pi, rows, halvings)
-    for row in range(n_rows):
-        for s in range(groups):
+    gap = scores  # the query's scores are spent once its policy is computed: the gradient takes their place
+    for s in range(groups):  # rows inside: see _tracking_update
+        for row in range(n_rows):
             gap[row, s] = rows[row] * features[s]
     _dual_update(stack, k1, k2, b3, avg, gap)
 
