@@ -9,6 +9,9 @@ PY := $(VENV)/bin/python
 
 # The tests that need neither a broker nor Prometheus and run in seconds.
 PURE := not kafka and not prometheus and not slow
+# pytest-xdist workers of `make test` (each starts its own broker and Prometheus when its tests need
+# them); most broker tests wait on the network, so two workers halve the run on two cores.
+TEST_WORKERS ?= 2
 
 .PHONY: demo test test-pure lint test-tools bench install
 
@@ -33,7 +36,7 @@ lint: $(VENV)/.installed
 	$(PY) -m mypy streamfair connectors
 
 test: lint test-tools $(VENV)/.installed
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS)
 
 test-pure: $(VENV)/.installed
 	$(PY) -m pytest -q -m "$(PURE)"
