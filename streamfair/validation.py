@@ -17,6 +17,8 @@ import numpy as np
 
 #: Absolute tolerance on ``sum(tau) == 1`` and ``sum(p) == 1``.
 SUM_TOLERANCE = 1e-6
+#: Rows checked at once by the array checks: their temporaries stay a few MB however long the array.
+CHECK_ROWS = 65_536
 
 
 def _show(value) -> str:
@@ -108,13 +110,15 @@ def check_distributions(name: str, value, n_rows: int | None, size: int) -> np.n
     if array.ndim != 2 or array.shape[1] != size or (n_rows is not None and array.shape[0] != n_rows):
         rows = n_rows if n_rows is not None else "n"
         raise ValueError(f"{name} must have shape ({rows}, {size}), got shape {array.shape}")
-    bad = ~np.isfinite(array).all(axis=1) | (array.min(axis=1, initial=0.0) < 0) | (array.max(axis=1, initial=0.0) > 1)
-    bad |= np.abs(array.sum(axis=1) - 1.0) > SUM_TOLERANCE
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise ValueError(
-            f"{name} rows must be finite probabilities in [0, 1] summing to 1; row {row} is {_show(array[row])}"
-        )
+    for start in range(0, array.shape[0], CHECK_ROWS):
+        piece = array[start : start + CHECK_ROWS]
+        bad = ~np.isfinite(piece).all(axis=1) | (piece.min(axis=1, initial=0.0) < 0)
+        bad |= (piece.max(axis=1, initial=0.0) > 1) | (np.abs(piece.sum(axis=1) - 1.0) > SUM_TOLERANCE)
+        if bad.any():
+            row = start + int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"{name} rows must be finite probabilities in [0, 1] summing to 1; row {row} is {_show(array[row])}"
+            )
     return array
 
 
@@ -129,7 +133,9 @@ def check_finite(name: str, value, n_rows: int | None = None) -> np.ndarray:
     if array.ndim != 1 or (n_rows is not None and array.size != n_rows):
         rows = n_rows if n_rows is not None else "n"
         raise ValueError(f"{name} must have shape ({rows},), got shape {array.shape}")
-    if not np.all(np.isfinite(array)):
-        row = int(np.flatnonzero(~np.isfinite(array))[0])
-        raise ValueError(f"{name} must be finite; entry {row} is {array[row]!r}")
+    for start in range(0, array.size, CHECK_ROWS):
+        finite = np.isfinite(array[start : start + CHECK_ROWS])
+        if not finite.all():
+            row = start + int(np.flatnonzero(~finite)[0])
+            raise ValueError(f"{name} must be finite; entry {row} is {array[row]!r}")
     return array

@@ -34,24 +34,40 @@ def test_pieces_give_the_same_bits_as_one_piece(monkeypatch, profile, batch_size
     assert whole._draws == pieces._draws == 437
 
 
-@pytest.mark.slow
-def test_learning_a_long_stream_allocates_a_bounded_amount():
-    """300,000 samples on 101 atoms: the full cost matrix alone would be 242 MB."""
-    n = 300_000
+def _peak_bytes(call) -> int:
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _peaks(n: int) -> list[int]:
+    """Bytes allocated at the peak of ``learn_many`` (exact, then mini-batches of 64) and ``predict_many`` of ``n``."""
     rng = np.random.default_rng(0)
     tau = rng.dirichlet([1.0, 1.0], n)
     eta = np.tanh(rng.standard_normal(n))
     fair = FairRegressionPostProcessor(p=[0.5, 0.5])
     fair.learn_many(eta[:10], tau[:10])  # buffers that exist whatever n is
-    tracemalloc.start()
-    try:
-        fair.learn_many(eta, tau, batch_size=64)
-        fair.predict_many(eta, tau)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 40e6
-    assert fair.n_samples == n + 10
+    peaks = [_peak_bytes(lambda: fair.learn_many(eta, tau)),
+             _peak_bytes(lambda: fair.learn_many(eta, tau, batch_size=64)),
+             _peak_bytes(lambda: fair.predict_many(eta, tau))]
+    assert fair.n_samples == 2 * n + 10
+    return peaks
+
+
+@pytest.mark.slow
+def test_what_the_many_sample_methods_allocate_does_not_grow_with_the_stream():
+    """100,000 and 300,000 samples on 101 atoms (the whole cost matrix of the longer would be 242 MB).
+
+    Learning allocates the same whatever ``n`` (pieces of ``CHUNK_ROWS`` rows, the input checks in
+    pieces too); ``predict_many`` grows by its output and the atom indices behind it (16 bytes a sample).
+    """
+    (exact, batches, predict), (exact_3n, batches_3n, predict_3n) = _peaks(100_000), _peaks(300_000)
+    assert max(exact, batches, exact_3n, batches_3n) < 5e6
+    assert exact_3n - exact < 2e5 and batches_3n - batches < 2e5
+    assert predict_3n - predict < 16 * 200_000 + 2e5
 
 
 def test_keys_of_the_wrong_length_are_refused_before_any_draw():

@@ -11,7 +11,7 @@ import pickle
 import numpy as np
 import pytest
 
-from streamfair import FairRegressionPostProcessor, evaluate, evaluate_deterministic
+from streamfair import FairRegressionPostProcessor, evaluate, evaluate_deterministic, validation
 
 NAN, INF = math.nan, math.inf
 
@@ -139,6 +139,26 @@ def test_rejected_call_names_the_argument_and_leaves_the_state_untouched(call, f
     before = pickle.dumps(f.state_dict())
     check_error(lambda: call(f), *fragments)
     assert pickle.dumps(f.state_dict()) == before
+
+
+@pytest.mark.parametrize("bad,fragments", [("eta", ("eta", "entry 7", "nan")), ("tau", ("tau", "row 7", "[0.9, 0.9]"))])
+def test_long_arrays_are_checked_piece_by_piece_and_a_bad_row_is_named_by_its_index_in_the_whole(
+        monkeypatch, bad, fragments):
+    """The array checks look at ``CHECK_ROWS`` rows at a time (bounded temporaries); a bad row in a later
+    piece still fails the call before anything is learned, named by its index in the whole array."""
+    monkeypatch.setattr(validation, "CHECK_ROWS", 3)
+    eta, tau = np.zeros(9), np.full((9, 2), 0.5)
+    if bad == "eta":
+        eta[7] = NAN
+    else:
+        tau[7] = [0.9, 0.9]
+    f = fitted()
+    before = pickle.dumps(f.state_dict())
+    check_error(lambda: f.learn_many(eta, tau), *fragments)
+    assert pickle.dumps(f.state_dict()) == before
+    eta[7], tau[7] = 0.0, [0.5, 0.5]
+    f.learn_many(eta, tau)  # the same arrays, repaired: accepted
+    assert f.n_samples == 7 + 9
 
 
 def test_tau_sum_tolerance_is_documented_and_applied():
