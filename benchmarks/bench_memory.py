@@ -4,7 +4,7 @@
 L = 50 (101 atoms), K = 2: the peak of the memory Python and numpy allocate during the call
 (``tracemalloc``), the inputs excluded (they exist before the call).  The methods work in pieces
 of ``CHUNK_ROWS`` rows and check their inputs in pieces too, so learning allocates the same
-whatever ``n``; ``predict_many`` adds its output (``n`` numbers) and the atom indices behind it.
+whatever ``n``; ``predict_many`` adds its output (``n`` numbers).
 Baseline, measured in the same run: what building the ``n x m`` matrix of the samples' costs at
 once allocates (``dual.squared_costs`` of the whole array).  The goal is at most 100 MB added by
 ``learn_many`` of 1,000,000 samples.

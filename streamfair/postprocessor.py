@@ -847,15 +847,16 @@ class DualPostProcessor:
             for rows in chunks(n):
                 fair[rows] = self._reduce(self._proba(predictions[rows], taus[rows]), mode)
             return fair
-        indices = np.empty(n, dtype=np.intp)
+        labels = self.labels
+        fair = np.empty(n, dtype=labels.dtype)
         for rows in chunks(n):
             if mode == "sample":
                 u = self._uniforms(rows.stop - rows.start, None if keys is None else keys[rows])
                 costs = self._scaled_costs(predictions[rows], taus[rows], learning=False)
-                indices[rows] = self._sample_indices(self._serving_features(taus[rows]), costs, u)
+                fair[rows] = labels[self._sample_indices(self._serving_features(taus[rows]), costs, u)]
             else:
-                indices[rows] = self._proba(predictions[rows], taus[rows]).argmax(axis=1)
-        return self.labels[indices]
+                fair[rows] = labels[self._proba(predictions[rows], taus[rows]).argmax(axis=1)]
+        return fair
 
     def predict_one(self, prediction: Any, tau: TauRow, mode: str = "sample", key: Key | None = None):
         """A fair prediction for one sample.
