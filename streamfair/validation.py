@@ -11,6 +11,7 @@ ValueError: p must sum to 1 (within 1e-06), got [0.5, 0.6] (sum 1.1)
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from numbers import Integral, Real
 
 import numpy as np
@@ -101,8 +102,30 @@ def check_distribution(name: str, value, size: int | None = None, *, strictly_po
     return np.array(values)
 
 
+def _first_failing(array: np.ndarray, failing: Callable[[np.ndarray], np.ndarray]) -> int | None:
+    """The index of the first row of ``array`` that ``failing`` flags, or ``None``.
+
+    ``failing(rows)`` is a boolean mask of a piece of at most ``CHECK_ROWS`` rows, so that the
+    temporaries of a check stay bounded however long the array.
+
+    >>> _first_failing(np.array([1.0, np.nan, np.inf]), lambda rows: ~np.isfinite(rows))
+    1
+    """
+    for start in range(0, array.shape[0], CHECK_ROWS):
+        bad = failing(array[start : start + CHECK_ROWS])
+        if bad.any():
+            return start + int(np.flatnonzero(bad)[0])
+    return None
+
+
+def _not_distributions(rows: np.ndarray) -> np.ndarray:
+    """Which rows are not finite probabilities in ``[0, 1]`` summing to 1 (within ``SUM_TOLERANCE``)."""
+    bad = ~np.isfinite(rows).all(axis=1) | (rows.min(axis=1, initial=0.0) < 0)
+    return bad | (rows.max(axis=1, initial=0.0) > 1) | (np.abs(rows.sum(axis=1) - 1.0) > SUM_TOLERANCE)
+
+
 def check_distributions(name: str, value, n_rows: int | None, size: int) -> np.ndarray:
-    """An ``(n, size)`` array of probability vectors (rows), checked all at once."""
+    """An ``(n, size)`` array of probability vectors (rows), every row checked before the array is returned."""
     try:
         array = np.asarray(value, dtype=float)
     except (TypeError, ValueError, OverflowError):
@@ -110,15 +133,11 @@ def check_distributions(name: str, value, n_rows: int | None, size: int) -> np.n
     if array.ndim != 2 or array.shape[1] != size or (n_rows is not None and array.shape[0] != n_rows):
         rows = n_rows if n_rows is not None else "n"
         raise ValueError(f"{name} must have shape ({rows}, {size}), got shape {array.shape}")
-    for start in range(0, array.shape[0], CHECK_ROWS):
-        piece = array[start : start + CHECK_ROWS]
-        bad = ~np.isfinite(piece).all(axis=1) | (piece.min(axis=1, initial=0.0) < 0)
-        bad |= (piece.max(axis=1, initial=0.0) > 1) | (np.abs(piece.sum(axis=1) - 1.0) > SUM_TOLERANCE)
-        if bad.any():
-            row = start + int(np.flatnonzero(bad)[0])
-            raise ValueError(
-                f"{name} rows must be finite probabilities in [0, 1] summing to 1; row {row} is {_show(array[row])}"
-            )
+    row = _first_failing(array, _not_distributions)
+    if row is not None:
+        raise ValueError(
+            f"{name} rows must be finite probabilities in [0, 1] summing to 1; row {row} is {_show(array[row])}"
+        )
     return array
 
 
@@ -133,9 +152,7 @@ def check_finite(name: str, value, n_rows: int | None = None) -> np.ndarray:
     if array.ndim != 1 or (n_rows is not None and array.size != n_rows):
         rows = n_rows if n_rows is not None else "n"
         raise ValueError(f"{name} must have shape ({rows},), got shape {array.shape}")
-    for start in range(0, array.size, CHECK_ROWS):
-        finite = np.isfinite(array[start : start + CHECK_ROWS])
-        if not finite.all():
-            row = start + int(np.flatnonzero(~finite)[0])
-            raise ValueError(f"{name} must be finite; entry {row} is {array[row]!r}")
+    row = _first_failing(array, lambda entries: ~np.isfinite(entries))
+    if row is not None:
+        raise ValueError(f"{name} must be finite; entry {row} is {array[row]!r}")
     return array
