@@ -54,3 +54,14 @@ def test_a_key_of_another_type_is_refused_by_name_on_both_paths():
     for keys in ([True] * COMPILED_FROM, [1.5]):
         with pytest.raises(ValueError, match="key must be an int, str or bytes, got"):
             keyed_uniforms(0, keys)
+
+
+def test_a_one_key_draw_is_the_top_53_bits_of_the_seed_keyed_blake2b_of_the_typed_key():
+    """Known answers from :mod:`hashlib`: the key's type tag and bytes, hashed by BLAKE2b-64 keyed by the seed's
+    8 little-endian bytes; the draw is the digest's top 53 bits (little-endian) over 2^53."""
+    keys = {3: b"i3", -12: b"i-12", 2**70: b"i" + str(2**70).encode(), np.int64(5): b"i5", "clé": "sclé".encode(),
+            b"\x00k": b"b\x00k"}
+    for seed in SEEDS:
+        for key, data in keys.items():
+            digest = hashlib.blake2b(data, digest_size=8, key=seed.to_bytes(8, "little")).digest()
+            assert keyed_uniform(seed, key) == (int.from_bytes(digest, "little") >> 11) * 2.0**-53

@@ -571,6 +571,28 @@ def test_one_regression_sample_is_served_by_one_compiled_call_with_the_general_p
 
 
 @pytest.mark.parametrize("call", ["learn_one", "predict_learn_one", "predict_one", "proba_one"])
+def test_a_tau_of_the_wrong_shape_is_a_value_error_on_the_one_call_paths_and_a_list_is_copied(call):
+    """The one-call paths read ``tau`` themselves: a list of lists, a scalar or a list of another length still
+    gets the general check's error with nothing learned, and the state keeps the entries, not the caller's list."""
+    fair = FairRegressionPostProcessor(L=4, p=[0.5, 0.5], seed=1)
+    fair.learn_one(0.1, [0.5, 0.5])  # the window exists: the one-call path is open
+    before = fair.state_dict()
+    for tau in ([[0.3], [0.7]], [[0.3, 0.7]], 0.5):
+        with pytest.raises(ValueError, match="tau must be a 1-d sequence of numbers"):
+            getattr(fair, call)(0.2, tau)
+    for tau in ([0.3, 0.3, 0.4], [1.0]):
+        with pytest.raises(ValueError, match="tau must be a 1-d sequence of 2 probabilities"):
+            getattr(fair, call)(0.2, tau)
+    assert_identical(fair.state_dict(), before)
+    tau = [0.2, 0.8]
+    getattr(fair, call)(0.2, tau)
+    tau[:] = [0.9, 0.1]  # the caller reuses its list
+    fair.learn_one(0.3, tau)
+    if call in ("learn_one", "predict_learn_one"):
+        np.testing.assert_array_equal(fair.state_dict()["recent_tau"][1:3], [[0.2, 0.8], [0.9, 0.1]])
+
+
+@pytest.mark.parametrize("call", ["learn_one", "predict_learn_one", "predict_one", "proba_one"])
 def test_numbers_too_large_for_a_float_are_value_errors_naming_the_input(call):
     fair = FairRegressionPostProcessor(L=4, p=[0.5, 0.5], seed=1)
     fair.learn_one(0.1, [0.5, 0.5])  # the window exists: the one-call path is open
