@@ -841,21 +841,15 @@ class DualPostProcessor:
         """Fair predictions for ``n`` samples, in :attr:`labels` (see :meth:`predict_one` for ``mode`` and ``keys``)."""
         self._check_mode(mode)
         predictions, taus = self._check_many(predictions, tau, keys)
-        n = taus.shape[0]
-        if mode == "mean":
-            fair = np.empty(n)
-            for rows in chunks(n):
-                fair[rows] = self._reduce(self._proba(predictions[rows], taus[rows]), mode)
-            return fair
-        labels = self.labels
-        fair = np.empty(n, dtype=labels.dtype)
+        n, labels = taus.shape[0], self.labels
+        fair = np.empty(n, dtype=float if mode == "mean" else labels.dtype)
         for rows in chunks(n):
             if mode == "sample":
                 u = self._uniforms(rows.stop - rows.start, None if keys is None else keys[rows])
                 costs = self._scaled_costs(predictions[rows], taus[rows], learning=False)
                 fair[rows] = labels[self._sample_indices(self._serving_features(taus[rows]), costs, u)]
             else:
-                fair[rows] = labels[self._proba(predictions[rows], taus[rows]).argmax(axis=1)]
+                fair[rows] = self._reduce(self._proba(predictions[rows], taus[rows]), mode)
         return fair
 
     def predict_one(self, prediction: Any, tau: TauRow, mode: str = "sample", key: Key | None = None):
