@@ -239,6 +239,32 @@ def test_one_draw_is_the_draw_of_its_row():
     assert [kernel.served_draw(coefficients, features[i], costs[i], u[i]) for i in range(30)] == draws.tolist()
 
 
+@pytest.mark.parametrize("family", ["atom", "cdf"])
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5])
+def test_a_steps_policy_is_the_served_policy_of_its_scores_bit_for_bit(family, k):
+    """``_policy_rows`` (groups' running sums two at a time) gives ``_atoms_of`` then ``_policy``'s floats."""
+    rng, constraints, _, features, costs = random_case(family, 37, k, seed=k)
+    scores = rng.normal(0.0, 3.0, (constraints.n_rows, k))
+    coefficients = np.empty((k, 37))
+    kernel._atoms_of(scores, family == "cdf", coefficients)
+    expected = np.empty(37)
+    kernel._policy(coefficients, features[0], costs[0], expected, np.empty(37))
+    pi, rows = np.empty(37), np.empty(constraints.n_rows)
+    kernel._policy_rows(scores, family == "cdf", features[0], costs[0], pi, rows, np.empty(37))
+    assert pi.tobytes() == expected.tobytes()
+    assert rows.tobytes() == constraints.rows_of(expected).tobytes()
+
+
+def test_the_maximum_is_numpys_for_every_length_and_tie():
+    rng = np.random.default_rng(4)
+    for n in range(1, 12):
+        for values in (rng.normal(0.0, 1.0, n), np.full(n, -2.5), rng.integers(-2, 2, n).astype(float)):
+            assert kernel._maximum(values) == values.max(), values
+    ramp = np.arange(9.0)
+    for i in range(9):  # the maximum in each of the four running maxima and in the tail
+        assert kernel._maximum(np.roll(ramp, i)) == 8.0
+
+
 def test_sum_follows_numpys_pairwise_order_bit_for_bit():
     rng = np.random.default_rng(3)
     for n in [1, 7, 8, 9, 101, 128, 129, 300, 1000, 4097]:
