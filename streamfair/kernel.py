@@ -64,6 +64,7 @@ __all__ = [
     "served_draw",
     "scaled_squared_costs",
     "scaled_expected_costs",
+    "exp_non_positive",
 ]
 
 
@@ -214,6 +215,21 @@ def _exp_shifted(values, shift, halvings):
         values[i], halvings[i] = _exp_parts(values[i] - shift)
     for i in range(values.size):
         values[i] *= POWERS_OF_HALF[int(halvings[i])]
+
+
+@compiled
+def exp_non_positive(values):
+    """``values = exp(values)`` in place, for a 1-d array of entries ``<= 0`` (``-inf`` gives 0).
+
+    The kernel's exponential (:func:`_exp_shifted`): arithmetic only, so the same floats on every
+    CPU, where numpy's ``exp`` takes a different code path on CPUs with AVX-512 and differs in the
+    last bit.  Returns ``False``, with nothing changed, if an entry is positive or ``NaN``.
+    """
+    for i in range(values.size):
+        if not values[i] <= 0.0:
+            return False
+    _exp_shifted(values, 0.0, np.empty(values.size))
+    return True
 
 
 @compiled

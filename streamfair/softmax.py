@@ -4,7 +4,9 @@ The policies of the dual (:mod:`streamfair.dual`, the post-processor's served an
 policies), the class probabilities of the linear models and the worst-case group weights of
 :mod:`streamfair.dro` all call it, so that every one of them rounds the same way: the maximum is
 subtracted first (no overflow, whatever the scale of the scores), then the exponentials are
-normalized by their sum along ``axis``.
+normalized by their sum along ``axis``.  The exponentials are the compiled kernel's
+(:func:`streamfair.kernel.exp_non_positive`), which round the same way on every CPU: a replay on
+another machine gives the same bytes.
 
 >>> import numpy as np
 >>> softmax(np.array([800.0, 800.0]))                       # exp(800) overflows; this does not
@@ -19,6 +21,8 @@ True
 from __future__ import annotations
 
 import numpy as np
+
+from . import kernel
 
 __all__ = ["softmax"]
 
@@ -36,7 +40,13 @@ def softmax(scores: np.ndarray, axis: int = -1, *, overwrite: bool = False) -> n
         Compute in place in ``scores`` (a float array) and return it, instead of a new array.
     """
     result = scores if overwrite else np.array(scores, dtype=float)
-    result -= result.max(axis=axis, keepdims=True)
-    np.exp(result, out=result)
+    top = result.max(axis=axis, keepdims=True)
+    if not np.isfinite(top).all():  # a NaN is its slice's maximum
+        raise ValueError(f"scores must be finite or -inf, with a finite maximum along axis {axis}, got {scores!r}")
+    result -= top
+    shifted = result.reshape(-1)  # a view of a C-contiguous result, else a copy written back
+    kernel.exp_non_positive(shifted)
+    if not np.shares_memory(shifted, result):
+        result[...] = shifted.reshape(result.shape)
     result /= result.sum(axis=axis, keepdims=True)
     return result

@@ -17,8 +17,11 @@ array([0.5       , 0.16666667, 0.16666667, 0.16666667])
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from .. import kernel
 from ..softmax import softmax
 
 __all__ = ["log_sum_exp", "softmax", "project_simplex", "project_capped_simplex"]
@@ -29,7 +32,9 @@ def log_sum_exp(values: np.ndarray) -> float:
     top = float(np.max(values))
     if not np.isfinite(top):
         return top
-    return top + float(np.log(np.sum(np.exp(values - top))))
+    shifted = np.asarray(values, dtype=float) - top
+    kernel.exp_non_positive(shifted)  # the same floats on every CPU (see streamfair.softmax)
+    return top + math.log(float(np.sum(shifted)))
 
 
 def project_simplex(v: np.ndarray) -> np.ndarray:

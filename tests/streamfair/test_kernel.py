@@ -18,6 +18,7 @@ import pytest
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor, dual, kernel
 from streamfair.constraints import CONSTRAINTS
 from streamfair.keyed_random import sample_indices
+from streamfair.softmax import softmax
 from tests.support import REPO
 
 RTOL = 1e-12
@@ -228,6 +229,39 @@ def test_the_inline_exponential_is_libms_to_the_last_bits():
     edges = np.array([1.0, -799.0])  # exp(0) and an underflow, shifted by 1
     kernel._exp_shifted(edges, 1.0, np.empty(2))
     assert edges.tolist() == [1.0, 0.0]
+
+
+def test_exp_of_non_positive_entries_is_the_inline_exponential_and_refuses_the_rest():
+    x = np.concatenate([-np.random.default_rng(2).random(300) * 40.0, [0.0, -0.0, -800.0, -np.inf]])
+    got = x.copy()
+    assert kernel.exp_non_positive(got)
+    expected = x.copy()
+    kernel._exp_shifted(expected, 0.0, np.empty(x.size))
+    assert got.tobytes() == expected.tobytes()
+    assert got[-3:].tolist() == [1.0, 0.0, 0.0]
+    for bad in (1e-300, np.nan, np.inf):
+        values = np.array([-1.0, bad, -2.0])
+        assert not kernel.exp_non_positive(values)
+        assert values[[0, 2]].tolist() == [-1.0, -2.0]  # nothing changed
+
+
+def test_softmax_takes_the_kernels_exponentials_along_any_axis_and_refuses_nan():
+    rng = np.random.default_rng(5)
+    scores = rng.normal(0.0, 30.0, (4, 6))
+    for axis in (0, 1):
+        shifted = scores - scores.max(axis=axis, keepdims=True)
+        exps = shifted.reshape(-1).copy()
+        kernel._exp_shifted(exps, 0.0, np.empty(exps.size))
+        exps = exps.reshape(shifted.shape)
+        expected = exps / exps.sum(axis=axis, keepdims=True)
+        assert softmax(scores, axis=axis).tobytes() == expected.tobytes()
+        strided = np.array(scores.T).T  # not C-contiguous: computed on a copy, written back in place
+        assert softmax(strided, axis=axis, overwrite=True) is strided
+        assert strided.tobytes() == expected.tobytes()
+    assert softmax(np.array([0.0, -np.inf])).tolist() == [1.0, 0.0]
+    for bad in ([0.0, np.nan], [np.inf, 0.0], [-np.inf, -np.inf]):
+        with pytest.raises(ValueError, match="scores must be finite or -inf"):
+            softmax(np.array(bad))
 
 
 def test_one_draw_is_the_draw_of_its_row():
