@@ -7,6 +7,7 @@ import inspect
 
 import pytest
 
+from connectors.kafka import clients
 from connectors.kafka.config import SCHEMA, ConfigError, config_table, load_config
 from connectors.kafka.daemon import add_arguments, config_from_args
 from connectors.kafka.postprocessor_config import PARAMETERS, VARIANT_PARAMETERS, VARIANTS, PostProcessorConfig
@@ -309,3 +310,12 @@ def test_the_warm_up_runs_every_synthetic_message_and_leaves_the_daemon_as_it_wa
     assert result.dead_letters == [] and len(result.outputs) == max(16, config.processing.batch_size)
     assert any(b'"distribution"' in output.value for output in result.outputs)
     assert daemon.tasks == {} and daemon.stats.consumed == daemon.stats.produced == 0
+
+
+def test_the_producer_batches_64_kib_unless_the_producer_section_says_otherwise(monkeypatch):
+    made: list[dict] = []
+    monkeypatch.setattr(clients, "KafkaProducer", lambda **settings: made.append(settings))
+    clients.make_producer(load_config(env={}))
+    clients.make_producer(load_config(env={}, overrides=["producer.batch_size=4096"]))
+    assert [settings["batch_size"] for settings in made] == [clients.PRODUCER_BATCH_BYTES, 4096]
+    assert clients.PRODUCER_BATCH_BYTES == 65_536
