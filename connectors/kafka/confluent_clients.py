@@ -353,6 +353,8 @@ class ConfluentProducer:
             "request.timeout.ms": kafka.request_timeout_ms,
             "compression.type": kafka.compression_type,
             "partitioner": "murmur2_random",
+            # only failed records call back into Python: the daemon acts on errors alone
+            "delivery.report.only.error": True,
         }
         if transactional_id:
             self.settings["transactional.id"] = transactional_id

@@ -220,6 +220,7 @@ def test_client_pass_through_static_membership_and_cooperative_sticky_assignor(k
         assert clients.consumer["group.instance.id"] == "streamfair-0"
         assert clients.consumer["partition.assignment.strategy"] == "cooperative-sticky"
         assert clients.producer["enable.idempotence"] and not clients.consumer["enable.auto.commit"]
+        assert clients.producer["delivery.report.only.error"]  # failures still call back, successes do not
     else:
         assert (clients.consumer["fetch_min_bytes"], clients.consumer["client_rack"]) == (2, "rack-a")
         assert (clients.producer["max_request_size"], clients.producer["batch_size"]) == (500_000, 4096)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from connectors.kafka.config import load_config
+from connectors.kafka.confluent_clients import ConfluentProducer
 from connectors.kafka.observer import DaemonStats
 from connectors.kafka.partitions import SyntheticRecord
 from connectors.kafka.records import DeadLetter, Output, TaskResult
@@ -65,3 +66,16 @@ def test_counts_what_was_queued_and_nothing_once_the_interval_failed():
     sender.deliver(poll(4))
     assert len(producer.sent) == 2
     assert (stats.produced, dict(stats.dead_letters), len(notified)) == (1, {"missing_id": 1}, 1)
+
+
+def test_librdkafka_reports_a_record_it_could_not_deliver_although_only_failures_call_back():
+    """``delivery.report.only.error``: no Python call per delivered record, every failed one reaches ``on_error``."""
+    config = load_config(env={}, overrides=["kafka.client=confluent", "kafka.bootstrap_servers=127.0.0.1:1",
+                                            "kafka.delivery_timeout_ms=1500", "kafka.request_timeout_ms=1000"])
+    producer = ConfluentProducer(config)  # no broker there: every record times out
+    assert producer.settings["delivery.report.only.error"]
+    errors: list[TransportError] = []
+    for i in range(3):
+        producer.send("outputs", key=b"k%d" % i, value=b"v", partition=0, on_error=errors.append)
+    producer.flush(10.0)
+    assert len(errors) == 3 and all("timed out" in str(error) for error in errors)
