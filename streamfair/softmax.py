@@ -33,11 +33,16 @@ def softmax(scores: np.ndarray, axis: int = -1, *, overwrite: bool = False) -> n
     Parameters
     ----------
     scores
-        Real scores, any shape.
+        Real scores, any shape: finite, or ``-inf`` (probability 0) below a finite maximum.
     axis
         The axis the probabilities are over.
     overwrite
         Compute in place in ``scores`` (a float array) and return it, instead of a new array.
+
+    Raises
+    ------
+    ValueError
+        If a slice along ``axis`` holds a ``NaN`` or ``+inf``, or only ``-inf``.
     """
     result = scores if overwrite else np.array(scores, dtype=float)
     top = result.max(axis=axis, keepdims=True)
