@@ -1,0 +1,79 @@
+"""What ``streamfair serve`` sets for its process: the garbage collector while the daemon runs."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import signal
+import weakref
+
+import pytest
+
+from connectors.kafka import daemon as serve
+from connectors.kafka.daemon import YOUNG_GENERATION_THRESHOLD, serving_garbage_collection
+
+
+class Cycle:
+    """An object that refers to itself: only the collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def tracked(obj: object) -> bool:
+    """Whether the collector's generations hold ``obj`` (a frozen object is in none of them)."""
+    return any(other is obj for other in gc.get_objects())
+
+
+@pytest.fixture
+def python_settings():
+    """The collector as Python leaves it, asserted before and restored after each test."""
+    thresholds = gc.get_threshold()
+    assert gc.get_freeze_count() == 0
+    yield thresholds
+    gc.unfreeze()
+    gc.set_threshold(*thresholds)
+
+
+def test_the_heap_is_collected_then_frozen_and_pythons_settings_come_back(python_settings):
+    alive = [Cycle()]  # alive when serving starts: frozen
+    garbage = weakref.ref(Cycle())  # unreachable already: collected first, not frozen for ever
+    assert garbage() is not None and tracked(alive)
+    with serving_garbage_collection():
+        assert garbage() is None
+        assert not tracked(alive) and gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (YOUNG_GENERATION_THRESHOLD, *python_settings[1:])
+        made_while_serving = [Cycle()]
+        assert tracked(made_while_serving)
+    assert gc.get_threshold() == python_settings
+    assert gc.get_freeze_count() == 0 and tracked(alive)
+
+
+def test_pythons_settings_come_back_after_an_error_and_what_the_host_froze_stays_frozen(python_settings):
+    with pytest.raises(RuntimeError, match="boom"), serving_garbage_collection():
+        raise RuntimeError("boom")
+    assert gc.get_threshold() == python_settings and gc.get_freeze_count() == 0
+
+    gc.freeze()  # the host application froze its own heap before serving
+    frozen = gc.get_freeze_count()
+    with serving_garbage_collection():
+        pass
+    assert gc.get_freeze_count() >= frozen > 0
+    assert gc.get_threshold() == python_settings
+
+
+def test_serve_runs_the_daemon_under_the_serving_garbage_collection(python_settings, monkeypatch):
+    seen = []
+
+    def run(daemon, once=False, max_messages=None):
+        seen.append((gc.get_threshold()[0], gc.get_freeze_count() > 0, once))
+        return 0
+
+    monkeypatch.setattr(serve.Daemon, "run", run)
+    monkeypatch.setattr(serve, "setup_logging", lambda level: logging.getLogger("tests.serve"))
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: None)  # pytest keeps its own handlers
+    from connectors.cli.commands import main
+
+    assert main(["serve", "--once", "--set", "topics.input=orders"]) == 0
+    assert seen == [(YOUNG_GENERATION_THRESHOLD, True, True)]
+    assert gc.get_threshold() == python_settings and gc.get_freeze_count() == 0
