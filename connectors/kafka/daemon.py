@@ -29,7 +29,7 @@ from connectors.prometheus import make_observer
 #: After a stop signal the process exits (code 1) at the latest after this many seconds.
 SHUTDOWN_DEADLINE_S = 9.5
 #: Net allocations of tracked objects between two collections of the youngest generation while
-#: serving (Python's default is 700).  Each record in flight on the producer holds about a dozen
+#: serving (Python's default is 700).  Each record in flight on the producer holds about ten
 #: until the broker acknowledges its batch, and a partition's 64 KiB batch holds hundreds of records:
 #: with the default they outlive collection after collection and are promoted, to be traversed again.
 YOUNG_GENERATION_THRESHOLD = 50_000
