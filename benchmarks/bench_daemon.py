@@ -7,9 +7,10 @@ with ``kafka.client = "kafka-python"`` and with ``"confluent"`` (librdkafka):
   (a fresh consumer group) then drains them.  Rate = messages / (last output acknowledged - first
   record polled); the daemon's end is its final checkpoint.  The bare loop forwards each record's
   key, value, partition and timestamp unchanged; the daemon parses, validates, predicts, learns,
-  encodes and checkpoints.  Both run under the garbage-collection settings of ``streamfair serve``
-  (``serving_garbage_collection``), which made the bare loop 1.2 times and the daemons 1.3 to 1.5
-  times as fast as Python's defaults in this process.  Contenders run in rounds, and every daemon
+  encodes and checkpoints (at its default interval, every 10,000 records).  Both run under the
+  garbage-collection settings of ``streamfair serve`` (``serving_garbage_collection``), which made
+  the bare loop 1.2 times and the daemons 1.3 to 1.5 times as fast as Python's defaults in this
+  process.  Contenders run in rounds, and every daemon
   run comes right after a bare run, its baseline: the broker slows down as a run goes on (in one
   run the bare loop made 22,700, 15,200 and 11,900 messages/s at the starts of its three rounds),
   so a baseline taken once per round flattered the daemons measured late in it.  The confluent
@@ -44,7 +45,7 @@ def _values(bootstrap: str, name: str, batch_size: int = 1, client: str = "kafka
         "kafka.session_timeout_ms": "3000", "kafka.heartbeat_interval_ms": "1000",
         "topics.input": "bench.in", "topics.output": f"{name}.out", "topics.dead_letter": f"{name}.dlq",
         "topics.changelog": f"{name}.changelog",
-        "processing.batch_size": str(batch_size), "processing.checkpoint_every_messages": "5000",
+        "processing.batch_size": str(batch_size),
         "log.level": "WARNING",
     }
 

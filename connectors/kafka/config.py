@@ -192,7 +192,7 @@ class ProcessingConfig:
 
     >>> processing = load_config(env={}, overrides=["processing.guarantee=exactly_once"]).processing
     >>> processing.guarantee, processing.batch_size, processing.checkpoint_every_messages, processing.mode
-    ('exactly_once', 1, 1000, 'sample')
+    ('exactly_once', 1, 10000, 'sample')
     >>> processing.propagate_headers[:2]
     ['traceparent', 'tracestate']
     """
@@ -205,7 +205,7 @@ class ProcessingConfig:
                         "randomized predictor the guarantee covers), its mean or its mode", OneOf(MODES))
     distribution: bool = setting(BOOLEAN, False, "always include the distribution in the output")
     max_message_bytes: int = setting(INTEGER, 65536, "larger inputs are dead letters", Range(16))
-    checkpoint_every_messages: int = setting(INTEGER, 1000, "checkpoint after this many input records",
+    checkpoint_every_messages: int = setting(INTEGER, 10000, "checkpoint after this many input records",
                                              _AT_LEAST_1)
     checkpoint_every_seconds: float = setting(NUMBER, 5.0, "or after this many seconds", _POSITIVE_SECONDS)
     transactional_id: str = setting(STRING, "", "exactly_once only; default `<client_id>-<host>-<pid>-<random>`")
