@@ -3,19 +3,19 @@
 Same broker (the bundled Tansu), same input topic, same client settings, same run; the daemon runs
 with ``kafka.client = "kafka-python"`` and with ``"confluent"`` (librdkafka):
 
-* **throughput**: 24,000 score messages are produced to a 3-partition topic first; each contender
-  (a fresh consumer group) then drains them.  Rate = messages / (last output acknowledged - first
+* **throughput**: 24,000 score messages are produced to a 3-partition topic first; each contender (a
+  fresh consumer group) then drains them.  Rate = messages / (last output acknowledged - first
   record polled); the daemon's end is its final checkpoint.  The bare loop forwards each record's
   key, value, partition and timestamp unchanged; the daemon parses, validates, predicts, learns,
   encodes and checkpoints (at its default interval, every 10,000 records).  Both run under the
   garbage-collection settings of ``streamfair serve`` (``serving_garbage_collection``), which made
   the bare loop 1.2 times and the daemons 1.3 to 1.5 times as fast as Python's defaults in this
-  process.  Contenders run in rounds, and every daemon
-  run comes right after a bare run, its baseline: the broker slows down as a run goes on (in one
-  run the bare loop made 22,700, 15,200 and 11,900 messages/s at the starts of its three rounds),
-  so a baseline taken once per round flattered the daemons measured late in it.  The confluent
-  daemon is compared with the kafka-python daemon through their ratios to their own baselines; the
-  table shows the medians over rounds, since the load of a shared machine drifts too.
+  process.  Contenders run in rounds, and every daemon run comes right after a bare run, its
+  baseline: the broker slows down as a run goes on (in one run the bare loop made 22,700, 15,200 and
+  11,900 messages/s at the starts of its three rounds), so a baseline taken once per round flattered
+  the daemons measured late in it.  The confluent daemon is compared with the kafka-python daemon
+  through their ratios to their own baselines; the table shows the medians over rounds, since the
+  load of a shared machine drifts too.
 * **latency**: 1,000 messages/s offered for 5 s, the contender in its own process; latency = the
   time a reader sees the output minus the input record's create timestamp (the daemon and the
   bare loop both keep it), in milliseconds.
