@@ -28,6 +28,7 @@ import logging
 import multiprocessing
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -67,11 +68,12 @@ def _messages(n: int, seed: int, start: int = 0) -> list[tuple[int, bytes, bytes
     return out
 
 
-def _bare_loop(values: dict, n: int | None, stop: threading.Event | None = None) -> float:
+def _bare_loop(values: dict, n: int | None, stop: threading.Event | None = None,
+               on_poll: Callable[[int], None] | None = None) -> float:
     """Forward records from the input to ``topics.output`` with the daemon's client settings.
 
     Returns messages/s from the first record polled to the final flush (``n`` records), or runs
-    until ``stop`` is set (latency mode).
+    until ``stop`` is set (latency mode).  ``on_poll(count)`` after each poll: the records so far.
     """
     from connectors.kafka.clients import make_consumer, make_producer
     from connectors.kafka.daemon import serving_garbage_collection
@@ -90,6 +92,8 @@ def _bare_loop(values: dict, n: int | None, stop: threading.Event | None = None)
                     producer.send(config.topics.output, key=record.key, value=record.value,
                                   partition=record.partition, timestamp_ms=record.timestamp)
                 count += len(records)
+            if on_poll is not None:
+                on_poll(count)
         producer.flush()
     rate = count / (time.monotonic() - first) if first is not None else 0.0
     consumer.close(autocommit=False)
@@ -97,12 +101,12 @@ def _bare_loop(values: dict, n: int | None, stop: threading.Event | None = None)
     return rate
 
 
-def _run_daemon(values: dict, stop=None):
+def _run_daemon(values: dict, stop=None, observers=()):
     """Run the daemon as ``streamfair serve`` does, until drained (or until ``stop`` is set); the daemon."""
     from connectors.kafka.daemon import serving_garbage_collection
     from connectors.kafka.loop import Daemon
 
-    daemon = Daemon(_config(values), logger=logging.getLogger("bench"))
+    daemon = Daemon(_config(values), observers, logger=logging.getLogger("bench"))
     if stop is not None:
         threading.Thread(target=lambda: (stop.wait(), daemon.stop()), daemon=True).start()
     with serving_garbage_collection():

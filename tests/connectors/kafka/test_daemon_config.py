@@ -10,7 +10,13 @@ import pytest
 from connectors.kafka import clients
 from connectors.kafka.config import SCHEMA, ConfigError, config_table, load_config
 from connectors.kafka.daemon import add_arguments, config_from_args
-from connectors.kafka.postprocessor_config import PARAMETERS, VARIANT_PARAMETERS, VARIANTS, PostProcessorConfig
+from connectors.kafka.postprocessor_config import (
+    DAEMON_MAX_PENDING,
+    PARAMETERS,
+    VARIANT_PARAMETERS,
+    VARIANTS,
+    PostProcessorConfig,
+)
 from connectors.kafka.schema import (
     CONSTRUCTOR_DEFAULT,
     INTEGER,
@@ -229,6 +235,10 @@ ANNOTATION_TYPES = {"float": NUMBER, "int": INTEGER, "str": STRING, "float | Seq
                     "Sequence[float]": NUMBERS, "Sequence[Any]": LABELS, "Any": JSON}
 
 
+#: The daemon's own defaults, where the class's do not suit a daemon.
+DAEMON_DEFAULTS = {"n_groups": 2, "max_pending": DAEMON_MAX_PENDING}
+
+
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_postprocessor_schema_declares_exactly_each_constructors_keyword_parameters(variant):
     from streamfair import FairRegressionPostProcessor
@@ -245,7 +255,11 @@ def test_postprocessor_schema_declares_exactly_each_constructors_keyword_paramet
         assert declared.type == ANNOTATION_TYPES[annotation.removesuffix(" | None")], name
         default = PostProcessorConfig(**({"kind": "classification"} if variant == "classification" else {}),
                                       robust=variant == "robust")
-        assert getattr(default, name) == (2 if name == "n_groups" else parameter.default), name
+        assert getattr(default, name) == DAEMON_DEFAULTS.get(name, parameter.default), name
+    given = {"n_classes": 3} if variant == "classification" else {}
+    built = PostProcessorConfig(**given, kind=default.kind, robust=default.robust).build()
+    for name in DAEMON_DEFAULTS.keys() & parameters.keys():  # and the post-processor is built with them
+        assert getattr(built, name) == DAEMON_DEFAULTS[name], name
 
 
 def test_every_declared_setting_has_its_default_allowed_and_its_own_names():

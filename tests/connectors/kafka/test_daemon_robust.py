@@ -8,12 +8,15 @@ the feedback labels applied where the daemon applies them: at the checkpoint tha
 from __future__ import annotations
 
 import json
+import logging
+import threading
 from collections import Counter
 
 import numpy as np
 import pytest
 
 from connectors.kafka.checkpoint import Checkpoint, restore_postprocessor
+from connectors.kafka.checkpointing import EXIT_CHECKPOINT_TOO_LARGE
 from connectors.kafka.loop import Daemon
 from connectors.kafka.observer import DaemonObserver
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
@@ -160,3 +163,38 @@ def test_a_checkpoint_restores_its_own_class_and_a_class_change_is_refused():
     with pytest.raises(ConfigError, match="^postprocessor: the changelog 'streamfair.changelog' holds a "
                                           "GroupRobustFairRegressionPostProcessor"):
         Daemon(plain).partitions.new_task(0, data)
+
+
+def test_a_checkpoint_too_large_for_one_record_stops_the_daemon_instead_of_replaying_forever(kafka_broker):
+    """Ids waiting for labels make the robust state grow (about 140 bytes each, up to ``max_pending``).
+
+    With the class's ``max_pending`` of 100,000 (the daemon's default keeps 4,000), a partition's
+    checkpoint outgrows a record (1 MB for both clients by default), and every retry would replay
+    the same messages and fail again.  The daemon stops with its own exit code and the error event
+    instead, and has sent each output once.
+    """
+    values = settings(kafka_broker, "robust-large", **{f"postprocessor.{k}": v for k, v in ROBUST.items()},
+                      **{"postprocessor.max_pending": 100_000})
+    config = ensure_topics_for(kafka_broker, values)
+    produce_messages(kafka_broker, config.topics.input, messages(45_000, seed=6, prefix="L"))
+    events = []
+
+    class Events(logging.Handler):
+        def emit(self, record):
+            events.append((record.getMessage(), getattr(record, "streamfair_fields", {})))
+
+    logger = logging.getLogger("test.robust-large")
+    logger.addHandler(Events())
+    logger.setLevel(logging.WARNING)
+    daemon = Daemon(config, logger=logger)
+    stop = threading.Timer(120, daemon.stop)  # a daemon replaying forever would be stopped: exit code 0
+    stop.start()
+    try:
+        assert daemon.run(once=True) == EXIT_CHECKPOINT_TOO_LARGE
+    finally:
+        stop.cancel()
+    assert daemon.stats.rewinds == 0
+    too_large = [fields for event, fields in events if event == "checkpoint_too_large"]
+    assert len(too_large) == 1 and too_large[0]["bytes"] > 1_000_000 and "max_pending" in too_large[0]["fix"]
+    keys = Counter(record.key for record in read_topic(kafka_broker, config.topics.output))
+    assert len(keys) == daemon.stats.produced > 0 and set(keys.values()) == {1}
