@@ -204,9 +204,11 @@ class Checkpointer:
         daemon = self.daemon
         log_event(daemon.log, logging.ERROR, "checkpoint_too_large", partition=error.partition, bytes=error.size,
                   error=str(error.error),
-                  fix="raise producer.max_request_size above the checkpoint's size, and the changelog topic's "
-                      "max.message.bytes on the broker with it; the group-robust post-processor keeps about 140 "
-                      "to 190 bytes per sample waiting for its label: lower postprocessor.max_pending to keep fewer")
+                  fix="the group-robust post-processor keeps about 140 to 190 bytes per sample waiting for its "
+                      "label: lower postprocessor.max_pending (a restored post-processor keeps the value it was "
+                      "checkpointed with: use a new topics.changelog), or, with kafka.client = kafka-python, raise "
+                      "producer.max_request_size above the checkpoint's size, and the changelog topic's "
+                      "max.message.bytes on the broker with it")
         daemon.give_up(EXIT_CHECKPOINT_TOO_LARGE, str(error))
 
     def rewind(self, failure: BaseException) -> None:

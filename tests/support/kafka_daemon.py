@@ -1,9 +1,11 @@
 """What the daemon's Kafka tests share: settings named after the test, an unfair message stream,
-producing and reading topics, and the in-process library run every output is checked against."""
+producing and reading topics, the in-process library run every output is checked against, the
+daemon's log events, and a transport that hands out a given producer."""
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -168,3 +170,31 @@ def ensure_topics_for(broker: Broker, values: dict):
     config = to_config(values)
     ensure_topics(config)
     return config
+
+
+class EventLog(logging.Handler):
+    """A logger for ``Daemon(logger=...)`` whose structured events are kept in ``events``: ``(event, fields)``."""
+
+    def __init__(self, name: str):
+        super().__init__()
+        self.events: list[tuple[str, dict]] = []
+        self.logger = logging.getLogger(f"test.events.{name}.{id(self)}")  # its own: no handler shared
+        self.logger.addHandler(self)
+        self.logger.setLevel(logging.DEBUG)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.events.append((record.getMessage(), getattr(record, "streamfair_fields", {})))
+
+    def fields(self, event: str) -> list[dict]:
+        """The fields of every ``event``, in order."""
+        return [fields for name, fields in self.events if name == event]
+
+
+class OneProducer:
+    """A transport whose every producer is ``made`` (a stand-in producer, for pure-logic tests)."""
+
+    def __init__(self, producer):
+        self.made = producer
+
+    def producer(self, config, transactional_id=None):
+        return self.made

@@ -7,8 +7,6 @@ broker whose ``max.message.bytes`` is below the producer's limit does.
 
 from __future__ import annotations
 
-import logging
-
 from connectors.kafka.checkpointing import EXIT_CHECKPOINT_TOO_LARGE
 from connectors.kafka.codec import InputParser
 from connectors.kafka.config import load_config
@@ -16,6 +14,7 @@ from connectors.kafka.loop import Daemon
 from connectors.kafka.task import PartitionTask
 from connectors.kafka.transport import RecordTooLarge, TransportError
 from streamfair import FairRegressionPostProcessor
+from tests.support.kafka_daemon import EventLog, OneProducer
 
 
 class RefusingBroker:
@@ -34,22 +33,8 @@ class RefusingBroker:
         self.callbacks.clear()
 
 
-class OneProducer:
-    def __init__(self, producer):
-        self.made = producer
-
-    def producer(self, config, transactional_id=None):
-        return self.made
-
-
-def daemon_refused_with(refusal: TransportError, events: list) -> Daemon:
-    class Events(logging.Handler):
-        def emit(self, record):
-            events.append((record.getMessage(), getattr(record, "streamfair_fields", {})))
-
-    logger = logging.getLogger(f"test.checkpointing.{type(refusal).__name__}")
-    logger.addHandler(Events())
-    daemon = Daemon(load_config(env={}), logger=logger)
+def daemon_refused_with(refusal: TransportError, log: EventLog) -> Daemon:
+    daemon = Daemon(load_config(env={}), logger=log.logger)
     daemon.sender.transport = OneProducer(RefusingBroker(refusal))
     daemon.sender.renew()
     for partition in (0, 1):
@@ -61,20 +46,20 @@ def daemon_refused_with(refusal: TransportError, events: list) -> Daemon:
 
 
 def test_a_checkpoint_the_broker_refuses_as_too_large_stops_the_daemon_naming_the_largest():
-    events: list = []
-    daemon = daemon_refused_with(RecordTooLarge("MESSAGE_TOO_LARGE"), events)
+    log = EventLog("checkpoint-too-large")
+    daemon = daemon_refused_with(RecordTooLarge("MESSAGE_TOO_LARGE"), log)
     assert daemon.checkpoints.checkpoint() is False
     assert daemon._fatal is not None and daemon._fatal[0] == EXIT_CHECKPOINT_TOO_LARGE
     assert daemon.stopping.is_set()
-    (fields,) = [fields for event, fields in events if event == "checkpoint_too_large"]
+    (fields,) = log.fields("checkpoint_too_large")
     sizes = {p: len(task.checkpoint().to_bytes()) for p, task in daemon.partitions.tasks.items()}
     assert fields["partition"] == 1 and fields["bytes"] == sizes[1] > sizes[0]  # the larger grid's state
 
 
 def test_any_other_refusal_is_a_failure_to_retry():
-    events: list = []
+    log = EventLog("checkpoint-refused")
     refusal = TransportError("broker away")
-    daemon = daemon_refused_with(refusal, events)
+    daemon = daemon_refused_with(refusal, log)
     assert daemon.checkpoints.checkpoint() is False
     assert daemon._fatal is None and not daemon.stopping.is_set() and daemon.sender.failure is refusal
-    assert [event for event, _ in events] == ["checkpoint_failed"]
+    assert [event for event, _ in log.events] == ["checkpoint_failed"]

@@ -8,7 +8,6 @@ the feedback labels applied where the daemon applies them: at the checkpoint tha
 from __future__ import annotations
 
 import json
-import logging
 import threading
 from collections import Counter
 
@@ -22,6 +21,7 @@ from connectors.kafka.observer import DaemonObserver
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
 from tests.support.kafka_daemon import (
     POSTPROCESSOR,
+    EventLog,
     check_outputs,
     ensure_topics_for,
     messages,
@@ -177,16 +177,8 @@ def test_a_checkpoint_too_large_for_one_record_stops_the_daemon_instead_of_repla
                       **{"postprocessor.max_pending": 100_000})
     config = ensure_topics_for(kafka_broker, values)
     produce_messages(kafka_broker, config.topics.input, messages(45_000, seed=6, prefix="L"))
-    events = []
-
-    class Events(logging.Handler):
-        def emit(self, record):
-            events.append((record.getMessage(), getattr(record, "streamfair_fields", {})))
-
-    logger = logging.getLogger("test.robust-large")
-    logger.addHandler(Events())
-    logger.setLevel(logging.WARNING)
-    daemon = Daemon(config, logger=logger)
+    log = EventLog("robust-large")
+    daemon = Daemon(config, logger=log.logger)
     stop = threading.Timer(120, daemon.stop)  # a daemon replaying forever would be stopped: exit code 0
     stop.start()
     try:
@@ -194,7 +186,7 @@ def test_a_checkpoint_too_large_for_one_record_stops_the_daemon_instead_of_repla
     finally:
         stop.cancel()
     assert daemon.stats.rewinds == 0
-    too_large = [fields for event, fields in events if event == "checkpoint_too_large"]
+    too_large = log.fields("checkpoint_too_large")
     assert len(too_large) == 1 and too_large[0]["bytes"] > 1_000_000 and "max_pending" in too_large[0]["fix"]
     keys = Counter(record.key for record in read_topic(kafka_broker, config.topics.output))
     assert len(keys) == daemon.stats.produced > 0 and set(keys.values()) == {1}

@@ -15,6 +15,7 @@ from connectors.kafka.partitions import SyntheticRecord
 from connectors.kafka.records import DeadLetter, Output, TaskResult
 from connectors.kafka.sender import Sender
 from connectors.kafka.transport import TransportError
+from tests.support.kafka_daemon import OneProducer
 
 
 class RecordingProducer:
@@ -28,14 +29,6 @@ class RecordingProducer:
         if self.broken:
             raise TransportError("broker away")
         self.sent.append((topic, value))
-
-
-class OneProducer:
-    def __init__(self, producer):
-        self.made = producer
-
-    def producer(self, config, transactional_id=None):
-        return self.made
 
 
 def sender_with(producer: RecordingProducer) -> tuple[Sender, DaemonStats, list]:
