@@ -126,23 +126,14 @@ class Checkpointer:
                 except RecordTooLarge as error:
                     raise CheckpointTooLarge(p, len(data[p]), error) from None
             offsets = self._offsets(points)
-            if sender.exactly_once:
-                if offsets:
-                    producer.send_offsets_to_transaction(offsets, daemon.consumer.group_metadata())
-                producer.commit_transaction()
-                sender.in_transaction = False
-            else:
-                producer.flush(timeout=timeout)
-                refused = next((error for error in undelivered if isinstance(error, RecordTooLarge)), None)
-                if refused is not None:  # by the broker: the largest of the round is named
-                    largest = max(partitions, key=lambda q: len(data[q]))
-                    raise CheckpointTooLarge(largest, len(data[largest]), refused)
-                if undelivered:
-                    raise undelivered[0]
-        except (TransportError, TimeoutError, CheckpointTooLarge) as error:
-            self._failed(error, partitions, time.monotonic() - started)
-            if isinstance(error, CheckpointTooLarge):
-                self._too_large(error)
+            self._settle(offsets, data, undelivered, timeout)
+        except CheckpointTooLarge as error:
+            self._abandon(partitions, time.monotonic() - started, error)
+            self._too_large(error)
+            return False
+        except (TransportError, TimeoutError) as error:
+            self._abandon(partitions, time.monotonic() - started, error)
+            self._retry_later(error, partitions)
             return False
         partitions_state.checkpointed(data)
         self.dirty.clear()
@@ -161,6 +152,32 @@ class Checkpointer:
                   n_samples={p: points[p].n_samples for p in partitions})
         daemon.notify("on_checkpoint", partitions, seconds, True)
         return True
+
+    def _settle(self, offsets: dict[TopicPartition, int], data: dict[int, bytes], undelivered: list[TransportError],
+                timeout: float) -> None:
+        """Commit the transaction (``exactly_once``) or wait for the acks; raise what failed the changelog ``data``.
+
+        A transaction fails as a whole: the errors of its records say whether the broker refused one
+        as too large (then the largest of the round is named).
+        """
+        sender = self.daemon.sender
+        settled: TransportError | None = None
+        try:
+            if sender.exactly_once:
+                if offsets:
+                    sender.producer.send_offsets_to_transaction(offsets, self.daemon.consumer.group_metadata())
+                sender.producer.commit_transaction()
+                sender.in_transaction = False
+            else:
+                sender.producer.flush(timeout=timeout)
+        except TransportError as error:
+            settled = error
+        refused = next((error for error in undelivered if isinstance(error, RecordTooLarge)), None)
+        if refused is not None:
+            largest = max(data, key=lambda p: len(data[p]))
+            raise CheckpointTooLarge(largest, len(data[largest]), refused)
+        if settled is not None or undelivered:
+            raise settled or undelivered[0]
 
     def _offsets(self, points: dict[int, Checkpoint]) -> dict[TopicPartition, int]:
         topics = self.daemon.config.topics
@@ -183,7 +200,8 @@ class Checkpointer:
             daemon.stats.errors["commit_failed"] += 1
             log_event(daemon.log, logging.WARNING, "commit_failed", error=repr(error))
 
-    def _failed(self, error: BaseException, partitions: list[int], seconds: float) -> None:
+    def _abandon(self, partitions: list[int], seconds: float, error: BaseException) -> None:
+        """The checkpoint failed: count it, abort its transaction, fail the interval (the rewind replays it)."""
         daemon, sender = self.daemon, self.daemon.sender
         daemon.stats.errors["checkpoint_failed"] += 1
         if sender.exactly_once and sender.in_transaction:
@@ -193,22 +211,25 @@ class Checkpointer:
                 log_event(daemon.log, logging.WARNING, "abort_failed", error=repr(abort_error))
             sender.in_transaction = False
         sender.fail(error)
-        delay = daemon.backoff.next()
-        self._retry_at = time.monotonic() + delay
-        log_event(daemon.log, logging.WARNING, "checkpoint_failed", error=repr(error), partitions=partitions,
-                  retry_in_s=delay)
         daemon.notify("on_checkpoint", partitions, seconds, False)
+
+    def _retry_later(self, error: BaseException, partitions: list[int]) -> None:
+        """A passing failure: the next checkpoint waits for the back-off."""
+        delay = self.daemon.backoff.next()
+        self._retry_at = time.monotonic() + delay
+        log_event(self.daemon.log, logging.WARNING, "checkpoint_failed", error=repr(error), partitions=partitions,
+                  retry_in_s=delay)
 
     def _too_large(self, error: CheckpointTooLarge) -> None:
         """Stop: the state no longer fits in one changelog record, and every retry would fail the same way."""
         daemon = self.daemon
         log_event(daemon.log, logging.ERROR, "checkpoint_too_large", partition=error.partition, bytes=error.size,
                   error=str(error.error),
-                  fix="the group-robust post-processor keeps about 140 to 190 bytes per sample waiting for its "
-                      "label: lower postprocessor.max_pending (a restored post-processor keeps the value it was "
-                      "checkpointed with: use a new topics.changelog), or, with kafka.client = kafka-python, raise "
-                      "producer.max_request_size above the checkpoint's size, and the changelog topic's "
-                      "max.message.bytes on the broker with it")
+                  fix="the group-robust post-processor keeps some 130 (2 groups) to 280 bytes (8 groups) per sample "
+                      "waiting for its label: lower postprocessor.max_pending (a restored post-processor keeps the "
+                      "value it was checkpointed with: use a new topics.changelog), or, with kafka.client = "
+                      "kafka-python, raise producer.max_request_size above the checkpoint's size, and the changelog "
+                      "topic's max.message.bytes on the broker with it")
         daemon.give_up(EXIT_CHECKPOINT_TOO_LARGE, str(error))
 
     def rewind(self, failure: BaseException) -> None:

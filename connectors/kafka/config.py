@@ -698,6 +698,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
 def _shown(value: Any) -> str:
     if value == CONSTRUCTOR_DEFAULT:
         return value
+    if value is None:  # as the environment and --set write it
+        return "none"
     return f"`{json.dumps(value)}`"
 
 

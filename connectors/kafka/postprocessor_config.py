@@ -43,11 +43,37 @@ VARIANTS: dict[str, type] = {
     "classification": FairClassificationPostProcessor,
 }
 KINDS = ("regression", "classification")
-#: The daemon's default ``max_pending`` for the group-robust post-processor (the class keeps 100,000):
-#: a partition's checkpoint is one changelog record, 1 MB by default, and each id waiting for its
-#: label adds about 140 bytes at K = 2 and 190 at K = 4, so 4,000 of them fit with the rest of the
-#: state (655 kB and 942 kB, measured).
+#: The most ids the daemon keeps waiting for their label by default (the class keeps 100,000).
 DAEMON_MAX_PENDING = 4_000
+#: The bytes a partition's checkpoint may take by default: 90% of a 1 MB changelog record.
+CHECKPOINT_BUDGET = 900_000
+#: The longest id the default provides for, in characters.
+ID_ALLOWANCE = 64
+
+
+def daemon_max_pending(n_groups: int) -> int:
+    """The daemon's default ``max_pending`` at ``n_groups`` groups: as many ids as fit in a checkpoint.
+
+    A partition's checkpoint is one changelog record, 1 MB by default.  Measured, the rest of the
+    group-robust state takes about ``10 + 48 K`` kB and each id waiting for its label about
+    ``80 + 25 K`` bytes plus its own length; the default keeps the checkpoint within
+    :data:`CHECKPOINT_BUDGET` with ids of :data:`ID_ALLOWANCE` characters, and at most
+    :data:`DAEMON_MAX_PENDING` ids.
+
+    >>> [daemon_max_pending(k) for k in (2, 4, 8)]
+    [4000, 2860, 1470]
+    """
+    rest = 10_000 + 48_000 * n_groups
+    per_id = 80 + 25 * n_groups + ID_ALLOWANCE
+    return max(0, min(DAEMON_MAX_PENDING, (CHECKPOINT_BUDGET - rest) // per_id))
+
+
+def _n_groups(arguments: dict[str, Any]) -> int:
+    """``K`` as the constructor reads it: the length of ``p`` or of a per-group ``ks``/``eps``, else ``n_groups``."""
+    for name in ("p", "ks", "eps"):
+        if isinstance(arguments.get(name), list):
+            return len(arguments[name])
+    return int(arguments["n_groups"])
 #: Keys of the section that choose the class rather than being constructor arguments.
 SWITCHES: dict[str, Setting] = {
     "kind": Setting(STRING, "regression", "the post-processor: regression of a score eta, or classification "
@@ -105,8 +131,10 @@ PARAMETERS: dict[str, Setting] = _parameters(
     step=Setting(NUMBER, CONSTRUCTOR_DEFAULT, "mirror-ascent step of `updater = \"exponentiated\"`"),
     forgetting=Setting(NUMBER, CONSTRUCTOR_DEFAULT, "per-sample forgetting of the group risks (0: running means)"),
     refresh=Setting(INTEGER, CONSTRUCTOR_DEFAULT, "samples between refreshes of the DRO weights"),
-    max_pending=Setting(INTEGER, DAEMON_MAX_PENDING, "keyed samples kept waiting for their label (oldest dropped "
-                        "first); each adds 140 to 190 bytes to a checkpoint (K = 2 to 4)"),
+    max_pending=Setting(INTEGER, None, "keyed samples kept waiting for their label (oldest dropped first), each "
+                        "adding some 130 to 280 bytes to a checkpoint (K = 2 to 8) (none: as many as fit in a 1 MB "
+                        "checkpoint with ids of up to 64 characters, at most 4,000: 2,860 at K = 4, 1,470 at K = 8)",
+                        optional=True),
 )
 _SHARED = ("eps", "beta", "p", "n_groups", "profile", "memory", "horizon", "optimizer", "inner", "mu", "seed",
            "window", "serve")
@@ -199,6 +227,8 @@ class PostProcessorConfig:
         for name in accepted:  # the daemon's own defaults (n_groups, max_pending)
             if PARAMETERS[name].default != CONSTRUCTOR_DEFAULT:
                 arguments.setdefault(name, PARAMETERS[name].default)
+        if "max_pending" in accepted and arguments["max_pending"] is None:
+            arguments["max_pending"] = daemon_max_pending(_n_groups(arguments))
         if arguments.get("p") is not None or any(isinstance(arguments.get(name), list) for name in ("eps", "ks")):
             arguments["n_groups"] = None
         return arguments
