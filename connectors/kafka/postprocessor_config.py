@@ -68,12 +68,14 @@ def daemon_max_pending(n_groups: int) -> int:
     return max(0, min(DAEMON_MAX_PENDING, (CHECKPOINT_BUDGET - rest) // per_id))
 
 
-def _n_groups(arguments: dict[str, Any]) -> int:
+def _n_groups(arguments: dict[str, Any]) -> int | None:
     """``K`` as the constructor reads it: the length of ``p`` or of a per-group ``ks``/``eps``, else ``n_groups``."""
     for name in ("p", "ks", "eps"):
         if isinstance(arguments.get(name), list):
             return len(arguments[name])
-    return int(arguments["n_groups"])
+    return arguments.get("n_groups")
+
+
 #: Keys of the section that choose the class rather than being constructor arguments.
 SWITCHES: dict[str, Setting] = {
     "kind": Setting(STRING, "regression", "the post-processor: regression of a score eta, or classification "
@@ -228,7 +230,8 @@ class PostProcessorConfig:
             if PARAMETERS[name].default != CONSTRUCTOR_DEFAULT:
                 arguments.setdefault(name, PARAMETERS[name].default)
         if "max_pending" in accepted and arguments["max_pending"] is None:
-            arguments["max_pending"] = daemon_max_pending(_n_groups(arguments))
+            n_groups = _n_groups(arguments)  # None: the constructor says that K is missing
+            arguments["max_pending"] = DAEMON_MAX_PENDING if n_groups is None else daemon_max_pending(n_groups)
         if arguments.get("p") is not None or any(isinstance(arguments.get(name), list) for name in ("eps", "ks")):
             arguments["n_groups"] = None
         return arguments

@@ -289,6 +289,7 @@ def test_the_configuration_table_of_the_docs_is_the_schemas():
          "postprocessor.n_classes: n_classes=3 does not match"),
         (["postprocessor.eps=0.01", "postprocessor.ks=0.05"], "postprocessor: give ks"),
         (["postprocessor.profile=fast"], "postprocessor.profile: profile must be one of"),
+        (["postprocessor.robust=true", "postprocessor.n_groups=none"], "postprocessor: the number of groups is"),
     ],
 )
 def test_a_constructor_error_names_the_parameter_it_starts_with(overrides, message):
