@@ -128,11 +128,11 @@ class Checkpointer:
             offsets = self._offsets(points)
             self._settle(offsets, data, undelivered, timeout)
         except CheckpointTooLarge as error:
-            self._abandon(partitions, time.monotonic() - started, error)
+            self._abandon(error, partitions, time.monotonic() - started)
             self._too_large(error)
             return False
         except (TransportError, TimeoutError) as error:
-            self._abandon(partitions, time.monotonic() - started, error)
+            self._abandon(error, partitions, time.monotonic() - started)
             self._retry_later(error, partitions)
             return False
         partitions_state.checkpointed(data)
@@ -200,7 +200,7 @@ class Checkpointer:
             daemon.stats.errors["commit_failed"] += 1
             log_event(daemon.log, logging.WARNING, "commit_failed", error=repr(error))
 
-    def _abandon(self, partitions: list[int], seconds: float, error: BaseException) -> None:
+    def _abandon(self, error: BaseException, partitions: list[int], seconds: float) -> None:
         """The checkpoint failed: count it, abort its transaction, fail the interval (the rewind replays it)."""
         daemon, sender = self.daemon, self.daemon.sender
         daemon.stats.errors["checkpoint_failed"] += 1

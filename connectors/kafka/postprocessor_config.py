@@ -68,12 +68,11 @@ def daemon_max_pending(n_groups: int) -> int:
     return max(0, min(DAEMON_MAX_PENDING, (CHECKPOINT_BUDGET - rest) // per_id))
 
 
-def _n_groups(arguments: dict[str, Any]) -> int | None:
-    """``K`` as the constructor reads it: the length of ``p`` or of a per-group ``ks``/``eps``, else ``n_groups``."""
-    for name in ("p", "ks", "eps"):
-        if isinstance(arguments.get(name), list):
-            return len(arguments[name])
-    return arguments.get("n_groups")
+def _groups_given(arguments: dict[str, Any]) -> int | None:
+    """``K`` where ``p`` or a per-group ``ks``/``eps`` gives it (the constructor then reads it there), else ``None``."""
+    if arguments.get("p") is not None:
+        return len(arguments["p"])
+    return next((len(arguments[name]) for name in ("ks", "eps") if isinstance(arguments.get(name), list)), None)
 
 
 #: Keys of the section that choose the class rather than being constructor arguments.
@@ -229,10 +228,11 @@ class PostProcessorConfig:
         for name in accepted:  # the daemon's own defaults (n_groups, max_pending)
             if PARAMETERS[name].default != CONSTRUCTOR_DEFAULT:
                 arguments.setdefault(name, PARAMETERS[name].default)
+        given = _groups_given(arguments)
         if "max_pending" in accepted and arguments["max_pending"] is None:
-            n_groups = _n_groups(arguments)  # None: the constructor says that K is missing
+            n_groups = given or arguments["n_groups"]  # None: the constructor says that K is missing
             arguments["max_pending"] = DAEMON_MAX_PENDING if n_groups is None else daemon_max_pending(n_groups)
-        if arguments.get("p") is not None or any(isinstance(arguments.get(name), list) for name in ("eps", "ks")):
+        if given is not None:
             arguments["n_groups"] = None
         return arguments
 
