@@ -14,6 +14,7 @@ names.
 from __future__ import annotations
 
 import inspect
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -34,6 +35,7 @@ from connectors.kafka.schema import (
 )
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
+from streamfair.dro.pending import numbers_per_sample
 
 # ---------------------------------------------------------------------------- the post-processor
 #: The post-processor each variant builds: ``postprocessor.kind`` chooses, ``robust`` switches regression to DRO.
@@ -51,21 +53,32 @@ CHECKPOINT_BUDGET = 900_000
 ID_ALLOWANCE = 64
 
 
-def daemon_max_pending(n_groups: int) -> int:
+def daemon_max_pending(n_groups: int, *, updater: str, refresh: int) -> int:
     """The daemon's default ``max_pending`` at ``n_groups`` groups: as many ids as fit in a checkpoint.
 
-    A partition's checkpoint is one changelog record, 1 MB by default.  Measured, the rest of the
-    group-robust state takes about ``10 + 48 K`` kB and each id waiting for its label about
-    ``80 + 25 K`` bytes plus its own length; the default keeps the checkpoint within
-    :data:`CHECKPOINT_BUDGET` with ids of :data:`ID_ALLOWANCE` characters, and at most
-    :data:`DAEMON_MAX_PENDING` ids.
+    A partition's checkpoint is one changelog record, 1 MB by default.  Each id waiting for its
+    label takes its key (a JSON string) and its numbers in base64
+    (:func:`~streamfair.dro.pending.numbers_per_sample`, with the per-group step scales of the
+    ``exponentiated`` updater; the softmax updater's are zeros and are not stored).  The open
+    block of up to ``refresh`` samples keeps each one's key and ``1 + K`` numbers, and the rest of
+    the group-robust state takes about ``10 + 48 K`` kB (measured).  The default keeps the
+    checkpoint within :data:`CHECKPOINT_BUDGET` with ids of :data:`ID_ALLOWANCE` characters, and
+    at most :data:`DAEMON_MAX_PENDING` ids.
 
-    >>> [daemon_max_pending(k) for k in (2, 4, 8)]
-    [4000, 2860, 1470]
+    >>> [daemon_max_pending(k, updater="softmax", refresh=100) for k in (2, 4, 6, 8)]
+    [4000, 4000, 3373, 2507]
+    >>> daemon_max_pending(8, updater="exponentiated", refresh=100)
+    1739
     """
-    rest = 10_000 + 48_000 * n_groups
-    per_id = 80 + 25 * n_groups + ID_ALLOWANCE
+    block = refresh * (ID_ALLOWANCE + 11 + _base64_bytes(1 + n_groups))  # a key, its row, eta and tau
+    rest = 10_000 + 48_000 * n_groups + block
+    per_id = ID_ALLOWANCE + 3 + _base64_bytes(numbers_per_sample(n_groups, scaled=updater == "exponentiated"))
     return max(0, min(DAEMON_MAX_PENDING, (CHECKPOINT_BUDGET - rest) // per_id))
+
+
+def _base64_bytes(numbers: int) -> int:
+    """The checkpoint's bytes for ``numbers`` float64 numbers of an array (base64: 4 characters per 3 bytes)."""
+    return math.ceil(numbers * 8 * 4 / 3)
 
 
 def _groups_given(arguments: dict[str, Any]) -> int | None:
@@ -133,8 +146,9 @@ PARAMETERS: dict[str, Setting] = _parameters(
     forgetting=Setting(NUMBER, CONSTRUCTOR_DEFAULT, "per-sample forgetting of the group risks (0: running means)"),
     refresh=Setting(INTEGER, CONSTRUCTOR_DEFAULT, "samples between refreshes of the DRO weights"),
     max_pending=Setting(INTEGER, None, "keyed samples kept waiting for their label (oldest dropped first), each "
-                        "adding some 130 to 280 bytes to a checkpoint (K = 2 to 8) (none: as many as fit in a 1 MB "
-                        "checkpoint with ids of up to 64 characters, at most 4,000: 2,860 at K = 4, 1,470 at K = 8)",
+                        "adding its id and some 65 to 130 bytes to a checkpoint (K = 2 to 8; up to 215 with "
+                        "`updater = \"exponentiated\"`) (none: as many as fit in a 1 MB checkpoint with ids of up "
+                        "to 64 characters, at most 4,000: 2,507 at K = 8, 1,739 with the exponentiated updater)",
                         optional=True),
 )
 _SHARED = ("eps", "beta", "p", "n_groups", "profile", "memory", "horizon", "optimizer", "inner", "mu", "seed",
@@ -231,7 +245,8 @@ class PostProcessorConfig:
         given = _groups_given(arguments)
         if "max_pending" in accepted and arguments["max_pending"] is None:
             n_groups = given or arguments["n_groups"]  # None: the constructor says that K is missing
-            arguments["max_pending"] = DAEMON_MAX_PENDING if n_groups is None else daemon_max_pending(n_groups)
+            arguments["max_pending"] = DAEMON_MAX_PENDING if n_groups is None else daemon_max_pending(
+                n_groups, updater=self.updater, refresh=self.refresh)
         if given is not None:
             arguments["n_groups"] = None
         return arguments

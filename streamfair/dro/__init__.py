@@ -10,7 +10,8 @@ Online updaters, O(groups) per sample
     weights), :mod:`~streamfair.dro.online_divergence` (CVaR, chi-square and KL dual trackers),
     :mod:`~streamfair.dro.group_losses` (running group losses with exact delayed-label corrections).
 Wiring
-    :mod:`~streamfair.dro.robust_regression` (the group-robust DP regression post-processor).
+    :mod:`~streamfair.dro.robust_regression` (the group-robust DP regression post-processor),
+    :mod:`~streamfair.dro.pending` (its samples waiting for a label, in columns).
 Batch solvers for linear models
     :mod:`~streamfair.dro.problem`, :mod:`~streamfair.dro.oracle` (counted first-order oracle),
     :mod:`~streamfair.dro.baselines`, :mod:`~streamfair.dro.accelerated`, :mod:`~streamfair.dro.solvers`.

@@ -53,8 +53,9 @@ import numpy as np
 from .. import dual
 from ..regression import FairRegressionPostProcessor
 from ..validation import check_finite, check_integer, check_positive
-from .group_losses import Receipt, check_rate
+from .group_losses import Receipts, check_rate
 from .online_group import ExponentiatedGroupWeights, SoftmaxGroupWeights
+from .pending import PendingLabels, rows_to_columns
 
 __all__ = ["RobustDiagnostics", "GroupRobustFairRegressionPostProcessor"]
 
@@ -157,7 +158,7 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         self._block_size = 0
         self._block_keys: dict[Hashable, int] = {}  # key -> row in the block
         self._early_labels: dict[Hashable, float] = {}
-        self._pending: dict[Hashable, tuple[Receipt, float, float]] = {}
+        self._pending = PendingLabels(self.n_groups, self.max_pending)
         self.n_labels = 0
         self.n_expired = 0
 
@@ -217,12 +218,10 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
                 labelled.add(key)
         self.n_labels += len(labelled)
         receipts = self.dro.update_many(losses, tau)
-        for key, row in self._block_keys.items():
-            if key not in labelled:
-                self._pending[key] = (receipts.row(row), float(first[row]), float(second[row]))
-        while len(self._pending) > self.max_pending:
-            del self._pending[next(iter(self._pending))]
-            self.n_expired += 1
+        keys = [key for key in self._block_keys if key not in labelled]
+        rows = np.array([self._block_keys[key] for key in keys], dtype=np.int64)
+        self.n_expired += self._pending.add(keys, Receipts(*(column[rows] for column in receipts)), first[rows],
+                                            second[rows])
         self._q = self.dro.weights
         self._block_size = 0
         self._block_keys = {}
@@ -233,8 +232,9 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         Returns ``False`` if the key is unknown (never learned with a key, expired, or already labelled).
         """
         y = float(check_finite("y", y)[0])
-        if key in self._pending:
-            receipt, first, second = self._pending.pop(key)
+        waiting = self._pending.pop(key)
+        if waiting is not None:
+            receipt, first, second = waiting
             self.dro.correct(receipt, second - 2.0 * y * first + y * y)
             self.n_labels += 1
             return True
@@ -274,15 +274,12 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
             "updater": self.dro.state_dict(),
             "q": self._q.tolist(),
             "block": [
-                self._block_eta[: self._block_size].tolist(),
-                self._block_tau[: self._block_size].tolist(),
+                self._block_eta[: self._block_size].copy(),
+                self._block_tau[: self._block_size].copy(),
                 list(self._block_keys.items()),
             ],
             "early_labels": list(self._early_labels.items()),
-            "pending": [
-                [key, [r.index, r.tau.tolist(), r.loss, r.scale.tolist()], first, second]
-                for key, (r, first, second) in self._pending.items()
-            ],
+            "pending": self._pending.state_dict(),
             "counters": [self.n_labels, self.n_expired],
         }
         return state
@@ -299,9 +296,7 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         obj._block_tau[: obj._block_size] = np.array(tau, dtype=float).reshape(-1, obj.n_groups)
         obj._block_keys = {key: int(row) for key, row in keys}
         obj._early_labels = dict(extra["early_labels"])
-        obj._pending = {
-            key: (Receipt(int(r[0]), np.array(r[1]), float(r[2]), np.array(r[3])), float(first), float(second))
-            for key, r, first, second in extra["pending"]
-        }
+        pending = extra["pending"]
+        obj._pending.load_state_dict(rows_to_columns(pending) if isinstance(pending, list) else pending)
         obj.n_labels, obj.n_expired = (int(c) for c in extra["counters"])
         return obj

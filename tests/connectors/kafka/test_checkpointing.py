@@ -112,20 +112,23 @@ def test_any_other_refusal_is_a_failure_to_retry(guarantee):
     assert log.fields("checkpoint_failed")[0]["retry_in_s"] > 0
 
 
+@pytest.mark.parametrize("updater", ["softmax", "exponentiated"])
 @pytest.mark.parametrize("n_groups", [2, 3, 4, 6, 8])
-def test_the_group_robust_default_keeps_a_full_checkpoint_within_one_record(n_groups):
+def test_the_group_robust_default_keeps_a_full_checkpoint_within_one_record(n_groups, updater):
     """With its default ``max_pending`` full of 64-character ids, a robust task's checkpoint fits in 1 MB.
 
     librdkafka's default ``message.max.bytes`` (1,000,000) is the smaller of the clients' limits.
     The default is not needlessly small either: where it is below its cap of 4,000 ids, the
-    checkpoint takes more than 80% of its budget.
+    checkpoint takes more than 80% of its budget.  The ``exponentiated`` updater's receipts also
+    keep per-group step scales, so it gets fewer ids.
     """
-    fair = PostProcessorConfig(robust=True, n_groups=n_groups).build()
+    fair = PostProcessorConfig(robust=True, n_groups=n_groups, updater=updater).build()
     rng = np.random.default_rng(n_groups)
-    n = fair.max_pending + 2 * fair.memory  # every id kept, every snapshot of the optimizer taken
+    n = fair.max_pending + 2 * fair.memory + fair.refresh - 1  # every id kept, every snapshot taken, the block open
     keys = [f"{i:064d}" for i in range(n)]
     fair.learn_many(rng.uniform(-1, 1, n), rng.dirichlet(np.ones(n_groups), n), keys=keys)
-    assert fair.dro_diagnostics().n_pending == fair.max_pending == daemon_max_pending(n_groups)
+    default = daemon_max_pending(n_groups, updater=updater, refresh=fair.refresh)
+    assert fair.dro_diagnostics().n_pending == fair.max_pending == default
     size = len(PartitionTask("streamfair.input", 0, fair, parser=InputParser(n_groups, 1000), offset=n)
                .checkpoint().to_bytes())
     assert size <= CHECKPOINT_BUDGET
