@@ -35,6 +35,7 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from itertools import islice
 
 import numpy as np
 
@@ -87,10 +88,10 @@ class PendingLabels:
                   "first": first, "second": second}
         for name, column in self._columns.items():
             column[rows] = values[name]
-        dropped = max(0, len(self._rows) - self.capacity)
-        for _ in range(dropped):
-            del self._rows[next(iter(self._rows))]
-        return dropped
+        oldest = list(islice(self._rows, max(0, len(self._rows) - self.capacity)))
+        for key in oldest:
+            del self._rows[key]
+        return len(oldest)
 
     def pop(self, key: Hashable) -> tuple[Receipt, float, float] | None:
         """The receipt and the two moments kept under ``key``, now removed (``None``: not kept)."""
