@@ -957,6 +957,8 @@ class DualPostProcessor:
 
         A version-1 state (written before the profiles existed) restores as the ``paper`` profile.
         """
+        if not isinstance(state, dict):
+            raise ValueError(f"state must be a dict made by state_dict(), got {type(state).__name__}")
         if state.get("version") == 1:
             state = upgrade_state_v1(state)
         if state.get("version") != STATE_VERSION or state.get("class") != cls.__name__:

@@ -12,11 +12,12 @@ import inspect
 import itertools
 import math
 import pickle
+import re
 
 import numpy as np
 import pytest
 
-from streamfair import FairRegressionPostProcessor, dual, evaluate
+from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor, dual, evaluate
 from tests.support.states import assert_identical
 from tests.support.streams import unfair_stream
 
@@ -604,3 +605,14 @@ def test_numbers_too_large_for_a_float_are_value_errors_naming_the_input(call):
     with pytest.raises(ValueError, match="eta must be numbers"):
         fair.learn_many([0.1, 10**400], [[0.5, 0.5]] * 2)
     assert_identical(fair.state_dict(), before)
+
+
+@pytest.mark.parametrize("state, message", [
+    (None, "state must be a dict made by state_dict(), got NoneType"),
+    ({"a": 1}, "state is for None version None, expected 'FairRegressionPostProcessor' version 2"),
+    ({**FairClassificationPostProcessor(n_classes=2, n_groups=2).state_dict()},
+     "state is for 'FairClassificationPostProcessor' version 2"),
+])
+def test_a_state_of_something_else_is_a_clear_error(state, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        FairRegressionPostProcessor.from_state_dict(state)
