@@ -225,8 +225,8 @@ class Checkpointer:
         daemon = self.daemon
         log_event(daemon.log, logging.ERROR, "checkpoint_too_large", partition=error.partition, bytes=error.size,
                   error=str(error.error),
-                  fix="the group-robust post-processor keeps some 130 (2 groups) to 280 bytes (8 groups) per sample "
-                      "waiting for its label: lower postprocessor.max_pending (a restored post-processor keeps the "
+                  fix="the group-robust post-processor keeps each sample waiting for its label (docs/daemon.md, "
+                      "Checkpoint size): lower postprocessor.max_pending (a restored post-processor keeps the "
                       "value it was checkpointed with: use a new topics.changelog), or, with kafka.client = "
                       "kafka-python, raise producer.max_request_size above the checkpoint's size, and the changelog "
                       "topic's max.message.bytes on the broker with it")

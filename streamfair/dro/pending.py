@@ -84,8 +84,7 @@ class PendingLabels:
                 row = self._rows[key] = self._used
                 self._used += 1
             rows[i] = row
-        values = {"index": receipts.index, "tau": receipts.tau, "loss": receipts.loss, "scale": receipts.scale,
-                  "first": first, "second": second}
+        values = {**receipts._asdict(), "first": first, "second": second}
         for name, column in self._columns.items():
             column[rows] = values[name]
         oldest = list(islice(self._rows, max(0, len(self._rows) - self.capacity)))
@@ -98,9 +97,9 @@ class PendingLabels:
         row = self._rows.pop(key, None)
         if row is None:
             return None
-        c = self._columns
-        receipt = Receipt(int(c["index"][row]), c["tau"][row].copy(), float(c["loss"][row]), c["scale"][row].copy())
-        return receipt, float(c["first"][row]), float(c["second"][row])
+        columns = self._columns
+        receipts = Receipts(*(columns[name] for name in Receipts._fields))
+        return receipts.row(row), float(columns["first"][row]), float(columns["second"][row])
 
     def state_dict(self) -> dict:
         """The keys and their columns, oldest first (copies); ``scale`` only when not all zero."""
@@ -144,7 +143,7 @@ def numbers_per_sample(n_groups: int, scaled: bool) -> int:
     >>> numbers_per_sample(2, scaled=False), numbers_per_sample(2, scaled=True)
     (6, 8)
     """
-    return 4 + n_groups * (2 if scaled else 1)
+    return sum(column[0].size for name, column in _columns(1, n_groups).items() if scaled or name != "scale")
 
 
 def _columns(n: int, n_groups: int) -> dict[str, np.ndarray]:

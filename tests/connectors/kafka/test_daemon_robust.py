@@ -168,7 +168,7 @@ def test_a_checkpoint_restores_its_own_class_and_a_class_change_is_refused():
 
 
 def test_a_checkpoint_too_large_for_one_record_stops_the_daemon_instead_of_replaying_forever(kafka_broker):
-    """Ids waiting for labels make the robust state grow (about 140 bytes each, up to ``max_pending``).
+    """Ids waiting for labels make the robust state grow (about 80 bytes each here, up to ``max_pending``).
 
     With the class's ``max_pending`` of 100,000 (the daemon's default keeps 4,000), a partition's
     checkpoint outgrows a record (1 MB for both clients by default), and every retry would replay
