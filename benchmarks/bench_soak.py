@@ -9,9 +9,8 @@ per million messages.  A daemon whose memory grew with the stream would show it 
 loop (the one of ``bench_daemon``), which keeps nothing, is the baseline of the same run.
 Contenders: the bare loop, the daemon with kafka-python and with librdkafka at the default
 settings, and the daemon with the group-robust post-processor, which keeps each sample's id until
-its label comes (no labels come here), up to ``postprocessor.max_pending`` of them (4,000 at
-K = 2 by default in the daemon, so that a checkpoint fits in one changelog record:
-``docs/daemon.md``, "Checkpoint size").
+its label comes (no labels come here), up to ``postprocessor.max_pending`` of them (4,000 by
+default in the daemon: ``docs/daemon.md``, "Checkpoint size").
 
 Run: ``python benchmarks/bench_soak.py`` or ``streamfair bench soak`` (about five minutes).
 """

@@ -1,20 +1,23 @@
 """When and how the daemon makes its progress durable, and how it goes back to it after a failure.
 
 Every ``checkpoint_every_messages`` records or ``checkpoint_every_seconds`` seconds -- and on
-revocation and shutdown -- :meth:`Checkpointer.checkpoint` writes one changelog record per changed
-task:
+revocation and shutdown -- :meth:`Checkpointer.checkpoint` writes the checkpoint of every changed
+task to the changelog: one record, or parts and a manifest when it is larger than
+``processing.checkpoint_record_bytes`` (:mod:`connectors.kafka.changelog`).
 
 * ``at_least_once`` (default): flush outputs and dead letters (wait for the acks), write the
-  changelog records and flush again, then commit the covered offsets.  A crash between checkpoints
-  replays from the last one; the replayed outputs are byte-identical.
+  parts (and wait for their acks), then the checkpoints or manifests, flush again, then commit
+  the covered offsets.  A crash between checkpoints replays from the last one; the replayed
+  outputs are byte-identical.
 * ``exactly_once``: outputs, dead letters, changelog records and the offsets are one Kafka
   transaction (``send_offsets_to_transaction`` + ``commit_transaction``).
 
-A failed send, flush or transaction makes :meth:`Checkpointer.rewind` put every task back to its last
-durable checkpoint (deterministic replay) after an exponential back-off.  A changelog record too
-large for the producer or the broker is not a passing failure (every retry would replay the same
-messages and fail again): the daemon stops with :data:`EXIT_CHECKPOINT_TOO_LARGE` and says what to
-change.
+The parts of checkpoints that are no longer current are deleted (tombstones) with the next
+checkpoint of their partition.  A failed send, flush or transaction makes
+:meth:`Checkpointer.rewind` put every task back to its last durable checkpoint (deterministic
+replay) after an exponential back-off.  A changelog record too large for the producer or the
+broker is not a passing failure (every retry would replay the same messages and fail again): the
+daemon stops with :data:`EXIT_CHECKPOINT_TOO_LARGE` and says what to change.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from connectors.kafka.changelog import ChangelogPartition, ChangelogRecords
 from connectors.kafka.checkpoint import Checkpoint
 from connectors.kafka.logs import log_event
 from connectors.kafka.transport import RecordTooLarge, TopicPartition, TransportError
@@ -30,15 +34,15 @@ from connectors.kafka.transport import RecordTooLarge, TopicPartition, Transport
 if TYPE_CHECKING:
     from connectors.kafka.loop import Daemon
 
-#: Exit code when a partition's checkpoint is larger than one changelog record may be.
+#: Exit code when a changelog record is larger than the producer or the broker accepts.
 EXIT_CHECKPOINT_TOO_LARGE = 5
 
 
 class CheckpointTooLarge(Exception):
-    """The checkpoint of ``partition`` (``size`` bytes) was refused as too large by the producer or the broker."""
+    """A changelog record of ``partition`` (``size`` bytes) was refused as too large by the producer or the broker."""
 
     def __init__(self, partition: int, size: int, error: BaseException):
-        super().__init__(f"the checkpoint of partition {partition} is {size} bytes: {error}")
+        super().__init__(f"a changelog record of partition {partition} is {size} bytes: {error}")
         self.partition, self.size, self.error = partition, size, error
 
 
@@ -78,6 +82,13 @@ class Checkpointer:
         self.since_checkpoint = 0
         self._last_checkpoint = time.monotonic()
         self._retry_at = 0.0
+        self._parts: dict[int, frozenset[bytes]] = {}  # the keys of each durable checkpoint's parts
+        self._stale: dict[int, set[bytes]] = {}  # the keys of parts to delete, by partition
+
+    def restored(self, partition: int, changelog: ChangelogPartition) -> None:
+        """The task of ``partition`` was restored from ``changelog``: the parts it uses, and those to delete."""
+        self._parts[partition] = changelog.current_parts()
+        self._stale[partition] = changelog.stale_parts()
 
     def processed(self, partition: int, n_input: int) -> None:
         """Records of ``partition`` processed (``n_input`` of them input records)."""
@@ -87,6 +98,8 @@ class Checkpointer:
     def forget(self, partition: int) -> None:
         """``partition`` is not owned any more."""
         self.dirty.discard(partition)
+        self._parts.pop(partition, None)
+        self._stale.pop(partition, None)
 
     def due(self, now: float) -> bool:
         """Whether a checkpoint is due (and not waiting for a retry after a failed one)."""
@@ -108,8 +121,8 @@ class Checkpointer:
             return True
         timeout = timeout if timeout is not None else daemon.config.kafka.max_block_ms / 1000
         started = time.monotonic()
-        topics = daemon.config.topics
         producer = sender.producer
+        records: dict[int, ChangelogRecords] = {}
         try:
             if not sender.exactly_once:
                 producer.flush(timeout=timeout)  # every output before the checkpoint is acknowledged
@@ -118,23 +131,32 @@ class Checkpointer:
             sender.begin()
             points = {p: tasks[p].checkpoint() for p in partitions}
             data = {p: point.to_bytes() for p, point in points.items()}
+            record_bytes = daemon.config.processing.checkpoint_record_bytes
+            records = {p: ChangelogRecords.of(points[p].key, data[p], record_bytes) for p in partitions}
             undelivered: list[TransportError] = []
+            for p in partitions:  # superseded parts deleted, then the new parts: acknowledged before their manifest
+                for key in sorted(self._stale.get(p, set()) - records[p].part_keys):
+                    self._send(p, key, None, undelivered)
+                for key, value in records[p].parts:
+                    self._send(p, key, value, undelivered)
+            if any(written.parts for written in records.values()):
+                producer.flush(timeout=timeout)
+                self._raise_undelivered(undelivered, records)
             for p in partitions:
-                try:
-                    producer.send(topics.changelog, key=points[p].key, value=data[p], partition=p,
-                                  on_error=undelivered.append)
-                except RecordTooLarge as error:
-                    raise CheckpointTooLarge(p, len(data[p]), error) from None
+                self._send(p, points[p].key, records[p].head, undelivered)
             offsets = self._offsets(points)
-            self._settle(offsets, data, undelivered, timeout)
+            self._settle(offsets, records, undelivered, timeout)
         except CheckpointTooLarge as error:
-            self._abandon(error, partitions, time.monotonic() - started)
+            self._abandon(error, partitions, time.monotonic() - started, records)
             self._too_large(error)
             return False
         except (TransportError, TimeoutError) as error:
-            self._abandon(error, partitions, time.monotonic() - started)
+            self._abandon(error, partitions, time.monotonic() - started, records)
             self._retry_later(error, partitions)
             return False
+        for p, written in records.items():  # the former parts are deleted with the next checkpoint
+            self._stale[p] = set(self._parts.get(p, frozenset()) - written.part_keys)
+            self._parts[p] = written.part_keys
         partitions_state.checkpointed(data)
         self.dirty.clear()
         self.since_checkpoint = 0
@@ -153,12 +175,21 @@ class Checkpointer:
         daemon.notify("on_checkpoint", partitions, seconds, True)
         return True
 
-    def _settle(self, offsets: dict[TopicPartition, int], data: dict[int, bytes], undelivered: list[TransportError],
-                timeout: float) -> None:
-        """Commit the transaction (``exactly_once``) or wait for the acks; raise what failed the changelog ``data``.
+    def _send(self, partition: int, key: bytes, value: bytes | None, undelivered: list[TransportError]) -> None:
+        """Queue one changelog record of ``partition`` (``value`` ``None``: a tombstone)."""
+        daemon = self.daemon
+        try:
+            daemon.sender.producer.send(daemon.config.topics.changelog, key=key, value=value, partition=partition,
+                                        on_error=undelivered.append)
+        except RecordTooLarge as error:
+            raise CheckpointTooLarge(partition, len(value or b""), error) from None
+
+    def _settle(self, offsets: dict[TopicPartition, int], records: dict[int, ChangelogRecords],
+                undelivered: list[TransportError], timeout: float) -> None:
+        """Commit the transaction (``exactly_once``) or wait for the acks; raise what failed the changelog ``records``.
 
         A transaction fails as a whole: the errors of its records say whether the broker refused one
-        as too large (then the largest of the round is named).
+        as too large.
         """
         sender = self.daemon.sender
         settled: TransportError | None = None
@@ -172,12 +203,18 @@ class Checkpointer:
                 sender.producer.flush(timeout=timeout)
         except TransportError as error:
             settled = error
+        self._raise_undelivered(undelivered, records, settled)
+
+    @staticmethod
+    def _raise_undelivered(undelivered: list[TransportError], records: dict[int, ChangelogRecords],
+                           failure: TransportError | None = None) -> None:
+        """Raise what failed: a record refused as too large (the largest of the round is named), else ``failure``."""
         refused = next((error for error in undelivered if isinstance(error, RecordTooLarge)), None)
         if refused is not None:
-            largest = max(data, key=lambda p: len(data[p]))
-            raise CheckpointTooLarge(largest, len(data[largest]), refused)
-        if settled is not None or undelivered:
-            raise settled or undelivered[0]
+            largest = max(records, key=lambda p: records[p].largest)
+            raise CheckpointTooLarge(largest, records[largest].largest, refused)
+        if failure is not None or undelivered:
+            raise failure or undelivered[0]
 
     def _offsets(self, points: dict[int, Checkpoint]) -> dict[TopicPartition, int]:
         topics = self.daemon.config.topics
@@ -200,9 +237,15 @@ class Checkpointer:
             daemon.stats.errors["commit_failed"] += 1
             log_event(daemon.log, logging.WARNING, "commit_failed", error=repr(error))
 
-    def _abandon(self, error: BaseException, partitions: list[int], seconds: float) -> None:
-        """The checkpoint failed: count it, abort its transaction, fail the interval (the rewind replays it)."""
+    def _abandon(self, error: BaseException, partitions: list[int], seconds: float,
+                 records: dict[int, ChangelogRecords]) -> None:
+        """The checkpoint failed: count it, abort its transaction, fail the interval (the rewind replays it).
+
+        Its parts may have been written: they are deleted with the next checkpoint.
+        """
         daemon, sender = self.daemon, self.daemon.sender
+        for p, written in records.items():
+            self._stale.setdefault(p, set()).update(written.part_keys - self._parts.get(p, frozenset()))
         daemon.stats.errors["checkpoint_failed"] += 1
         if sender.exactly_once and sender.in_transaction:
             try:
@@ -221,15 +264,15 @@ class Checkpointer:
                   retry_in_s=delay)
 
     def _too_large(self, error: CheckpointTooLarge) -> None:
-        """Stop: the state no longer fits in one changelog record, and every retry would fail the same way."""
+        """Stop: a changelog record is larger than the producer or the broker accepts, and every retry would be."""
         daemon = self.daemon
+        record_bytes = daemon.config.processing.checkpoint_record_bytes
         log_event(daemon.log, logging.ERROR, "checkpoint_too_large", partition=error.partition, bytes=error.size,
                   error=str(error.error),
-                  fix="the group-robust post-processor keeps each sample waiting for its label (docs/daemon.md, "
-                      "Checkpoint size): lower postprocessor.max_pending (a restored post-processor keeps the "
-                      "value it was checkpointed with: use a new topics.changelog), or, with kafka.client = "
-                      "kafka-python, raise producer.max_request_size above the checkpoint's size, and the changelog "
-                      "topic's max.message.bytes on the broker with it")
+                  fix=f"checkpoints are written in records of up to processing.checkpoint_record_bytes = "
+                      f"{record_bytes} bytes of state: set it below the producer's record limit "
+                      "(kafka-python's producer.max_request_size, librdkafka's message.max.bytes) and the changelog "
+                      "topic's max.message.bytes on the broker (docs/daemon.md, Checkpoint size)")
         daemon.give_up(EXIT_CHECKPOINT_TOO_LARGE, str(error))
 
     def rewind(self, failure: BaseException) -> None:

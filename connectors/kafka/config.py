@@ -208,6 +208,9 @@ class ProcessingConfig:
     checkpoint_every_messages: int = setting(INTEGER, 10000, "checkpoint after this many input records",
                                              _AT_LEAST_1)
     checkpoint_every_seconds: float = setting(NUMBER, 5.0, "or after this many seconds", _POSITIVE_SECONDS)
+    checkpoint_record_bytes: int = setting(
+        INTEGER, 900_000, "a larger checkpoint is written as several changelog records of at most this many bytes "
+        "(keep it below the producer's and the changelog topic's record limits, 1 MB by default)", Range(1024))
     transactional_id: str = setting(STRING, "", "exactly_once only; default `<client_id>-<host>-<pid>-<random>`")
     out_of_range: str = setting(STRING, "earliest", "a restored position outside the input log (see Failures)",
                                 OneOf(OUT_OF_RANGE_POLICIES))
@@ -698,8 +701,6 @@ def config_from_args(args: argparse.Namespace) -> Config:
 def _shown(value: Any) -> str:
     if value == CONSTRUCTOR_DEFAULT:
         return value
-    if value is None:  # as the environment and --set write it
-        return "none"
     return f"`{json.dumps(value)}`"
 
 

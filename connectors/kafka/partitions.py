@@ -1,8 +1,9 @@
 """The daemon's owned partitions: one task each, from assignment (restore) to revocation.
 
 On assignment the new partitions are paused, and at the next iteration each one's task is restored
-from the latest changelog record for its partition; the consumer seeks to the offsets stored in it
-(the changelog, not the group offset, is the source of truth) and resumes.  On revocation the tasks
+from its current checkpoint in the changelog (:mod:`connectors.kafka.changelog`); the consumer
+seeks to the offsets stored in it (the changelog, not the group offset, is the source of truth)
+and resumes.  On revocation the tasks
 are checkpointed (unless the partitions were lost) and dropped.  The last durable checkpoint of
 every task is kept, so that a failure can put every task back there (:meth:`Partitions.back_to_checkpoints`).
 """
@@ -15,13 +16,14 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from connectors.kafka.changelog import read_checkpoints
 from connectors.kafka.checkpoint import Checkpoint, checkpoint_key
 from connectors.kafka.config import ConfigError
 from connectors.kafka.logs import log_event
 from connectors.kafka.models import BaseModels
 from connectors.kafka.records import TaskResult
 from connectors.kafka.task import PartitionTask
-from connectors.kafka.transport import TopicPartition, TransportError, UnsupportedCodec, read_latest
+from connectors.kafka.transport import TopicPartition, TransportError, UnsupportedCodec
 
 if TYPE_CHECKING:
     from connectors.kafka.loop import Daemon
@@ -193,9 +195,9 @@ class Partitions:
         topics = daemon.config.topics
         started = time.monotonic()
         try:
-            latest = read_latest(daemon.restorer, topics.changelog,
-                                 {p: checkpoint_key(topics.input, p) for p in partitions}, RESTORE_TIMEOUT_S,
-                                 daemon.stopping)
+            changelog = read_checkpoints(daemon.restorer, topics.changelog,
+                                         {p: checkpoint_key(topics.input, p) for p in partitions}, RESTORE_TIMEOUT_S,
+                                         daemon.stopping)
             daemon.restorer.refresh_metadata()  # the input topic's current id
             starts = daemon.restorer.beginning_offsets([TopicPartition(topics.input, p) for p in partitions])
         except UnsupportedCodec as error:
@@ -209,7 +211,8 @@ class Partitions:
         positions.input_topic_id = daemon.restorer.topic_id(topics.input) or positions.input_topic_id
         seconds = time.monotonic() - started
         for partition in partitions:
-            data = latest.get(partition)
+            data = changelog[partition].checkpoint()
+            daemon.checkpoints.restored(partition, changelog[partition])
             task = self.new_task(partition, data)
             task.topic_id = task.topic_id or positions.input_topic_id
             self.tasks[partition] = task

@@ -14,7 +14,6 @@ names.
 from __future__ import annotations
 
 import inspect
-import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -35,7 +34,6 @@ from connectors.kafka.schema import (
 )
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
-from streamfair.dro.pending import numbers_per_sample
 
 # ---------------------------------------------------------------------------- the post-processor
 #: The post-processor each variant builds: ``postprocessor.kind`` chooses, ``robust`` switches regression to DRO.
@@ -47,45 +45,6 @@ VARIANTS: dict[str, type] = {
 KINDS = ("regression", "classification")
 #: The most ids the daemon keeps waiting for their label by default (the class keeps 100,000).
 DAEMON_MAX_PENDING = 4_000
-#: The bytes a partition's checkpoint may take by default: 90% of a 1 MB changelog record.
-CHECKPOINT_BUDGET = 900_000
-#: The longest id the default provides for, in characters.
-ID_ALLOWANCE = 64
-
-
-def daemon_max_pending(n_groups: int, *, updater: str, refresh: int) -> int:
-    """The daemon's default ``max_pending`` at ``n_groups`` groups: as many ids as fit in a checkpoint.
-
-    A partition's checkpoint is one changelog record, 1 MB by default.  Each id waiting for its
-    label takes its key (a JSON string) and its numbers in base64
-    (:func:`~streamfair.dro.pending.numbers_per_sample`, with the per-group step scales of the
-    ``exponentiated`` updater; the softmax updater's are zeros and are not stored).  The open
-    block of up to ``refresh`` samples keeps each one's key and ``1 + K`` numbers, and the rest of
-    the group-robust state takes about ``10 + 48 K`` kB (measured).  The default keeps the
-    checkpoint within :data:`CHECKPOINT_BUDGET` with ids of :data:`ID_ALLOWANCE` characters, and
-    at most :data:`DAEMON_MAX_PENDING` ids.
-
-    >>> [daemon_max_pending(k, updater="softmax", refresh=100) for k in (2, 4, 6, 8)]
-    [4000, 4000, 3373, 2507]
-    >>> daemon_max_pending(8, updater="exponentiated", refresh=100)
-    1739
-    """
-    block = refresh * (ID_ALLOWANCE + 11 + _base64_bytes(1 + n_groups))  # a key, its row, eta and tau
-    rest = 10_000 + 48_000 * n_groups + block
-    per_id = ID_ALLOWANCE + 3 + _base64_bytes(numbers_per_sample(n_groups, scaled=updater == "exponentiated"))
-    return max(0, min(DAEMON_MAX_PENDING, (CHECKPOINT_BUDGET - rest) // per_id))
-
-
-def _base64_bytes(numbers: int) -> int:
-    """The checkpoint's bytes for ``numbers`` float64 numbers of an array (base64: 4 characters per 3 bytes)."""
-    return math.ceil(numbers * 8 * 4 / 3)
-
-
-def _groups_given(arguments: dict[str, Any]) -> int | None:
-    """``K`` where ``p`` or a per-group ``ks``/``eps`` gives it (the constructor then reads it there), else ``None``."""
-    if arguments.get("p") is not None:
-        return len(arguments["p"])
-    return next((len(arguments[name]) for name in ("ks", "eps") if isinstance(arguments.get(name), list)), None)
 
 
 #: Keys of the section that choose the class rather than being constructor arguments.
@@ -145,11 +104,9 @@ PARAMETERS: dict[str, Setting] = _parameters(
     step=Setting(NUMBER, CONSTRUCTOR_DEFAULT, "mirror-ascent step of `updater = \"exponentiated\"`"),
     forgetting=Setting(NUMBER, CONSTRUCTOR_DEFAULT, "per-sample forgetting of the group risks (0: running means)"),
     refresh=Setting(INTEGER, CONSTRUCTOR_DEFAULT, "samples between refreshes of the DRO weights"),
-    max_pending=Setting(INTEGER, None, "keyed samples kept waiting for their label (oldest dropped first), each "
-                        "adding its id and some 65 to 130 bytes to a checkpoint (K = 2 to 8; up to 215 with "
-                        "`updater = \"exponentiated\"`) (none: as many as fit in a 1 MB checkpoint with ids of up "
-                        "to 64 characters, at most 4,000: 2,507 at K = 8, 1,739 with the exponentiated updater)",
-                        optional=True),
+    max_pending=Setting(INTEGER, DAEMON_MAX_PENDING, "keyed samples kept waiting for their label (oldest dropped "
+                        "first), each adding its id and some 65 to 130 bytes to a checkpoint (K = 2 to 8; up to 215 "
+                        "with `updater = \"exponentiated\"`)"),
 )
 _SHARED = ("eps", "beta", "p", "n_groups", "profile", "memory", "horizon", "optimizer", "inner", "mu", "seed",
            "window", "serve")
@@ -242,12 +199,7 @@ class PostProcessorConfig:
         for name in accepted:  # the daemon's own defaults (n_groups, max_pending)
             if PARAMETERS[name].default != CONSTRUCTOR_DEFAULT:
                 arguments.setdefault(name, PARAMETERS[name].default)
-        given = _groups_given(arguments)
-        if "max_pending" in accepted and arguments["max_pending"] is None:
-            n_groups = given or arguments["n_groups"]  # None: the constructor says that K is missing
-            arguments["max_pending"] = DAEMON_MAX_PENDING if n_groups is None else daemon_max_pending(
-                n_groups, updater=self.updater, refresh=self.refresh)
-        if given is not None:
+        if arguments.get("p") is not None or any(isinstance(arguments.get(name), list) for name in ("eps", "ks")):
             arguments["n_groups"] = None
         return arguments
 

@@ -324,36 +324,28 @@ def caught_up(consumer: Consumer, partitions: Iterable[TopicPartition]) -> bool:
     return bool(partitions)
 
 
-def read_latest(
-    consumer: Consumer, topic: str, keys: dict[int, bytes], timeout_s: float = 30.0,
-    stop: threading.Event | None = None,
-) -> dict[int, bytes]:
-    """The value of the last record with ``keys[p]`` in each partition ``p`` of ``topic``.
+def read_partitions(
+    consumer: Consumer, topic: str, partitions: Iterable[int], on_record: Callable[[int, Record], None],
+    timeout_s: float = 30.0, stop: threading.Event | None = None,
+) -> None:
+    """Every record of each partition of ``topic``, in order, to ``on_record(partition, record)``.
 
-    Reads each partition from its start up to its fetch high-watermark.  A ``None`` value
-    (tombstone) deletes the key.  Raises ``TimeoutError`` after ``timeout_s``, or at once when
-    ``stop`` is set.
+    Reads each partition from its start up to its fetch high-watermark.  Raises ``TimeoutError``
+    after ``timeout_s``, or at once when ``stop`` is set.
     """
-    partitions = [TopicPartition(topic, p) for p in sorted(keys)]
-    consumer.assign(partitions)
-    for tp in partitions:
+    assigned = [TopicPartition(topic, p) for p in sorted(partitions)]
+    consumer.assign(assigned)
+    for tp in assigned:
         consumer.seek(tp, 0)
-    found: dict[int, bytes] = {}
     deadline = time.monotonic() + timeout_s
     while True:
         for tp, records in consumer.poll(timeout_ms=50).items():
-            key = keys[tp.partition]
             for record in records:
-                if record.key == key:
-                    if record.value is None:
-                        found.pop(tp.partition, None)
-                    else:
-                        found[tp.partition] = record.value
-        if caught_up(consumer, partitions):
+                on_record(tp.partition, record)
+        if caught_up(consumer, assigned):
             break
         if time.monotonic() > deadline:
-            raise TimeoutError(f"reading {topic!r} partitions {sorted(keys)} took more than {timeout_s} s")
+            raise TimeoutError(f"reading {topic!r} partitions {sorted(partitions)} took more than {timeout_s} s")
         if stop is not None and stop.is_set():
             raise TimeoutError(f"reading {topic!r} stopped")
     consumer.assign([])
-    return found

@@ -41,7 +41,7 @@ import numpy as np
 
 from .group_losses import Receipt, Receipts
 
-__all__ = ["PendingLabels", "numbers_per_sample", "rows_to_columns"]
+__all__ = ["PendingLabels", "rows_to_columns"]
 
 #: Rows the table holds at least once it holds any (it grows by doubling, and compacts when full).
 MIN_ROWS = 64
@@ -133,17 +133,6 @@ class PendingLabels:
         self._columns = columns
         self._rows = dict(zip(self._rows, range(live.size), strict=True))
         self._used = live.size
-
-
-def numbers_per_sample(n_groups: int, scaled: bool) -> int:
-    """The numbers (8 bytes each) a sample takes in :meth:`PendingLabels.state_dict`, besides its key.
-
-    ``scaled``: its updater's receipts carry per-group step scales (stored unless all are zero).
-
-    >>> numbers_per_sample(2, scaled=False), numbers_per_sample(2, scaled=True)
-    (6, 8)
-    """
-    return sum(column[0].size for name, column in _columns(1, n_groups).items() if scaled or name != "scale")
 
 
 def _columns(n: int, n_groups: int) -> dict[str, np.ndarray]:

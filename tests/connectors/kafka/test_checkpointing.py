@@ -1,4 +1,4 @@
-"""A checkpoint too large for one changelog record stops the daemon; the defaults keep it in one (pure logic).
+"""Checkpoints larger than a record are written in parts; a record refused as too large stops the daemon (pure logic).
 
 The producer is a stand-in: the client's own size check is tested against the bundled broker with
 both clients (``test_daemon_robust.py``); here the broker refuses the record after the send, as a
@@ -10,16 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from connectors.kafka.changelog import ChangelogPartition
+from connectors.kafka.checkpoint import checkpoint_key
 from connectors.kafka.checkpointing import EXIT_CHECKPOINT_TOO_LARGE
 from connectors.kafka.codec import InputParser
 from connectors.kafka.config import load_config
 from connectors.kafka.loop import Daemon
-from connectors.kafka.postprocessor_config import (
-    CHECKPOINT_BUDGET,
-    DAEMON_MAX_PENDING,
-    PostProcessorConfig,
-    daemon_max_pending,
-)
 from connectors.kafka.task import PartitionTask
 from connectors.kafka.transport import RecordTooLarge, TransportError
 from streamfair import FairRegressionPostProcessor
@@ -112,25 +108,105 @@ def test_any_other_refusal_is_a_failure_to_retry(guarantee):
     assert log.fields("checkpoint_failed")[0]["retry_in_s"] > 0
 
 
-@pytest.mark.parametrize("updater", ["softmax", "exponentiated"])
-@pytest.mark.parametrize("n_groups", [2, 3, 4, 6, 8])
-def test_the_group_robust_default_keeps_a_full_checkpoint_within_one_record(n_groups, updater):
-    """With its default ``max_pending`` full of 64-character ids, a robust task's checkpoint fits in 1 MB.
+class KeepingBroker:
+    """A producer that keeps each changelog partition's records, and the order of sends and flushes.
 
-    librdkafka's default ``message.max.bytes`` (1,000,000) is the smaller of the clients' limits.
-    The default is not needlessly small either: where it is below its cap of 4,000 ids, the
-    checkpoint takes more than 80% of its budget.  The ``exponentiated`` updater's receipts also
-    keep per-group step scales, so it gets fewer ids.
+    The records whose key ``lose`` accepts are reported undelivered at the next flush.
     """
-    fair = PostProcessorConfig(robust=True, n_groups=n_groups, updater=updater).build()
-    rng = np.random.default_rng(n_groups)
-    n = fair.max_pending + 2 * fair.memory + fair.refresh - 1  # every id kept, every snapshot taken, the block open
-    keys = [f"{i:064d}" for i in range(n)]
-    fair.learn_many(rng.uniform(-1, 1, n), rng.dirichlet(np.ones(n_groups), n), keys=keys)
-    default = daemon_max_pending(n_groups, updater=updater, refresh=fair.refresh)
-    assert fair.dro_diagnostics().n_pending == fair.max_pending == default
-    size = len(PartitionTask("streamfair.input", 0, fair, parser=InputParser(n_groups, 1000), offset=n)
-               .checkpoint().to_bytes())
-    assert size <= CHECKPOINT_BUDGET
-    if fair.max_pending < DAEMON_MAX_PENDING:
-        assert size > 0.8 * CHECKPOINT_BUDGET
+
+    def __init__(self, lose=lambda key: False):
+        self.lose, self.lost = lose, []
+        self.changelog: dict[int, list[tuple[bytes, bytes | None]]] = {0: [], 1: []}
+        self.calls: list[tuple] = []
+
+    def send(self, topic, *, key, value, partition=None, timestamp_ms=None, headers=None, on_error=None):
+        if topic != "streamfair.changelog":
+            return
+        self.calls.append(("send", key))
+        if self.lose(key):
+            self.lost.append(on_error)
+        else:
+            self.changelog[partition].append((key, value))
+
+    def flush(self, timeout):
+        self.calls.append(("flush",))
+        for on_error in self.lost:
+            on_error(TransportError("part lost"))
+        self.lost.clear()
+
+    def read(self, partition: int) -> ChangelogPartition:
+        reader = ChangelogPartition(checkpoint_key("streamfair.input", partition))
+        for key, value in self.changelog[partition]:
+            reader.add(key, value)
+        return reader
+
+
+def daemon_keeping(broker: KeepingBroker, record_bytes: int = 50_000) -> Daemon:
+    """A daemon with tasks on partitions 0 (a checkpoint of about 107 kB) and 1 (40 kB) that writes to ``broker``."""
+    daemon = Daemon(load_config(env={}, overrides=[f"processing.checkpoint_record_bytes={record_bytes}"]))
+    daemon.sender.transport = OneProducer(broker)
+    daemon.sender.renew()
+    for partition, L in ((0, 50), (1, 5)):
+        daemon.partitions.tasks[partition] = PartitionTask("streamfair.input", partition,
+                                                           FairRegressionPostProcessor(n_groups=2, L=L),
+                                                           parser=InputParser(2, 1000), offset=0)
+    learn(daemon, 0)
+    return daemon
+
+
+def learn(daemon: Daemon, seed: int) -> None:
+    """Each task learns 2,000 more samples, and a checkpoint is due."""
+    rng = np.random.default_rng(seed)
+    for partition, task in daemon.partitions.tasks.items():
+        task.fair.learn_many(rng.uniform(-1, 1, 2000), rng.dirichlet([1, 1], 2000))
+        task.offset = (task.offset or 0) + 2000
+        daemon.checkpoints.processed(partition, 2000)
+
+
+def test_a_checkpoint_larger_than_a_record_is_written_in_parts_acknowledged_before_their_manifest():
+    broker = KeepingBroker()
+    daemon = daemon_keeping(broker)
+    assert daemon.checkpoints.checkpoint() is True
+    expected = {p: task.checkpoint().to_bytes() for p, task in daemon.partitions.tasks.items()}
+    assert len(expected[0]) > 2 * 50_000 and len(expected[1]) <= 50_000
+    assert len(broker.changelog[0]) == 3 + 1 and len(broker.changelog[1]) == 1
+    assert all(len(value) <= 50_000 for records in broker.changelog.values() for _, value in records)
+    for partition, data in expected.items():
+        assert broker.read(partition).checkpoint() == data
+        assert daemon.partitions._baselines[partition] == data  # what a rewind goes back to
+    manifest = broker.calls.index(("send", checkpoint_key("streamfair.input", 0)))
+    parts = [i for i, call in enumerate(broker.calls) if call[0] == "send" and b"#" in call[1]]
+    assert max(parts) < broker.calls.index(("flush",), max(parts)) < manifest
+
+
+def test_parts_no_longer_current_are_deleted_with_the_next_checkpoint():
+    broker = KeepingBroker()
+    daemon = daemon_keeping(broker)
+    written = []
+    for seed in range(1, 4):
+        assert daemon.checkpoints.checkpoint() is True
+        written.append(broker.read(0).current_parts())
+        learn(daemon, seed)
+    assert daemon.checkpoints.checkpoint() is True
+    reader = broker.read(0)
+    assert reader.checkpoint() == daemon.partitions.tasks[0].checkpoint().to_bytes()
+    assert reader.stale_parts() == written[-1]  # superseded by the last checkpoint: deleted with the next one
+    tombstones = {key for key, value in broker.changelog[0] if value is None}
+    assert tombstones == written[0] | written[1]
+    assert not broker.read(1).stale_parts() and not broker.read(1).current_parts()
+
+
+def test_a_write_that_fails_half_way_keeps_the_last_checkpoint_current_and_its_parts_are_deleted_later():
+    lose = {"on": True}
+    broker = KeepingBroker(lose=lambda key: lose["on"] and key.endswith(b"/1/3"))
+    daemon = daemon_keeping(broker)
+    assert daemon.checkpoints.checkpoint() is False  # a part lost: no manifest goes out
+    assert broker.calls[-1] == ("flush",) and ("send", checkpoint_key("streamfair.input", 0)) not in broker.calls
+    assert broker.read(0).checkpoint() is None and len(broker.read(0).stale_parts()) == 2
+    daemon.checkpoints.rewind(daemon.sender.failure)
+    lose["on"] = False
+    learn(daemon, 1)  # the replay of the rewind, and more: another checkpoint
+    assert daemon.checkpoints.checkpoint() is True
+    reader = broker.read(0)
+    assert reader.checkpoint() == daemon.partitions.tasks[0].checkpoint().to_bytes()
+    assert reader.stale_parts() == set()  # the lost write's parts went with this checkpoint

@@ -235,9 +235,8 @@ ANNOTATION_TYPES = {"float": NUMBER, "int": INTEGER, "str": STRING, "float | Seq
                     "Sequence[float]": NUMBERS, "Sequence[Any]": LABELS, "Any": JSON}
 
 
-#: The daemon's own defaults, where the class's do not suit a daemon: as declared, and as built (K = 2).
-#: ``None`` declared is a default the daemon derives (the constructor's parameter is not optional).
-DAEMON_DEFAULTS = {"n_groups": (2, 2), "max_pending": (None, DAEMON_MAX_PENDING)}
+#: The daemon's own defaults, where the class's do not suit a daemon.
+DAEMON_DEFAULTS = {"n_groups": 2, "max_pending": DAEMON_MAX_PENDING}
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -252,16 +251,15 @@ def test_postprocessor_schema_declares_exactly_each_constructors_keyword_paramet
     for name, parameter in parameters.items():
         declared = PARAMETERS[name]
         annotation = str(parameter.annotation)
-        derived = DAEMON_DEFAULTS.get(name, (0,))[0] is None
-        assert declared.optional == (annotation.endswith(" | None") or derived) or name == "cost_matrix", name
+        assert declared.optional == annotation.endswith(" | None") or name == "cost_matrix", name
         assert declared.type == ANNOTATION_TYPES[annotation.removesuffix(" | None")], name
         default = PostProcessorConfig(**({"kind": "classification"} if variant == "classification" else {}),
                                       robust=variant == "robust")
-        assert getattr(default, name) == DAEMON_DEFAULTS.get(name, (parameter.default,))[0], name
+        assert getattr(default, name) == DAEMON_DEFAULTS.get(name, parameter.default), name
     given = {"n_classes": 3} if variant == "classification" else {}
     built = PostProcessorConfig(**given, kind=default.kind, robust=default.robust).build()
     for name in DAEMON_DEFAULTS.keys() & parameters.keys():  # and the post-processor is built with them
-        assert getattr(built, name) == DAEMON_DEFAULTS[name][1], name
+        assert getattr(built, name) == DAEMON_DEFAULTS[name], name
 
 
 def test_every_declared_setting_has_its_default_allowed_and_its_own_names():

@@ -14,7 +14,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from connectors.kafka.checkpoint import Checkpoint, restore_postprocessor
+from connectors.kafka.changelog import ChangelogPartition
+from connectors.kafka.checkpoint import Checkpoint, checkpoint_key, restore_postprocessor
 from connectors.kafka.checkpointing import EXIT_CHECKPOINT_TOO_LARGE
 from connectors.kafka.loop import Daemon
 from connectors.kafka.observer import DaemonObserver
@@ -56,12 +57,16 @@ class Snapshot(DaemonObserver):
         self.tasks = dict(daemon.tasks)
 
 
-def latest_checkpoints(broker, topic: str) -> dict[int, Checkpoint]:
-    latest = {}
-    for record in read_topic(broker, topic):
-        point = Checkpoint.from_bytes(record.value)
-        latest[point.partition] = point
-    return latest
+def read_changelog(broker, config) -> dict[int, ChangelogPartition]:
+    """What the changelog holds for each input partition's task."""
+    changelog = {p: ChangelogPartition(checkpoint_key(config.topics.input, p)) for p in range(3)}
+    for record in read_topic(broker, config.topics.changelog):
+        changelog[record.partition].add(record.key, record.value)
+    return changelog
+
+
+def latest_checkpoints(broker, config) -> dict[int, Checkpoint]:
+    return {p: Checkpoint.from_bytes(changelog.checkpoint()) for p, changelog in read_changelog(broker, config).items()}
 
 
 def test_robust_daemon_matches_the_library_and_restores_its_dro_state(kafka_broker):
@@ -108,7 +113,7 @@ def test_robust_daemon_matches_the_library_and_restores_its_dro_state(kafka_brok
     outputs = read_topic(kafka_broker, config.topics.output)
     copies = check_outputs(outputs, expected)
     assert len(copies) == 900 and set(copies.values()) == {1}
-    latest = latest_checkpoints(kafka_broker, config.topics.changelog)
+    latest = latest_checkpoints(kafka_broker, config)
     for p in range(3):
         restored = restore_postprocessor(latest[p].state)
         assert type(restored) is GroupRobustFairRegressionPostProcessor
@@ -129,14 +134,14 @@ def test_robust_micro_batches_keep_their_ids_across_a_restart(kafka_broker):
     stream = messages(300, seed=4, prefix="b")
     produce_messages(kafka_broker, config.topics.input, stream[:151])  # 50 or 51 per partition: batches left open
     assert Daemon(config).run(once=True) == 0
-    latest = latest_checkpoints(kafka_broker, config.topics.changelog)
+    latest = latest_checkpoints(kafka_broker, config)
     assert all(0 < len(point.pending_keys) == len(point.pending_eta) < 8 for point in latest.values())
     produce_messages(kafka_broker, config.topics.input, stream[151:])
     assert Daemon(config).run(once=True) == 0
 
     kwargs = {**POSTPROCESSOR, **ROBUST}
     kwargs.pop("robust")
-    final = latest_checkpoints(kafka_broker, config.topics.changelog)
+    final = latest_checkpoints(kafka_broker, config)
     for p in range(3):
         reference = GroupRobustFairRegressionPostProcessor(n_groups=2, **kwargs)
         rows = [(ident, body) for q, ident, body in stream if q == p]
@@ -167,19 +172,62 @@ def test_a_checkpoint_restores_its_own_class_and_a_class_change_is_refused():
         Daemon(plain).partitions.new_task(0, data)
 
 
-def test_a_checkpoint_too_large_for_one_record_stops_the_daemon_instead_of_replaying_forever(kafka_broker):
-    """Ids waiting for labels make the robust state grow (about 80 bytes each here, up to ``max_pending``).
+def large_robust_settings(kafka_broker, name: str, **extra) -> dict:
+    """A robust daemon that keeps every id waiting (``max_pending`` of the class) and checkpoints every 10,000."""
+    return settings(kafka_broker, name, **{f"postprocessor.{k}": v for k, v in ROBUST.items()},
+                    **{"postprocessor.max_pending": 100_000, "processing.checkpoint_every_messages": 10_000,
+                       "processing.checkpoint_every_seconds": 60.0}, **extra)
 
-    With the class's ``max_pending`` of 100,000 (the daemon's default keeps 4,000), a partition's
-    checkpoint outgrows a record (1 MB for both clients by default), and every retry would replay
-    the same messages and fail again.  The daemon stops with its own exit code and the error event
-    instead, and has sent each output once.
+
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+def test_a_checkpoint_larger_than_a_record_is_written_in_parts_and_the_next_daemon_continues_from_it(kafka_broker,
+                                                                                                     guarantee):
+    """Ids waiting for labels make the robust state grow (about 70 bytes each here, up to ``max_pending``).
+
+    With 15,000 of them per partition a checkpoint takes about 1.07 MB, more than a record may hold
+    (1 MB for both clients by default).  It is written in parts, and a restarted daemon continues
+    from it exactly.  Each checkpoint of a partition deletes the parts superseded before it (for the
+    second daemon's first one, those it found at its restore), so at most one checkpoint's parts
+    stay superseded.
     """
-    values = settings(kafka_broker, "robust-large", **{f"postprocessor.{k}": v for k, v in ROBUST.items()},
-                      **{"postprocessor.max_pending": 100_000})
+    values = large_robust_settings(kafka_broker, f"robust-large-{guarantee}", **{"processing.guarantee": guarantee})
+    config = ensure_topics_for(kafka_broker, values)
+    stream = messages(57_000, seed=6, prefix="L")
+    produce_messages(kafka_broker, config.topics.input, stream[:45_000])
+    assert Daemon(config).run(once=True) == 0
+    changelog = read_changelog(kafka_broker, config)
+    assert all(len(changelog[p].checkpoint()) > 1_048_576 and len(changelog[p].current_parts()) == 2
+               for p in range(3))
+
+    produce_messages(kafka_broker, config.topics.input, stream[45_000:])
+    log = EventLog("robust-large")
+    assert Daemon(config, logger=log.logger).run(once=True) == 0
+    assert [fields["checkpoint"] for fields in log.fields("restored")] == [True] * 3
+
+    kwargs = {**POSTPROCESSOR, **ROBUST, "max_pending": 100_000}
+    kwargs.pop("robust")
+    fair = {p: GroupRobustFairRegressionPostProcessor(n_groups=2, **kwargs) for p in range(3)}
+    expected: dict = {}
+    robust_reference(fair, stream, Counter(), expected)
+    copies = check_outputs(read_topic(kafka_broker, config.topics.output), expected)
+    assert len(copies) == 57_000 and set(copies.values()) == {1}
+    changelog = read_changelog(kafka_broker, config)
+    for p in range(3):
+        assert_same_state(restore_postprocessor(Checkpoint.from_bytes(changelog[p].checkpoint()).state).state_dict(),
+                          fair[p].state_dict())
+        assert len(changelog[p].stale_parts()) == 2  # one superseded checkpoint's, whatever the first daemon left
+
+
+def test_a_changelog_record_too_large_for_the_producer_stops_the_daemon_instead_of_replaying_forever(kafka_broker):
+    """A ``checkpoint_record_bytes`` above the producer's limit (1 MB for both clients by default) makes
+    records it refuses, and every retry would replay the same messages and fail again.  The daemon
+    stops with its own exit code and the error event instead, and has sent each output once.
+    """
+    values = large_robust_settings(kafka_broker, "robust-too-large",
+                                   **{"processing.checkpoint_record_bytes": 2_000_000})
     config = ensure_topics_for(kafka_broker, values)
     produce_messages(kafka_broker, config.topics.input, messages(45_000, seed=6, prefix="L"))
-    log = EventLog("robust-large")
+    log = EventLog("robust-too-large")
     daemon = Daemon(config, logger=log.logger)
     stop = threading.Timer(120, daemon.stop)  # a daemon replaying forever would be stopped: exit code 0
     stop.start()
@@ -189,6 +237,7 @@ def test_a_checkpoint_too_large_for_one_record_stops_the_daemon_instead_of_repla
         stop.cancel()
     assert daemon.stats.rewinds == 0
     too_large = log.fields("checkpoint_too_large")
-    assert len(too_large) == 1 and too_large[0]["bytes"] > 1_000_000 and "max_pending" in too_large[0]["fix"]
+    assert len(too_large) == 1 and too_large[0]["bytes"] > 1_000_000
+    assert "processing.checkpoint_record_bytes = 2000000" in too_large[0]["fix"]
     keys = Counter(record.key for record in read_topic(kafka_broker, config.topics.output))
     assert len(keys) == daemon.stats.produced > 0 and set(keys.values()) == {1}

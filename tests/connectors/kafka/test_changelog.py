@@ -1,0 +1,96 @@
+"""Checkpoints in the changelog as one record or as parts and a manifest (pure logic).
+
+The reader is fed the records a compacted topic may hold, in log order: checkpoints of either
+kind, the parts of writes that failed half-way, and the tombstones that delete superseded parts.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from connectors.kafka.changelog import ChangelogPartition, ChangelogRecords
+
+KEY = b"orders:3"
+
+
+def written(data: bytes, record_bytes: int) -> list[tuple[bytes, bytes | None]]:
+    """The records of one checkpoint in the order the daemon sends them: its parts, then its head."""
+    records = ChangelogRecords.of(KEY, data, record_bytes)
+    return [*records.parts, (KEY, records.head)]
+
+
+def read(records) -> ChangelogPartition:
+    reader = ChangelogPartition(KEY)
+    for key, value in records:
+        reader.add(key, value)
+    return reader
+
+
+@pytest.mark.parametrize("size", [0, 1, 99, 100, 101, 250, 1000])
+def test_every_checkpoint_comes_back_whole_and_no_record_holds_more_than_the_limit(size):
+    data = np.random.default_rng(size).bytes(size)
+    records = ChangelogRecords.of(KEY, data, record_bytes=100)
+    assert len(records.parts) == (0 if size <= 100 else -(-size // 100))
+    assert all(len(value) <= 100 for _, value in records.parts)
+    assert records.head == data if size <= 100 else json.loads(records.head)["bytes"] == size
+    assert records.largest == max(len(value) for value in [records.head, *(v for _, v in records.parts)])
+    assert read(written(data, 100)).checkpoint() == data
+
+
+def test_the_last_checkpoint_is_current_whichever_kind_each_is():
+    small, large, larger = b"s" * 50, bytes(range(256)) * 2, bytes(range(255, -1, -1)) * 3
+    history = written(small, 100) + written(large, 100) + written(larger, 100)
+    reader = read(history)
+    assert reader.checkpoint() == larger
+    assert reader.current_parts() == ChangelogRecords.of(KEY, larger, 100).part_keys
+    assert reader.stale_parts() == ChangelogRecords.of(KEY, large, 100).part_keys
+    reader.add(KEY, small)
+    assert reader.checkpoint() == small and reader.current_parts() == frozenset()
+    assert len(reader.stale_parts()) == 6 + 8
+
+
+def test_tombstones_delete_superseded_parts_and_a_tombstone_of_the_key_the_checkpoint():
+    first, second = b"a" * 300, b"b" * 300
+    history = written(first, 100) + written(second, 100)
+    history += [(key, None) for key in ChangelogRecords.of(KEY, first, 100).part_keys]
+    reader = read(history)
+    assert reader.checkpoint() == second and reader.stale_parts() == set()
+    reader.add(KEY, None)
+    assert reader.checkpoint() is None and reader.current_parts() == frozenset()
+    assert reader.stale_parts() == ChangelogRecords.of(KEY, second, 100).part_keys
+
+
+def test_parts_of_a_write_that_failed_half_way_are_stale_and_do_not_disturb():
+    before, failed = b"x" * 250, b"y" * 250
+    history = written(before, 100) + ChangelogRecords.of(KEY, failed, 100).parts[:2]  # no third part, no manifest
+    reader = read(history)
+    assert reader.checkpoint() == before
+    assert reader.stale_parts() == set(ChangelogRecords.of(KEY, failed, 100).part_keys) - {
+        ChangelogRecords.of(KEY, failed, 100).parts[2][0]}
+
+
+def test_records_of_other_keys_are_ignored():
+    data = b"z" * 250
+    history = written(data, 100)
+    others = [(b"orders:30", b"other"), (b"orders:3x", b"other"), (None, b"no key"), (b"orders:30#ab/0/1", b"q")]
+    reader = read(others[:2] + history[:1] + others[2:] + history[1:])
+    assert reader.checkpoint() == data and reader.stale_parts() == set()
+
+
+def test_a_manifest_without_all_its_parts_or_with_other_bytes_is_an_error_naming_the_checkpoint():
+    data = b"w" * 250
+    records = ChangelogRecords.of(KEY, data, 100)
+    with pytest.raises(ValueError, match=r"^checkpoint 'orders:3' lacks 1 of its 3 parts, first 'orders:3#"):
+        read([*records.parts[:2], (KEY, records.head)]).checkpoint()
+    (last_key, _), tampered = records.parts[2], [*records.parts[:2]]
+    with pytest.raises(ValueError, match="its parts make 250 bytes of digest .* its manifest says 250 of "):
+        read([*tampered, (last_key, b"v" * 50), (KEY, records.head)]).checkpoint()
+
+
+def test_the_layout_is_deterministic_and_keyed_by_the_content():
+    data = b"q" * 250
+    assert ChangelogRecords.of(KEY, data, 100) == ChangelogRecords.of(KEY, data, 100)
+    assert ChangelogRecords.of(KEY, data, 100).part_keys.isdisjoint(ChangelogRecords.of(KEY, b"r" * 250, 100).part_keys)
