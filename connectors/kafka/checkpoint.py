@@ -1,6 +1,7 @@
 """Checkpoints of one partition's task: post-processor state, input position, pending micro-batch.
 
-A checkpoint is one record of the compacted changelog topic, keyed ``"<input topic>:<partition>"``.
+A checkpoint is one record of the compacted changelog topic, keyed ``"<input topic>:<partition>"``
+(or, when larger than a record should be, parts under a manifest: :mod:`connectors.kafka.changelog`).
 Its value is UTF-8 JSON (format ``streamfair.checkpoint/1``): the post-processor's
 :meth:`~streamfair.DualPostProcessor.state_dict` with every numpy array stored as base64 of its
 little-endian float64/int64 bytes, so the encoding is exact (floats round-trip through ``repr``)
