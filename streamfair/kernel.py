@@ -23,7 +23,10 @@ one point of the mixture is replaced, only the draws whose ``u`` falls in its ``
 served probabilities at ``u``.
 
 Compiled code is cached next to the module (``NUMBA_CACHE_DIR`` moves it); where no cache can be
-kept, the functions are compiled in memory at first use, with a warning.
+kept, the functions are compiled in memory at first use, with a warning.  The compiled calls
+release the GIL while they run, so that other threads of the process (a Kafka client's I/O
+threads, say) go on meanwhile; a post-processor is no more thread-safe for it than before: one
+thread at a time.
 
 Notation: ``m`` atoms, ``R`` constraint rows (``m`` for the per-atom family, ``m - 1`` for the CDF
 one: ``cdf=True``), ``K`` groups, ``k`` served points.  A dual is ``w = (Lambda, V)``, shape
@@ -69,17 +72,17 @@ __all__ = [
 
 
 def compiled(function: Callable) -> Callable:
-    """``numba.njit(cache=True)`` of ``function``, or without the cache where none can be kept.
+    """``numba.njit(cache=True, nogil=True)`` of ``function``, or without the cache where none can be kept.
 
     Numba raises ``RuntimeError`` when it finds no directory to cache in (a read-only install and
     home, an unusable ``NUMBA_CACHE_DIR``, or a function without a source file); the function is
-    then compiled in memory at its first call.
+    then compiled in memory at its first call.  ``nogil``: a call releases the GIL while it runs.
     """
     try:
-        return numba.njit(cache=True)(function)
+        return numba.njit(cache=True, nogil=True)(function)
     except RuntimeError as error:
         warnings.warn(f"numba cannot cache {function.__name__} ({error}); compiling it in memory", stacklevel=2)
-        return numba.njit(cache=False)(function)
+        return numba.njit(cache=False, nogil=True)(function)
 
 
 # ---------------------------------------------------------------------- costs

@@ -306,12 +306,19 @@ def test_sum_follows_numpys_pairwise_order_bit_for_bit():
         assert kernel._pairwise_sum(values) == values.sum(), n
 
 
+def test_every_compiled_function_releases_the_gil_while_it_runs():
+    """So that the Kafka client's I/O threads run while a poll's samples are computed (docs/daemon.md)."""
+    dispatchers = [value for value in vars(kernel).values() if hasattr(value, "targetoptions")]
+    assert len(dispatchers) > len(kernel.__all__) - 1  # the public ones and their helpers
+    assert all(dispatcher.targetoptions.get("nogil") is True for dispatcher in dispatchers)
+
+
 def test_a_function_without_a_cache_location_is_compiled_in_memory():
     namespace: dict = {}
     exec("def twice(x):\n    return 2.0 * x\n", namespace)  # no source file: numba has nowhere to cache it
     with pytest.warns(UserWarning, match="twice"):
         twice = kernel.compiled(namespace["twice"])
-    assert twice(1.5) == 3.0
+    assert twice(1.5) == 3.0 and twice.targetoptions["nogil"] is True
 
 
 @pytest.mark.parametrize("cache", [pytest.param("nowhere", marks=pytest.mark.slow), "unusable",
