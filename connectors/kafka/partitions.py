@@ -3,9 +3,9 @@
 On assignment the new partitions are paused, and at the next iteration each one's task is restored
 from its current checkpoint in the changelog (:mod:`connectors.kafka.changelog`); the consumer
 seeks to the offsets stored in it (the changelog, not the group offset, is the source of truth)
-and resumes.  On revocation the tasks
-are checkpointed (unless the partitions were lost) and dropped.  The last durable checkpoint of
-every task is kept, so that a failure can put every task back there (:meth:`Partitions.back_to_checkpoints`).
+and resumes.  On revocation the tasks are checkpointed (unless the partitions were lost) and
+dropped.  The last durable checkpoint of every task is kept, so that a failure can put every task
+back there (:meth:`Partitions.back_to_checkpoints`).
 """
 
 from __future__ import annotations
