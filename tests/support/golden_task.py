@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections import namedtuple
 
 import numpy as np
 
@@ -22,9 +21,9 @@ from connectors.kafka.task import PartitionTask
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
 from tests.support import DATA
+from tests.support.consumer_records import Record
 
 GOLDEN = DATA / "golden_task.json"
-Record = namedtuple("Record", "topic partition offset timestamp key value headers")
 N_MESSAGES = 600
 HALF = N_MESSAGES // 2
 

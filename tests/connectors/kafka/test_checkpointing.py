@@ -66,18 +66,27 @@ class NoGroup:
         return None
 
 
-def daemon_refused_with(refusal: TransportError, log: EventLog, guarantee: str = "at_least_once") -> Daemon:
-    daemon = Daemon(load_config(env={}, overrides=[f"processing.guarantee={guarantee}"]), logger=log.logger)
-    daemon._consumer = NoGroup()  # exactly_once sends the offsets with the group's metadata
-    daemon.sender.transactional_id = "refused" if guarantee == "exactly_once" else None
-    daemon.sender.transport = OneProducer(RefusingBroker(refusal))
+def daemon_writing_to(producer, grids: tuple[int, int], *overrides: str, log: EventLog | None = None) -> Daemon:
+    """A daemon whose every producer is ``producer``, with a fresh task of grid ``L = grids[p]`` on partitions 0 and 1.
+
+    Both tasks are at offset 10 with a checkpoint due; ``overrides`` are configuration settings.
+    """
+    daemon = Daemon(load_config(env={}, overrides=list(overrides)), logger=log.logger if log else None)
+    if daemon.config.processing.guarantee == "exactly_once":
+        daemon._consumer = NoGroup()  # it sends the offsets with the group's metadata
+        daemon.sender.transactional_id = "refused"
+    daemon.sender.transport = OneProducer(producer)
     daemon.sender.renew()
-    for partition in (0, 1):
-        fair = FairRegressionPostProcessor(n_groups=2, L=5 + 20 * partition)
+    for partition, L in enumerate(grids):
+        fair = FairRegressionPostProcessor(n_groups=2, L=L)
         daemon.partitions.tasks[partition] = PartitionTask("streamfair.input", partition, fair,
                                                            parser=InputParser(2, 1000), offset=10)
         daemon.checkpoints.processed(partition, 10)
     return daemon
+
+
+def daemon_refused_with(refusal: TransportError, log: EventLog, guarantee: str = "at_least_once") -> Daemon:
+    return daemon_writing_to(RefusingBroker(refusal), (5, 25), f"processing.guarantee={guarantee}", log=log)
 
 
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
@@ -141,15 +150,9 @@ class KeepingBroker:
         return reader
 
 
-def daemon_keeping(broker: KeepingBroker, record_bytes: int = 50_000) -> Daemon:
-    """A daemon with tasks on partitions 0 (a checkpoint of about 107 kB) and 1 (40 kB) that writes to ``broker``."""
-    daemon = Daemon(load_config(env={}, overrides=[f"processing.checkpoint_record_bytes={record_bytes}"]))
-    daemon.sender.transport = OneProducer(broker)
-    daemon.sender.renew()
-    for partition, L in ((0, 50), (1, 5)):
-        daemon.partitions.tasks[partition] = PartitionTask("streamfair.input", partition,
-                                                           FairRegressionPostProcessor(n_groups=2, L=L),
-                                                           parser=InputParser(2, 1000), offset=0)
+def daemon_keeping(broker: KeepingBroker) -> Daemon:
+    """A daemon writing to ``broker`` in records of 50,000 bytes; checkpoints of about 107 kB (0) and 40 kB (1)."""
+    daemon = daemon_writing_to(broker, (50, 5), "processing.checkpoint_record_bytes=50000")
     learn(daemon, 0)
     return daemon
 
@@ -159,7 +162,7 @@ def learn(daemon: Daemon, seed: int) -> None:
     rng = np.random.default_rng(seed)
     for partition, task in daemon.partitions.tasks.items():
         task.fair.learn_many(rng.uniform(-1, 1, 2000), rng.dirichlet([1, 1], 2000))
-        task.offset = (task.offset or 0) + 2000
+        task.offset = (task.offset or 0) + 2000  # a task rewound to no checkpoint starts afresh
         daemon.checkpoints.processed(partition, 2000)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import pickle
-from collections import namedtuple
 
 import numpy as np
 import pytest
@@ -20,8 +19,7 @@ from connectors.kafka.models import BaseModels
 from connectors.kafka.records import InputSample
 from connectors.kafka.task import PartitionTask
 from streamfair import FairRegressionPostProcessor
-
-Record = namedtuple("Record", "topic partition offset timestamp key value headers")
+from tests.support.consumer_records import Record
 
 #: One malformed input per reason, for a parser with K=2, max 300 bytes, models configured and
 #: allowed features {"a", "b"}.

@@ -8,7 +8,7 @@ nesting); a smaller seeded stream goes through the daemon and the real broker.
 from __future__ import annotations
 
 import json
-from collections import Counter, namedtuple
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -23,10 +23,10 @@ from connectors.kafka.sender import deliver
 from connectors.kafka.task import PartitionTask
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
+from tests.support.consumer_records import Record
 from tests.support.kafka_daemon import ensure_topics_for, produce, read_topic
 from tests.support.kafka_daemon import settings as daemon_settings
 
-Record = namedtuple("Record", "topic partition offset timestamp key value headers")
 VALID = {"id": "m", "eta": 0.25, "tau": [0.3, 0.7]}
 SURROGATE_ID = b'{"id": "\\ud800", "eta": 0.1, "tau": [0.5, 0.5]}'
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import tracemalloc
-from collections import namedtuple
 
 import numpy as np
 import pytest
@@ -18,8 +17,8 @@ from connectors.kafka.codec import InputParser
 from connectors.kafka.task import PartitionTask
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
+from tests.support.consumer_records import Record
 
-Record = namedtuple("Record", "topic partition offset timestamp key value headers")
 POLL = 500
 WARM_UP, SHORT, LONG = 3_000, 3_000, 9_000
 #: Growth allowed between the short and the long run (6,000 messages apart): 10 bytes per message.
