@@ -14,6 +14,7 @@ import numpy as np
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from connectors.kafka.broker import Broker
+from connectors.kafka.changelog import ChangelogPartition
 from connectors.kafka.clients import ensure_topics
 from connectors.kafka.config import load_config
 from streamfair import FairRegressionPostProcessor
@@ -157,11 +158,16 @@ def check_outputs(records, expected) -> Counter:
 
 
 def checkpoints(broker: Broker, topic: str) -> dict[int, list[tuple[int, int]]]:
-    """``partition -> [(offset, n_samples), ...]`` in changelog order."""
+    """``partition -> [(offset, n_samples), ...]`` in changelog order (checkpoints in parts put together)."""
     history = defaultdict(list)
+    readers: dict[bytes, ChangelogPartition] = {}
     for record in read_topic(broker, topic):
-        point = json.loads(record.value)
-        history[point["partition"]].append((point["offset"], point["state"]["n_samples"]))
+        key = record.key.split(b"#")[0]
+        reader = readers.setdefault(key, ChangelogPartition(key))
+        reader.add(record.key, record.value)
+        if record.key == key and record.value is not None:  # a checkpoint became current
+            point = json.loads(reader.checkpoint())
+            history[point["partition"]].append((point["offset"], point["state"]["n_samples"]))
     return history
 
 

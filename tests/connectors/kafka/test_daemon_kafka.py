@@ -194,9 +194,11 @@ def test_dead_letters_keep_bytes_reason_and_source(kafka_broker):
     assert len(copies) == len(outputs) == 3 * len(bad)
 
 
-def test_sigkill_at_random_points_loses_nothing_and_replays_identically(kafka_broker, tmp_path):
-    values = settings(kafka_broker, "crash", **{"processing.checkpoint_every_messages": 400,
-                                                "processing.checkpoint_every_seconds": 2.0})
+@pytest.mark.parametrize("record_bytes", [900_000, 4096], ids=["one-record", "in-parts"])
+def test_sigkill_at_random_points_loses_nothing_and_replays_identically(kafka_broker, tmp_path, record_bytes):
+    values = settings(kafka_broker, f"crash-{record_bytes}", **{"processing.checkpoint_every_messages": 400,
+                                                                "processing.checkpoint_every_seconds": 2.0,
+                                                                "processing.checkpoint_record_bytes": record_bytes})
     config = ensure_topics_for(kafka_broker, values)
     path = write_toml(tmp_path / "crash.toml", values)
     producer = Producer(kafka_broker, config.topics.input, rate=300, seed=3)
@@ -223,6 +225,8 @@ def test_sigkill_at_random_points_loses_nothing_and_replays_identically(kafka_br
     # need not leave a duplicate there; that the killed runs did work shows in the checkpoints below)
     for history in checkpoints(kafka_broker, config.topics.changelog).values():
         assert history == sorted(history)  # offsets and sample counters never go backwards
+    in_parts = any(b"#" in record.key for record in read_topic(kafka_broker, config.topics.changelog))
+    assert in_parts == (record_bytes == 4096)
     # every restart resumed each partition from its latest checkpoint: never behind an earlier one
     starts = [{e["partition"]: (e["offset"] or 0, e["n_samples"]) for e in events}
               for events in restored + [final.named("restored")]]
