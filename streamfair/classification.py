@@ -169,10 +169,10 @@ class FairClassificationPostProcessor(DualPostProcessor):
             serve=serve,
         )
 
-    def _config(self) -> dict:
+    def get_params(self) -> dict:
         return {
             "n_classes": self.n_classes,
             "classes": self._classes_given,
             "cost_matrix": self.cost_matrix.tolist() if self._cost_given else None,
-            **super()._config(),
+            **super().get_params(),
         }

@@ -914,8 +914,21 @@ class DualPostProcessor:
         )
 
     # ------------------------------------------------------------------ state
-    def _config(self) -> dict:
-        """Constructor arguments that rebuild an equivalent fresh object (subclasses extend it)."""
+    def get_params(self) -> dict:
+        """The constructor arguments that rebuild an equivalent fresh object (its settings, no state).
+
+        The values are JSON values (numbers, strings, ``None`` and lists), as :meth:`state_dict` stores them.
+
+        Examples
+        --------
+        >>> from streamfair import FairRegressionPostProcessor
+        >>> fair = FairRegressionPostProcessor(L=5, n_groups=2, ks=0.1, seed=3)
+        >>> params = fair.get_params()
+        >>> params["L"], params["ks"], params["seed"]
+        (5, [0.1, 0.1], 3)
+        >>> type(fair)(**params).get_params() == params
+        True
+        """
         optimizer = self._optimizer
         if isinstance(optimizer, DualOptimizer):
             mechanics = {"horizon": self.horizon, "inner": optimizer.schedule.inner, "mu": self.mu_given,
@@ -939,7 +952,7 @@ class DualPostProcessor:
         return {
             "version": STATE_VERSION,
             "class": type(self).__name__,
-            "config": self._config(),
+            "config": self.get_params(),
             "optimizer": self._optimizer.state_dict(),
             "recent_predictions": None if self._recent_predictions is None else self._recent_predictions.copy(),
             "recent_tau": self._recent_tau.copy(),
@@ -986,7 +999,7 @@ class DualPostProcessor:
             self._optimizer.epoch_hook = self._retune
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self._config().items())
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
 
 

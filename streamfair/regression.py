@@ -147,5 +147,5 @@ class FairRegressionPostProcessor(DualPostProcessor):
             serve=serve,
         )
 
-    def _config(self) -> dict:
-        return {"B": self.B, "L": self.L, **super()._config()}
+    def get_params(self) -> dict:
+        return {"B": self.B, "L": self.L, **super().get_params()}

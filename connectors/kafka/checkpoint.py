@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
+from streamfair import DualPostProcessor, FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
 
 FORMAT = "streamfair.checkpoint/1"
@@ -84,6 +84,25 @@ def restore_postprocessor(state: dict):
     if name not in POSTPROCESSORS:
         raise ValueError(f"state class must be one of {sorted(POSTPROCESSORS)}, got {name!r}")
     return POSTPROCESSORS[name].from_state_dict(state)
+
+
+def changed_settings(restored: DualPostProcessor, configured: DualPostProcessor) -> dict[str, list]:
+    """The settings in which ``configured`` differs from ``restored``: ``{name: [restored's, configured's]}``.
+
+    The settings are the class (``"class"``; when it differs, nothing else is compared) and the
+    constructor arguments (:meth:`~streamfair.DualPostProcessor.get_params`, JSON values, as a
+    checkpoint stores them).  Empty when the checkpoint's post-processor is the configured one.
+
+    >>> from streamfair import FairRegressionPostProcessor
+    >>> restored = FairRegressionPostProcessor(L=10, n_groups=2, ks=0.05, memory=160)
+    >>> changed_settings(restored, FairRegressionPostProcessor(L=10, n_groups=2, ks=0.02, memory=160))
+    {'ks': [[0.05, 0.05], [0.02, 0.02]]}
+    >>> changed_settings(restored, FairRegressionPostProcessor(L=10, n_groups=2, ks=0.05, memory=160))
+    {}
+    """
+    old, new = ({"class": type(fair).__name__, **fair.get_params()} for fair in (restored, configured))
+    names = ["class"] if old["class"] != new["class"] else list(old)  # one class: the same names
+    return {name: [old[name], new[name]] for name in names if old[name] != new[name]}
 
 
 def checkpoint_key(topic: str, partition: int) -> bytes:

@@ -14,11 +14,11 @@ import json
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from connectors.kafka.changelog import read_checkpoints
-from connectors.kafka.checkpoint import Checkpoint, checkpoint_key
-from connectors.kafka.config import ConfigError
+from connectors.kafka.checkpoint import Checkpoint, changed_settings, checkpoint_key, restore_postprocessor
 from connectors.kafka.logs import log_event
 from connectors.kafka.models import BaseModels
 from connectors.kafka.records import TaskResult
@@ -97,20 +97,27 @@ class Partitions:
 
     # ------------------------------------------------------------------ tasks
     def new_task(self, partition: int, data: bytes | None) -> PartitionTask:
-        """A task from checkpoint bytes, or a fresh one (``data=None``)."""
+        """A task from checkpoint bytes, or a fresh one (``data=None``).
+
+        A checkpoint's post-processor continues only under the settings that made it: when the
+        configured post-processor differs (:func:`~connectors.kafka.checkpoint.changed_settings`), the
+        configured one starts afresh at the checkpoint's positions, and a warning names the changes.
+        """
         config = self.daemon.config
-        if data is not None:
-            point = Checkpoint.from_bytes(data)
-            task = PartitionTask.from_checkpoint(point, models=self._task_models(), **self._task_options())
-            expected = config.postprocessor.postprocessor_class
-            if type(task.fair) is not expected:  # its inputs would not even parse: refuse rather than guess
-                raise ConfigError(
-                    f"postprocessor: the changelog {config.topics.changelog!r} holds a {type(task.fair).__name__} "
-                    f"for partition {partition}, but the configuration builds a {expected.__name__}; "
-                    "use a new changelog topic to change the post-processor's class")
-            return task
-        return PartitionTask(config.topics.input, partition, config.postprocessor.build(),
-                             models=self._task_models(), **self._task_options())
+        fair = config.postprocessor.build()
+        if data is None:
+            return PartitionTask(config.topics.input, partition, fair, models=self._task_models(),
+                                 **self._task_options())
+        point = Checkpoint.from_bytes(data)
+        restored = restore_postprocessor(point.state)
+        changed = changed_settings(restored, fair)
+        if changed:
+            log_event(self.daemon.log, logging.WARNING, "settings_changed", partition=partition, offset=point.offset,
+                      changed=changed, action="the configured post-processor starts afresh at the checkpoint's offset")
+            # the pending mini-batch was served by the post-processor that is replaced: not learned
+            point = replace(point, pending_eta=[], pending_tau=[], pending_keys=[])
+        return PartitionTask.from_checkpoint(point, models=self._task_models(), fair=fair if changed else restored,
+                                             **self._task_options())
 
     def warm_up(self) -> TaskResult:
         """Run a throwaway task, built as a fresh one, on synthetic score messages; nothing is kept or sent.

@@ -150,21 +150,34 @@ class PartitionTask:
 
     # ------------------------------------------------------------------ checkpoints
     @classmethod
-    def from_checkpoint(cls, point: Checkpoint, *, models: BaseModels | None, **options: Any) -> PartitionTask:
-        """Continue from ``point``; with ``learn_models``, its pickled models (if any) replace ``models``."""
+    def from_checkpoint(cls, point: Checkpoint, *, models: BaseModels | None, fair: DualPostProcessor | None = None,
+                        **options: Any) -> PartitionTask:
+        """Continue from ``point``; with ``learn_models``, its pickled models (if any) replace ``models``.
+
+        ``fair``: the post-processor to continue with (``None``: the checkpoint's own, restored).
+        Pending samples that fill batches of ``batch_size`` (smaller than the checkpoint's) are
+        learned at once, in steps of ``batch_size``.
+        """
         if point.models is not None and models is not None and options.get("learn_models"):
             models = BaseModels.from_bytes(point.models, models.groups, models.classes)
+        fair = restore_postprocessor(point.state) if fair is None else fair
+        eta, tau, keys = point.pending_eta, point.pending_tau, point.pending_keys
+        b = options.get("batch_size", 1)
+        full = len(eta) // b * b
+        if full:
+            fair.learn_many(np.array(eta[:full]), np.array(tau[:full]), batch_size=b,
+                            keys=keys[:full] if fair.uses_labels else None)
         return cls(
             point.topic,
             point.partition,
-            restore_postprocessor(point.state),
+            fair,
             models=models,
             offset=point.offset,
             feedback_offset=point.feedback_offset,
             topic_id=point.topic_id,
-            pending_eta=point.pending_eta,
-            pending_tau=point.pending_tau,
-            pending_keys=point.pending_keys,
+            pending_eta=eta[full:],
+            pending_tau=tau[full:],
+            pending_keys=keys[full:],
             **options,
         )
 

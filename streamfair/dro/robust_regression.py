@@ -257,9 +257,9 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         )
 
     # ------------------------------------------------------------------ state
-    def _config(self) -> dict:
+    def get_params(self) -> dict:
         return {
-            **super()._config(),
+            **super().get_params(),
             "updater": self.updater,
             "temperature": self.temperature,
             "step": self.step,
