@@ -204,8 +204,9 @@ class Daemon:
 
         Returns 0 after :meth:`stop` (a failed final checkpoint is then only a warning: at-least-once
         replays cover it), 1 if the final checkpoint of a bounded run failed, and
-        :data:`~connectors.kafka.positions.EXIT_OUT_OF_RANGE`, :data:`EXIT_UNSUPPORTED_CODEC` or
-        :data:`~connectors.kafka.checkpointing.EXIT_CHECKPOINT_TOO_LARGE` when the daemon stopped itself.
+        :data:`~connectors.kafka.positions.EXIT_OUT_OF_RANGE`, :data:`EXIT_UNSUPPORTED_CODEC`,
+        :data:`~connectors.kafka.checkpointing.EXIT_CHECKPOINT_TOO_LARGE` or
+        :data:`~connectors.kafka.partitions.EXIT_CHECKPOINT_UNREADABLE` when the daemon stopped itself.
         """
         if not self._open():  # stopped while waiting for the broker: nothing to checkpoint
             log_event(self.log, logging.INFO, "stopped", ok=True, consumed=0, produced=0, dead_letters={},

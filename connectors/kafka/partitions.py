@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from connectors.kafka.loop import Daemon
 
 RESTORE_TIMEOUT_S = 30.0
+#: Exit code when a partition's current checkpoint cannot be read (see :meth:`Partitions.restore`).
+EXIT_CHECKPOINT_UNREADABLE = 6
 #: Synthetic score messages of :meth:`Partitions.warm_up` (at least a mini-batch of them).
 WARM_UP_MESSAGES = 16
 
@@ -218,9 +220,13 @@ class Partitions:
         positions.input_topic_id = daemon.restorer.topic_id(topics.input) or positions.input_topic_id
         seconds = time.monotonic() - started
         for partition in partitions:
-            data = changelog[partition].checkpoint()
+            try:
+                data = changelog[partition].checkpoint()
+                task = self.new_task(partition, data)
+            except Exception as error:  # noqa: BLE001 -- whatever is wrong with it, no retry can read it
+                self._unreadable(partition, error)
+                return
             daemon.checkpoints.restored(partition, changelog[partition])
-            task = self.new_task(partition, data)
             task.topic_id = task.topic_id or positions.input_topic_id
             self.tasks[partition] = task
             self._baselines[partition] = data
@@ -237,6 +243,21 @@ class Partitions:
         daemon.consumer.resume(self.topic_partitions(partitions))
         daemon.backoff.reset()
         daemon.notify("on_assigned", sorted(self.tasks))
+
+    def _unreadable(self, partition: int, error: Exception) -> None:
+        """A current checkpoint no retry can read: stop with what it is and what to do, not a crash loop.
+
+        Such a record was written by another program sharing the changelog topic, by a later version
+        of streamfair, or lost its parts to a retention policy on a changelog that is not compacted.
+        """
+        daemon = self.daemon
+        key = checkpoint_key(daemon.config.topics.input, partition).decode()
+        daemon.stats.errors["checkpoint_unreadable"] += 1
+        log_event(daemon.log, logging.ERROR, "checkpoint_unreadable", partition=partition,
+                  changelog=daemon.config.topics.changelog, key=key, error=repr(error),
+                  fix=f"write the record again with the program that wrote it, or delete key {key!r} (a tombstone): "
+                      "the partition then starts afresh from the group's committed offset")
+        daemon.give_up(EXIT_CHECKPOINT_UNREADABLE, f"checkpoint {key!r}: {error}")
 
     # ------------------------------------------------------------------ checkpoints
     def reading(self, topic: str, partition: int, first_offset: int) -> None:

@@ -8,11 +8,14 @@ import json
 import pytest
 from kafka.admin import KafkaAdminClient
 
+from connectors.kafka.checkpoint import checkpoint_key
 from connectors.kafka.logs import setup_logging
 from connectors.kafka.loop import Daemon
+from connectors.kafka.partitions import EXIT_CHECKPOINT_UNREADABLE
 from connectors.kafka.positions import EXIT_OUT_OF_RANGE
 from tests.support.daemon_process import wait_for
 from tests.support.kafka_daemon import (
+    EventLog,
     checkpoints,
     ensure_topics_for,
     messages,
@@ -170,3 +173,32 @@ def test_a_feedback_position_beyond_the_feedback_log_is_detected_and_reset(kafka
         point = json.loads(record.value)
         latest[point["partition"]] = point["feedback_offset"]
     assert latest == {0: 10, 1: 10, 2: 10}  # the new feedback log was read from its start
+
+
+@pytest.mark.parametrize("value", [b"not a checkpoint", b'{"format":"streamfair.checkpoint-parts/1","digest":"00",'
+                                   b'"parts":2,"bytes":10}'], ids=["not-json", "parts-missing"])
+def test_an_unreadable_checkpoint_stops_the_daemon_naming_it_and_a_tombstone_starts_it_afresh(kafka_broker, value):
+    values = settings(kafka_broker, f"unreadable-{len(value)}")
+    config = ensure_topics_for(kafka_broker, values)
+    produce_messages(kafka_broker, config.topics.input, messages(300, seed=41))
+    assert Daemon(config).run(once=True) == 0  # checkpoints and committed offsets at 100 in every partition
+    key = checkpoint_key(config.topics.input, 1)
+    produce(kafka_broker, config.topics.changelog, [(1, key, value, None)])
+    later = messages(90, seed=42, prefix="later")
+    produce_messages(kafka_broker, config.topics.input, later)
+
+    log = EventLog(f"unreadable-{len(value)}")
+    assert Daemon(config, logger=log.logger).run(once=True) == EXIT_CHECKPOINT_UNREADABLE
+    [error] = log.fields("checkpoint_unreadable")
+    assert (error["partition"], error["key"], error["changelog"]) == (1, key.decode(), config.topics.changelog)
+    assert f"delete key {key.decode()!r} (a tombstone)" in error["fix"]
+    later_ids = {ident for _, ident, _ in later if isinstance(ident, str)}  # (integer ids repeat across streams)
+    assert not {json.loads(r.value)["id"] for r in read_topic(kafka_broker, config.topics.output)} & later_ids
+
+    produce(kafka_broker, config.topics.changelog, [(1, key, None, None)])  # the fix the error names
+    assert Daemon(config).run(once=True) == 0
+    served = {out["id"]: out for out in (json.loads(r.value) for r in read_topic(kafka_broker, config.topics.output))}
+    assert later_ids <= set(served)
+    first = {p: served[ident] for p, ident, _ in reversed(later) if ident in later_ids}  # each partition's first
+    assert first[1]["state_version"] == first[1]["offset"] - 100  # afresh, from the committed offset 100
+    assert all(first[p]["state_version"] == first[p]["offset"] for p in (0, 2))  # the others continue
