@@ -135,6 +135,9 @@ class Checkpoint:
         Their message ids (the robust post-processor learns each sample under its id, for delayed labels).
     models
         Pickled base models (only when they learn online), else ``None``.
+    models_origin
+        The :attr:`~connectors.kafka.models.BaseModels.origin` of ``models``: the digest of the model
+        files they descend from (``None``: unknown, as in older checkpoints).
     topic_id
         The input topic's id (a UUID string) when ``offset`` was read: a topic deleted and created again
         gets a new id, so an offset of the old one is recognised.  ``None`` when unknown (older
@@ -169,6 +172,7 @@ class Checkpoint:
     pending_keys: list = field(default_factory=list)
     models: bytes | None = None
     topic_id: str | None = None
+    models_origin: str | None = None
 
     @property
     def key(self) -> bytes:
@@ -195,6 +199,8 @@ class Checkpoint:
         }
         if self.topic_id is not None:
             payload["topic_id"] = self.topic_id
+        if self.models_origin is not None:
+            payload["models_origin"] = self.models_origin
         return json.dumps(payload, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
     @classmethod
@@ -219,4 +225,5 @@ class Checkpoint:
             pending_keys=list(payload.get("pending_keys", [])),
             models=None if models is None else base64.b64decode(models),
             topic_id=payload.get("topic_id"),
+            models_origin=payload.get("models_origin"),
         )

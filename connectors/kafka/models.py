@@ -28,6 +28,7 @@ True
 
 from __future__ import annotations
 
+import hashlib
 import math
 import pickle
 from collections.abc import Sequence
@@ -51,6 +52,9 @@ class BaseModels:
     classes
         Classification: the class labels in the post-processor's column order; ``regressor`` is then
         a classifier with ``predict_proba_one(x)`` (and ``learn_one(x, y)``).
+    origin
+        A digest of the model files the models were loaded from (:meth:`load`), kept by copies and
+        checkpoints, so that models learned online are known to descend from them; ``None``: unknown.
 
     >>> from river import linear_model
     >>> models = BaseModels(linear_model.LogisticRegression(), linear_model.LogisticRegression(), ["0", "1"],
@@ -61,7 +65,8 @@ class BaseModels:
     True
     """
 
-    def __init__(self, regressor: Any, classifier: Any, groups: Sequence[Any], classes: Sequence[Any] | None = None):
+    def __init__(self, regressor: Any, classifier: Any, groups: Sequence[Any], classes: Sequence[Any] | None = None,
+                 origin: str | None = None):
         first = "predict_one" if classes is None else "predict_proba_one"
         for name, model, method in (("regressor", regressor, first),
                                     ("classifier", classifier, "predict_proba_one")):
@@ -74,21 +79,26 @@ class BaseModels:
             raise ValueError(f"groups must be at least 2 distinct labels, got {list(groups)!r}")
         self._column = {g: i for i, g in enumerate(self.groups)}
         self.classes = None if classes is None else list(classes)
+        self.origin = origin
         self._class_column = None if classes is None else {group_label(c): i for i, c in enumerate(classes)}
 
     @classmethod
     def load(cls, regressor_path: str | Path, classifier_path: str | Path, groups: Sequence[Any],
              classes: Sequence[Any] | None = None) -> BaseModels:
-        """Unpickle both models; ``ValueError`` names ``models.eta`` or ``models.tau`` on failure."""
-        models = []
+        """Unpickle both models; ``ValueError`` names ``models.eta`` or ``models.tau`` on failure.
+
+        Their ``origin`` is a BLAKE2b digest of the two files' bytes.
+        """
+        models, origin = [], hashlib.blake2b(digest_size=16)
         for key, path in (("models.eta", regressor_path), ("models.tau", classifier_path)):
             try:
-                with open(path, "rb") as handle:
-                    models.append(pickle.load(handle))
+                data = Path(path).read_bytes()
+                models.append(pickle.loads(data))
             except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as error:
                 raise ValueError(f"{key}: cannot load {str(path)!r}: {error}") from None
+            origin.update(len(data).to_bytes(8, "little") + data)
         try:
-            return cls(models[0], models[1], groups, classes)
+            return cls(models[0], models[1], groups, classes, origin=origin.hexdigest())
         except ValueError as error:
             key = "models.eta" if "regressor" in str(error) else "models.tau"
             raise ValueError(f"{key}: {error}") from None
@@ -119,11 +129,16 @@ class BaseModels:
         """Both models, pickled (for checkpoints and per-partition copies)."""
         return pickle.dumps((self.regressor, self.classifier), protocol=5)
 
+    def copy(self) -> BaseModels:
+        """An independent copy (of the same ``origin``)."""
+        return type(self).from_bytes(self.to_bytes(), self.groups, self.classes, self.origin)
+
     @classmethod
-    def from_bytes(cls, data: bytes, groups: Sequence[Any], classes: Sequence[Any] | None = None) -> BaseModels:
-        """Inverse of :meth:`to_bytes`."""
+    def from_bytes(cls, data: bytes, groups: Sequence[Any], classes: Sequence[Any] | None = None,
+                   origin: str | None = None) -> BaseModels:
+        """Inverse of :meth:`to_bytes` (``origin`` is not part of the bytes)."""
         regressor, classifier = pickle.loads(data)
-        return cls(regressor, classifier, groups, classes)
+        return cls(regressor, classifier, groups, classes, origin)
 
 
 def _distribution(answer: dict, column: dict[str, int]) -> list[float]:

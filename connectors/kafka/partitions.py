@@ -104,6 +104,8 @@ class Partitions:
         A checkpoint's post-processor continues only under the settings that made it: when the
         configured post-processor differs (:func:`~connectors.kafka.checkpoint.changed_settings`), the
         configured one starts afresh at the checkpoint's positions, and a warning names the changes.
+        Likewise, base models learned online continue only while the configured model files are
+        the ones they descend from.
         """
         config = self.daemon.config
         fair = config.postprocessor.build()
@@ -118,7 +120,12 @@ class Partitions:
                       changed=changed, action="the configured post-processor starts afresh at the checkpoint's offset")
             # the pending mini-batch was served by the post-processor that is replaced: not learned
             point = replace(point, pending_eta=[], pending_tau=[], pending_keys=[])
-        return PartitionTask.from_checkpoint(point, models=self._task_models(), fair=fair if changed else restored,
+        models = self._task_models()
+        if point.models is not None and models is not None and point.models_origin not in (None, models.origin):
+            log_event(self.daemon.log, logging.WARNING, "models_changed", partition=partition, offset=point.offset,
+                      action="the configured model files replace the models the checkpoint learned from older ones")
+            point = replace(point, models=None)
+        return PartitionTask.from_checkpoint(point, models=models, fair=fair if changed else restored,
                                              **self._task_options())
 
     def warm_up(self) -> TaskResult:
@@ -158,7 +165,7 @@ class Partitions:
         """Tasks share the base models unless they learn online (then each has its own copy)."""
         if self.models is None or not self.daemon.config.models.learn:
             return self.models
-        return BaseModels.from_bytes(self.models.to_bytes(), self.models.groups, self.models.classes)
+        return self.models.copy()
 
     def topic_partitions(self, partitions: Sequence[int]) -> list[TopicPartition]:
         """The input (and feedback) topic partitions of ``partitions``."""

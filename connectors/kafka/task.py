@@ -159,7 +159,7 @@ class PartitionTask:
         learned at once, in steps of ``batch_size``.
         """
         if point.models is not None and models is not None and options.get("learn_models"):
-            models = BaseModels.from_bytes(point.models, models.groups, models.classes)
+            models = BaseModels.from_bytes(point.models, models.groups, models.classes, models.origin)
         fair = restore_postprocessor(point.state) if fair is None else fair
         eta, tau, keys = point.pending_eta, point.pending_tau, point.pending_keys
         b = options.get("batch_size", 1)
@@ -206,6 +206,7 @@ class PartitionTask:
             pending_keys=list(self._pending_keys),
             models=self._base_models().to_bytes() if self.learn_models else None,
             topic_id=self.topic_id,
+            models_origin=self._base_models().origin if self.learn_models else None,
         )
 
     @staticmethod

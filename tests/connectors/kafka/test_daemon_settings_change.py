@@ -1,14 +1,18 @@
-"""A restart under changed settings: the configured post-processor is the one that serves.
+"""A restart under changed settings: the configured post-processor and models are the ones that serve.
 
 A checkpoint's post-processor continues only under the settings that made it; otherwise the
 configured one starts afresh at the checkpoint's offset, with a warning that names the changes.
 A smaller ``processing.batch_size`` learns the checkpoint's pending samples that fill its batches.
+Base models learned online continue only while the configured model files are the ones they
+descend from.
 """
 
 from __future__ import annotations
 
 import json
+import pickle
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -17,6 +21,7 @@ from connectors.kafka.checkpoint import Checkpoint, changed_settings, restore_po
 from connectors.kafka.codec import InputParser
 from connectors.kafka.config import load_config
 from connectors.kafka.loop import Daemon
+from connectors.kafka.models import BaseModels
 from connectors.kafka.task import PartitionTask
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.checks import assert_same_state
@@ -146,3 +151,38 @@ def test_a_restart_with_another_target_and_batch_size_serves_the_configured_post
     for record in read_topic(kafka_broker, config.topics.changelog):
         latest[record.key] = json.loads(record.value)["state"]["config"]
     assert [state["ks"] for state in latest.values()] == [[0.03, 0.03]] * 3
+
+
+def test_models_learned_online_continue_only_while_the_configured_model_files_are_theirs(tmp_path):
+    from river import linear_model
+
+    files = {}
+    for name, intercept in (("a", 0.0), ("b", 0.4)):
+        files[name] = (tmp_path / f"{name}-eta.pkl", tmp_path / f"{name}-tau.pkl")
+        files[name][0].write_bytes(pickle.dumps(linear_model.LinearRegression(intercept_init=intercept)))
+        files[name][1].write_bytes(pickle.dumps(linear_model.LogisticRegression()))
+
+    def restore(name: str, data: bytes | None) -> tuple[PartitionTask, EventLog]:
+        eta, tau = files[name]
+        config = load_config(env={}, overrides=[f"models.eta={eta}", f"models.tau={tau}", "models.learn=true",
+                                                "topics.feedback=feedback"])
+        log = EventLog(f"models-{name}")
+        daemon = Daemon(config, logger=log.logger)
+        daemon.partitions.models = BaseModels.load(eta, tau, config.group_labels())
+        return daemon.partitions.new_task(0, data), log
+
+    task, _ = restore("a", None)
+    task.models.learn({"x": 1.0}, y=0.9, s=1)  # as feedback does, at a checkpoint
+    data = task.checkpoint().to_bytes()
+    learned, x = task.models.score({"x": 1.0}), {"x": 1.0}
+    assert learned != BaseModels.load(*files["a"], ["0", "1"]).score(x)
+
+    same, log = restore("a", data)
+    assert same.models.score(x) == learned and log.fields("models_changed") == []
+    other, log = restore("b", data)
+    assert other.models.score(x) == BaseModels.load(*files["b"], ["0", "1"]).score(x) != learned
+    assert [event["partition"] for event in log.fields("models_changed")] == [0]
+    assert other.fair.n_samples == same.fair.n_samples  # the post-processor continues
+    unknown = replace(Checkpoint.from_bytes(data), models_origin=None).to_bytes()  # as older versions wrote
+    older, log = restore("b", unknown)
+    assert older.models.score(x) == learned and log.fields("models_changed") == []
