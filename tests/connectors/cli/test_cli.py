@@ -49,9 +49,19 @@ def test_every_option_has_help_and_no_jargon(name, capsys):
     assert not JARGON.search(text), JARGON.search(text)
 
 
-def test_serve_help_points_to_the_daemon_docs(capsys):
-    text = help_text("serve", capsys=capsys)
+def test_serve_help_points_to_the_daemon_docs_and_lists_the_exit_codes(capsys):
+    from connectors.kafka.checkpointing import EXIT_CHECKPOINT_TOO_LARGE
+    from connectors.kafka.loop import EXIT_UNSUPPORTED_CODEC
+    from connectors.kafka.partitions import EXIT_CHECKPOINT_UNREADABLE
+    from connectors.kafka.positions import EXIT_OUT_OF_RANGE
+
+    text = " ".join(help_text("serve", capsys=capsys).split())
     assert "docs/daemon.md" in text and "Bring your own model" in text
+    for code, what in ((EXIT_OUT_OF_RANGE, "a restored position outside the input log"),
+                       (EXIT_UNSUPPORTED_CODEC, "a compressed topic"),
+                       (EXIT_CHECKPOINT_TOO_LARGE, "a checkpoint record"),
+                       (EXIT_CHECKPOINT_UNREADABLE, "a checkpoint no restore can read")):
+        assert f"; {code} {what}" in text
 
 
 def test_report_help_says_how_to_produce_its_input(capsys):
