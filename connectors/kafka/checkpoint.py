@@ -91,7 +91,8 @@ def changed_settings(restored: DualPostProcessor, configured: DualPostProcessor)
 
     The settings are the class (``"class"``; when it differs, nothing else is compared) and the
     constructor arguments (:meth:`~streamfair.DualPostProcessor.get_params`, JSON values, as a
-    checkpoint stores them).  Empty when the checkpoint's post-processor is the configured one.
+    checkpoint stores them; a profile has arguments of its own, ``None`` where the other has none).
+    Empty when the checkpoint's post-processor is the configured one.
 
     >>> from streamfair import FairRegressionPostProcessor
     >>> restored = FairRegressionPostProcessor(L=10, n_groups=2, ks=0.05, memory=160)
@@ -101,8 +102,8 @@ def changed_settings(restored: DualPostProcessor, configured: DualPostProcessor)
     {}
     """
     old, new = ({"class": type(fair).__name__, **fair.get_params()} for fair in (restored, configured))
-    names = ["class"] if old["class"] != new["class"] else list(old)  # one class: the same names
-    return {name: [old[name], new[name]] for name in names if old[name] != new[name]}
+    names = ["class"] if old["class"] != new["class"] else list(dict.fromkeys([*old, *new]))  # profiles differ
+    return {name: [old.get(name), new.get(name)] for name in names if old.get(name) != new.get(name)}
 
 
 def checkpoint_key(topic: str, partition: int) -> bytes:

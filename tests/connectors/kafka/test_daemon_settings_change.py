@@ -26,6 +26,7 @@ from connectors.kafka.task import PartitionTask
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.checks import assert_same_state
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
+from tests.support import REPO
 from tests.support.consumer_records import Record
 from tests.support.kafka_daemon import (
     POSTPROCESSOR,
@@ -65,6 +66,11 @@ def test_changed_settings_name_each_difference_and_a_class_change_alone():
     changed = changed_settings(restored, configured)
     assert list(changed) == ["L", "p", "beta", "memory"]  # beta follows L (the anytime profile derives it)
     assert changed["L"] == [10, 20] and changed["p"] == [None, [0.4, 0.6]] and changed["memory"] == [160, 500]
+    paper = FairRegressionPostProcessor(L=10, n_groups=2, profile="paper", eps=0.01, horizon=500, seed=11)
+    switched = changed_settings(through_a_checkpoint(paper), restored)  # each profile has arguments of its own
+    assert switched["profile"] == ["paper", "anytime"] and switched["optimizer"] == ["sgd3", "tracking"]
+    assert switched["eps"] == [[0.01, 0.01], None] and switched["ks"] == [None, [0.05, 0.05]]
+    assert switched["horizon"] == [500, None] and switched["memory"] == [None, 160]
     robust = GroupRobustFairRegressionPostProcessor(L=10, n_groups=2, memory=160, seed=11)
     assert changed_settings(restored, robust) == {
         "class": ["FairRegressionPostProcessor", "GroupRobustFairRegressionPostProcessor"]}
@@ -186,3 +192,18 @@ def test_models_learned_online_continue_only_while_the_configured_model_files_ar
     unknown = replace(Checkpoint.from_bytes(data), models_origin=None).to_bytes()  # as older versions wrote
     older, log = restore("b", unknown)
     assert older.models.score(x) == learned and log.fields("models_changed") == []
+
+
+def test_a_checkpoint_written_before_the_profiles_continues_under_its_settings_and_not_under_the_defaults():
+    state = pickle.loads((REPO / "tests" / "data" / "paper_checkpoint_v1.pkl").read_bytes())  # the paper profile's
+    data = Checkpoint("streamfair.input", 0, 40, None, state).to_bytes()
+    own = ["postprocessor.profile=paper", "postprocessor.L=50", "postprocessor.eps=0.001", "postprocessor.p=0.7,0.3",
+           "postprocessor.horizon=2500", "postprocessor.optimizer=sgd3", "postprocessor.inner=acsa2"]
+    log = EventLog("v1-own")
+    task = Daemon(load_config(env={}, overrides=own), logger=log.logger).partitions.new_task(0, data)
+    assert task.fair.n_samples == state["n_samples"] > 0 and log.fields("settings_changed") == []
+    log = EventLog("v1-defaults")
+    task = Daemon(load_config(env={}, overrides=["postprocessor.p=0.7,0.3"]), logger=log.logger).partitions.new_task(
+        0, data)
+    assert (task.fair.profile, task.fair.n_samples, task.offset) == ("anytime", 0, 40)
+    assert log.fields("settings_changed")[0]["changed"]["profile"] == ["paper", "anytime"]
