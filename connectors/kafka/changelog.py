@@ -54,6 +54,11 @@ MANIFEST_FORMAT = "streamfair.checkpoint-parts/1"
 _MANIFEST_START = b'{"format":"' + MANIFEST_FORMAT.encode() + b'"'
 
 
+class UnreadableCheckpoint(ValueError):
+    """A partition's current checkpoint cannot be read: its parts are missing or do not match its
+    manifest, or the record is not a checkpoint this version restores."""
+
+
 def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=8).hexdigest()
 
@@ -126,7 +131,14 @@ class ChangelogPartition:
         head = self._head
         if head is None or not head.startswith(_MANIFEST_START):
             return None
-        return json.loads(head)
+        try:
+            manifest = json.loads(head)
+            _part_keys(self.key, str(manifest["digest"]), int(manifest["parts"]))
+            int(manifest["bytes"])
+        except (ValueError, KeyError, TypeError) as error:
+            raise UnreadableCheckpoint(f"checkpoint {self.key.decode()!r}: a manifest that is not one "
+                                       f"({error!r})") from None
+        return manifest
 
     def current_parts(self) -> frozenset[bytes]:
         """The keys of the current checkpoint's parts (none when it is one record, or there is none)."""
@@ -139,19 +151,23 @@ class ChangelogPartition:
         return set(self._parts) - self.current_parts()
 
     def checkpoint(self) -> bytes | None:
-        """The current checkpoint's bytes (``None``: none); ``ValueError`` when its parts are not all there."""
+        """The current checkpoint's bytes (``None``: none).
+
+        :class:`UnreadableCheckpoint` when its manifest is malformed or its parts are not all there.
+        """
         manifest = self._manifest()
         if manifest is None:
             return self._head
         keys = _part_keys(self.key, manifest["digest"], manifest["parts"])
         missing = [key for key in keys if key not in self._parts]
         if missing:
-            raise ValueError(f"checkpoint {self.key.decode()!r} lacks {len(missing)} of its {len(keys)} parts, "
-                             f"first {missing[0].decode()!r}")
+            raise UnreadableCheckpoint(f"checkpoint {self.key.decode()!r} lacks {len(missing)} of its {len(keys)} "
+                                       f"parts, first {missing[0].decode()!r}")
         data = b"".join(self._parts[key] for key in keys)
         if len(data) != manifest["bytes"] or _digest(data) != manifest["digest"]:
-            raise ValueError(f"checkpoint {self.key.decode()!r}: its parts make {len(data)} bytes of digest "
-                             f"{_digest(data)}, its manifest says {manifest['bytes']} of {manifest['digest']}")
+            raise UnreadableCheckpoint(f"checkpoint {self.key.decode()!r}: its parts make {len(data)} bytes of "
+                                       f"digest {_digest(data)}, its manifest says {manifest['bytes']} of "
+                                       f"{manifest['digest']}")
         return data
 
 

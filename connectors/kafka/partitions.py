@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from connectors.kafka.changelog import read_checkpoints
+from connectors.kafka.changelog import UnreadableCheckpoint, read_checkpoints
 from connectors.kafka.checkpoint import Checkpoint, changed_settings, checkpoint_key, restore_postprocessor
 from connectors.kafka.logs import log_event
 from connectors.kafka.models import BaseModels
@@ -99,7 +99,8 @@ class Partitions:
 
     # ------------------------------------------------------------------ tasks
     def new_task(self, partition: int, data: bytes | None) -> PartitionTask:
-        """A task from checkpoint bytes, or a fresh one (``data=None``).
+        """A task from checkpoint bytes, or a fresh one (``data=None``); :class:`UnreadableCheckpoint` if ``data``
+        is not a checkpoint this version restores.
 
         A checkpoint's post-processor continues only under the settings that made it: when the
         configured post-processor differs (:func:`~connectors.kafka.checkpoint.changed_settings`), the
@@ -112,8 +113,11 @@ class Partitions:
         if data is None:
             return PartitionTask(config.topics.input, partition, fair, models=self._task_models(),
                                  **self._task_options())
-        point = Checkpoint.from_bytes(data)
-        restored = restore_postprocessor(point.state)
+        try:
+            point = Checkpoint.from_bytes(data)
+            restored = restore_postprocessor(point.state)
+        except Exception as error:  # noqa: BLE001 -- whatever is wrong with the record, no retry can read it
+            raise UnreadableCheckpoint(f"checkpoint of partition {partition}: {error!r}") from error
         changed = changed_settings(restored, fair)
         if changed:
             log_event(self.daemon.log, logging.WARNING, "settings_changed", partition=partition, offset=point.offset,
@@ -230,7 +234,7 @@ class Partitions:
             try:
                 data = changelog[partition].checkpoint()
                 task = self.new_task(partition, data)
-            except Exception as error:  # noqa: BLE001 -- whatever is wrong with it, no retry can read it
+            except UnreadableCheckpoint as error:
                 self._unreadable(partition, error)
                 return
             daemon.checkpoints.restored(partition, changelog[partition])
@@ -251,7 +255,7 @@ class Partitions:
         daemon.backoff.reset()
         daemon.notify("on_assigned", sorted(self.tasks))
 
-    def _unreadable(self, partition: int, error: Exception) -> None:
+    def _unreadable(self, partition: int, error: UnreadableCheckpoint) -> None:
         """A current checkpoint no retry can read: stop with what it is and what to do, not a crash loop.
 
         Such a record was written by another program sharing the changelog topic, by a later version

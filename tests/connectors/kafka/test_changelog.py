@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from connectors.kafka.changelog import ChangelogPartition, ChangelogRecords
+from connectors.kafka.changelog import ChangelogPartition, ChangelogRecords, UnreadableCheckpoint
 
 KEY = b"orders:3"
 
@@ -83,11 +83,19 @@ def test_records_of_other_keys_are_ignored():
 def test_a_manifest_without_all_its_parts_or_with_other_bytes_is_an_error_naming_the_checkpoint():
     data = b"w" * 250
     records = ChangelogRecords.of(KEY, data, 100)
-    with pytest.raises(ValueError, match=r"^checkpoint 'orders:3' lacks 1 of its 3 parts, first 'orders:3#"):
+    with pytest.raises(UnreadableCheckpoint, match=r"^checkpoint 'orders:3' lacks 1 of its 3 parts, first 'orders:3#"):
         read([*records.parts[:2], (KEY, records.head)]).checkpoint()
     (last_key, _), tampered = records.parts[2], [*records.parts[:2]]
-    with pytest.raises(ValueError, match="its parts make 250 bytes of digest .* its manifest says 250 of "):
+    with pytest.raises(UnreadableCheckpoint, match="its parts make 250 bytes of digest .* its manifest says 250 of "):
         read([*tampered, (last_key, b"v" * 50), (KEY, records.head)]).checkpoint()
+
+
+@pytest.mark.parametrize("manifest", [b'{"format":"streamfair.checkpoint-parts/1"', b'{"format":'
+                                      b'"streamfair.checkpoint-parts/1","digest":"00","parts":"two","bytes":10}'],
+                         ids=["cut-short", "parts-not-a-number"])
+def test_a_malformed_manifest_is_an_unreadable_checkpoint(manifest):
+    with pytest.raises(UnreadableCheckpoint, match="^checkpoint 'orders:3': a manifest that is not one"):
+        read([(KEY, manifest)]).checkpoint()
 
 
 def test_the_layout_is_deterministic_and_keyed_by_the_content():

@@ -1,4 +1,5 @@
-"""Checkpoints larger than a record are written in parts; a record refused as too large stops the daemon (pure logic).
+"""Checkpoints larger than a record are written in parts; a record refused as too large stops the daemon; a record
+that is not a checkpoint is unreadable (pure logic).
 
 The producer is a stand-in: the client's own size check is tested against the bundled broker with
 both clients (``test_daemon_robust.py``); here the broker refuses the record after the send, as a
@@ -10,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from connectors.kafka.changelog import ChangelogPartition
+from connectors.kafka.changelog import ChangelogPartition, UnreadableCheckpoint
 from connectors.kafka.checkpoint import checkpoint_key
 from connectors.kafka.checkpointing import EXIT_CHECKPOINT_TOO_LARGE
 from connectors.kafka.codec import InputParser
@@ -213,3 +214,10 @@ def test_a_write_that_fails_half_way_keeps_the_last_checkpoint_current_and_its_p
     reader = broker.read(0)
     assert reader.checkpoint() == daemon.partitions.tasks[0].checkpoint().to_bytes()
     assert reader.stale_parts() == set()  # the lost write's parts went with this checkpoint
+
+
+@pytest.mark.parametrize("data", [b"not a checkpoint", b'{"format": "streamfair.checkpoint/1", "topic": "in"}',
+                                  b'{"format": "other/2"}'], ids=["not-json", "fields-missing", "other-format"])
+def test_a_record_that_is_not_a_checkpoint_is_unreadable_naming_the_partition(data):
+    with pytest.raises(UnreadableCheckpoint, match="^checkpoint of partition 2: "):
+        Daemon(load_config(env={})).partitions.new_task(2, data)
