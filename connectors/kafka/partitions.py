@@ -99,8 +99,9 @@ class Partitions:
 
     # ------------------------------------------------------------------ tasks
     def new_task(self, partition: int, data: bytes | None) -> PartitionTask:
-        """A task from checkpoint bytes, or a fresh one (``data=None``); :class:`UnreadableCheckpoint` if ``data``
-        is not a checkpoint this version restores.
+        """A task from checkpoint bytes, or a fresh one (``data=None``).
+
+        :class:`UnreadableCheckpoint` if ``data`` is not a checkpoint this version restores.
 
         A checkpoint's post-processor continues only under the settings that made it: when the
         configured post-processor differs (:func:`~connectors.kafka.checkpoint.changed_settings`), the
