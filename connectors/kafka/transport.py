@@ -345,7 +345,8 @@ def read_partitions(
         if caught_up(consumer, assigned):
             break
         if time.monotonic() > deadline:
-            raise TimeoutError(f"reading {topic!r} partitions {sorted(partitions)} took more than {timeout_s} s")
+            raise TimeoutError(f"reading {topic!r} partitions {[tp.partition for tp in assigned]} took more than "
+                               f"{timeout_s} s")
         if stop is not None and stop.is_set():
             raise TimeoutError(f"reading {topic!r} stopped")
     consumer.assign([])

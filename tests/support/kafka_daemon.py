@@ -1,6 +1,6 @@
 """What the daemon's Kafka tests share: settings named after the test, an unfair message stream,
-producing and reading topics, the in-process library run every output is checked against, the
-daemon's log events, and a transport that hands out a given producer."""
+producing and reading topics (the changelog's checkpoints too), the in-process library run every
+output is checked against, the daemon's log events, and a transport that hands out a given producer."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from connectors.kafka.broker import Broker
 from connectors.kafka.changelog import ChangelogPartition
+from connectors.kafka.checkpoint import Checkpoint, checkpoint_key
 from connectors.kafka.clients import ensure_topics
 from connectors.kafka.config import load_config
 from streamfair import FairRegressionPostProcessor
@@ -169,6 +170,19 @@ def checkpoints(broker: Broker, topic: str) -> dict[int, list[tuple[int, int]]]:
             point = json.loads(reader.checkpoint())
             history[point["partition"]].append((point["offset"], point["state"]["n_samples"]))
     return history
+
+
+def read_changelog(broker, config) -> dict[int, ChangelogPartition]:
+    """What the changelog holds for each input partition's task."""
+    changelog = {p: ChangelogPartition(checkpoint_key(config.topics.input, p)) for p in range(3)}
+    for record in read_topic(broker, config.topics.changelog):
+        changelog[record.partition].add(record.key, record.value)
+    return changelog
+
+
+def latest_checkpoints(broker, config) -> dict[int, Checkpoint]:
+    """The current checkpoint of each input partition's task."""
+    return {p: Checkpoint.from_bytes(changelog.checkpoint()) for p, changelog in read_changelog(broker, config).items()}
 
 
 def ensure_topics_for(broker: Broker, values: dict):

@@ -14,8 +14,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from connectors.kafka.changelog import ChangelogPartition
-from connectors.kafka.checkpoint import Checkpoint, checkpoint_key, restore_postprocessor
+from connectors.kafka.checkpoint import Checkpoint, restore_postprocessor
 from connectors.kafka.checkpointing import EXIT_CHECKPOINT_TOO_LARGE
 from connectors.kafka.loop import Daemon
 from connectors.kafka.observer import DaemonObserver
@@ -26,9 +25,11 @@ from tests.support.kafka_daemon import (
     EventLog,
     check_outputs,
     ensure_topics_for,
+    latest_checkpoints,
     messages,
     produce,
     produce_messages,
+    read_changelog,
     read_topic,
     settings,
 )
@@ -55,18 +56,6 @@ class Snapshot(DaemonObserver):
 
     def on_stop(self, daemon):
         self.tasks = dict(daemon.tasks)
-
-
-def read_changelog(broker, config) -> dict[int, ChangelogPartition]:
-    """What the changelog holds for each input partition's task."""
-    changelog = {p: ChangelogPartition(checkpoint_key(config.topics.input, p)) for p in range(3)}
-    for record in read_topic(broker, config.topics.changelog):
-        changelog[record.partition].add(record.key, record.value)
-    return changelog
-
-
-def latest_checkpoints(broker, config) -> dict[int, Checkpoint]:
-    return {p: Checkpoint.from_bytes(changelog.checkpoint()) for p, changelog in read_changelog(broker, config).items()}
 
 
 def test_robust_daemon_matches_the_library_and_restores_its_dro_state(kafka_broker):

@@ -33,6 +33,7 @@ from tests.support.kafka_daemon import (
     EventLog,
     check_outputs,
     ensure_topics_for,
+    latest_checkpoints,
     messages,
     produce_messages,
     read_topic,
@@ -153,10 +154,8 @@ def test_a_restart_with_another_target_and_batch_size_serves_the_configured_post
                 in reference(second, **{**POSTPROCESSOR, "ks": 0.03, "memory": 400}).items()}
     copies = check_outputs([record for record in outputs if json.loads(record.value)["id"] in expected], expected)
     assert len(copies) == 600 and max(copies.values()) == 1
-    latest = {}
-    for record in read_topic(kafka_broker, config.topics.changelog):
-        latest[record.key] = json.loads(record.value)["state"]["config"]
-    assert [state["ks"] for state in latest.values()] == [[0.03, 0.03]] * 3
+    latest = latest_checkpoints(kafka_broker, config)
+    assert [point.state["config"]["ks"] for point in latest.values()] == [[0.03, 0.03]] * 3
 
 
 def test_models_learned_online_continue_only_while_the_configured_model_files_are_theirs(tmp_path):
