@@ -28,12 +28,12 @@ for the PNGs as well.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import sys
 import time
 
 import numpy as np
+from command_line import parser  # benchmarks/command_line.py
 
 from connectors.experiments import datasets, drift, fair_lp
 from connectors.experiments.regression import prepare
@@ -285,9 +285,9 @@ def _plot(results: dict, traces: dict, folder: str) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repetitions", type=int, default=2)
-    parser.add_argument("--plots", help="folder for the PNGs")
-    args = parser.parse_args()
+    command = parser(__doc__)
+    command.add_argument("--repetitions", type=int, default=2, help="repetitions per dataset (default: 2)")
+    command.add_argument("--plots", help="folder for the PNGs")
+    args = command.parse_args()
     print(main(args.repetitions, args.plots))
     sys.exit(0)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from command_line import parser  # benchmarks/command_line.py
 from timing import best_seconds  # benchmarks/timing.py
 
 from streamfair.classification import FairClassificationPostProcessor
@@ -237,4 +238,5 @@ def main() -> str:
 
 
 if __name__ == "__main__":
+    parser(__doc__).parse_args()
     print(main())

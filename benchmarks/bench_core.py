@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from command_line import parser  # benchmarks/command_line.py
 from timing import best_seconds  # benchmarks/timing.py
 
 from streamfair import FairRegressionPostProcessor, dual
@@ -128,4 +129,5 @@ def main(n: int = 20_000, batch_size: int = 1000) -> str:
 
 
 if __name__ == "__main__":
+    parser(__doc__).parse_args()
     print(main())

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from command_line import parser  # benchmarks/command_line.py
 
 N_MESSAGES = 24_000
 ROUNDS = 3
@@ -240,4 +241,5 @@ def main() -> str:
 
 
 if __name__ == "__main__":
+    parser(__doc__).parse_args()
     print(main())

@@ -23,12 +23,14 @@ only tabulates and plots what the cache holds.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sparse
+from command_line import parser  # benchmarks/command_line.py
 from scipy.optimize import linprog
 from timing import best_seconds
 
@@ -324,11 +326,32 @@ def main(
     return "\n".join(parts)
 
 
-def _option(name: str, default: list[str]) -> list[str]:
-    return next((arg.split("=", 1)[1].split(",") for arg in sys.argv if arg.startswith(f"--{name}=")), default)
+def _names(text: str) -> list[str]:
+    """A comma-separated list of problem names, each one of ``METHODS``."""
+    names = text.split(",")
+    unknown = sorted(set(names) - set(METHODS))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown problem(s) {unknown}; choose from {sorted(METHODS)}")
+    return names
+
+
+def _sizes(text: str) -> list[int]:
+    """A comma-separated list of sizes ``N``, each one of ``FULL_BUDGETS`` (``1e3`` is read as 1000)."""
+    try:
+        sizes = [int(float(size)) for size in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"sizes must be numbers, got {text!r}") from None
+    unknown = sorted(set(sizes) - set(FULL_BUDGETS))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown size(s) {unknown}; choose from {sorted(FULL_BUDGETS)}")
+    return sizes
 
 
 if __name__ == "__main__":
-    kinds = tuple(_option("kinds", list(METHODS)))
-    sizes = tuple(int(float(size)) for size in _option("sizes", [str(n) for n in FULL_BUDGETS]))
-    print(main(full="--full" in sys.argv, kinds=kinds, sizes=sizes, compute="--cached" not in sys.argv))
+    command = parser(__doc__)
+    command.add_argument("--full", action="store_true", help="the full protocol (sizes, seeds and budgets above)")
+    command.add_argument("--kinds", type=_names, default=list(METHODS), help="problems, e.g. group,cvar")
+    command.add_argument("--sizes", type=_sizes, default=list(FULL_BUDGETS), help="sizes N with --full, e.g. 1e3,1e4")
+    command.add_argument("--cached", action="store_true", help="with --full: tabulate and plot the cache only")
+    args = command.parse_args()
+    print(main(full=args.full, kinds=tuple(args.kinds), sizes=tuple(args.sizes), compute=not args.cached))

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from command_line import parser  # benchmarks/command_line.py
 
 from streamfair import FairRegressionPostProcessor, dual
 
@@ -66,4 +67,5 @@ def main(sizes: tuple[int, ...] = SIZES) -> str:
 
 
 if __name__ == "__main__":
+    parser(__doc__).parse_args()
     print(main())

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 
+from command_line import parser  # benchmarks/command_line.py
 from river import linear_model
 
 from connectors.river import FairClassifier, FairRegressor, friedman_with_group, logistic_with_group
@@ -147,4 +148,5 @@ def main(n: int = 3000) -> str:
 
 
 if __name__ == "__main__":
+    parser(__doc__).parse_args()
     print(main())

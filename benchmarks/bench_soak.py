@@ -23,6 +23,7 @@ import queue
 
 import numpy as np
 from bench_daemon import _bare_loop, _config, _messages, _run_daemon, _values  # benchmarks/bench_daemon.py
+from command_line import parser  # benchmarks/command_line.py
 
 from connectors.kafka.observer import DaemonObserver
 
@@ -118,4 +119,5 @@ def main(n: int = N_MESSAGES) -> str:
 
 
 if __name__ == "__main__":
+    parser(__doc__).parse_args()
     print(main())

@@ -24,11 +24,11 @@ or ``streamfair bench surrogates``.
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 
 import numpy as np
+from command_line import parser  # benchmarks/command_line.py
 
 from connectors.experiments.surrogates import macro_f1
 from streamfair.surrogates import (
@@ -262,9 +262,9 @@ def plot(path: str) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plot", help="also write the docs figure to this PNG path")
-    arguments = parser.parse_args()
+    command = parser(__doc__)
+    command.add_argument("--plot", help="also write the docs figure to this PNG path")
+    arguments = command.parse_args()
     print(main())
     if arguments.plot:
         plot(arguments.plot)

@@ -19,6 +19,7 @@ import time
 from collections import namedtuple
 
 import numpy as np
+from command_line import parser  # benchmarks/command_line.py
 from timing import best_seconds  # benchmarks/timing.py
 
 from connectors.kafka.codec import InputParser
@@ -82,4 +83,5 @@ def main() -> str:
 
 
 if __name__ == "__main__":
+    parser(__doc__).parse_args()
     print(main())

@@ -13,14 +13,17 @@ parse, predict, learn, encode; ``PROFILE`` must be ``anytime``).
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 from bench_task import recorded  # benchmarks/bench_task.py
+from command_line import parser  # benchmarks/command_line.py
 
 from connectors.kafka.codec import InputParser
 from connectors.kafka.task import PartitionTask
 from streamfair import FairRegressionPostProcessor
+from streamfair.profiles import PROFILES
+
+#: The per-sample paths (see the module docstring).
+PATHS = ("learn_one", "learn_many", "batch", "fused", "polls", "task")
 
 
 def main(profile: str, path: str, n: int) -> None:
@@ -54,8 +57,13 @@ def main(profile: str, path: str, n: int) -> None:
             rows = slice(start, min(total, start + 500))
             fair.predict_learn_many(eta_list[rows], tau_list[rows], keys=list(range(rows.start, rows.stop)))
     else:
-        raise ValueError(f"path must be learn_one, learn_many, batch, fused, polls or task, got {path!r}")
+        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    command = parser(__doc__)
+    command.add_argument("profile", choices=PROFILES, help="the post-processor's profile")
+    command.add_argument("path", choices=PATHS, help="the per-sample path to run")
+    command.add_argument("n", type=int, help="samples after the warm-up")
+    args = command.parse_args()
+    main(args.profile, args.path, args.n)
