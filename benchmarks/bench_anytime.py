@@ -22,6 +22,14 @@ of the served predictor on a fresh sample of the current distribution, every 250
 "recovery" is the number of samples after the change until it is back at ``1.2 x`` the target
 (two evaluations in a row).
 
+**Steady state** (``--steady-state``, :func:`steady_state`): how close to its target the served
+predictor stays on a stationary stream.  Each population (the four datasets' unlabeled pools and
+4,000 samples of the drift streams' distribution) is resampled into a stream of 40,000 samples;
+every 250 samples after the first 10,000, the worst-group KS of the served predictor *on that
+population*, each group weighted by its posteriors (the stream's own law, no sampling noise).
+Columns: its mean, 90th percentile and maximum, and the KS of the time-averaged served predictor
+(the mean of those predictors' group gaps: what the dual meets on average).
+
 Run: ``streamfair bench anytime`` (tables), or ``python benchmarks/bench_anytime.py --plots DIR``
 for the PNGs as well.
 """
@@ -48,6 +56,7 @@ METHODS = ("anytime", "paper", "LP")
 FRONTIER_TARGETS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
 DRIFT_LENGTH, DRIFT_CHANGE, DRIFT_EVERY = 20_000, 6_000, 250
 MEASUREMENT_SIZES, MEASUREMENT_REPETITIONS, PERMUTATIONS = (1000, 2000, 8000), 10, 50
+STEADY_LENGTH, STEADY_FROM, STEADY_TARGETS = 40_000, 10_000, (DEFAULT_KS, 0.8 * DEFAULT_KS)
 
 
 def _lp_predictor(eta, tau, p, weights, atoms, ks):
@@ -184,6 +193,61 @@ def recovery(trace: np.ndarray, target: float) -> float:
     return float("inf")
 
 
+def population_gaps(model: FairRegressionPostProcessor, eta: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """``(K, m - 1)``: each group's CDF of the served predictions minus everyone's, groups weighted by ``tau``.
+
+    >>> eta, tau = np.array([-0.5, 0.5]), np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> gaps = population_gaps(FairRegressionPostProcessor(L=2, p=[0.5, 0.5], beta=1e6), eta, tau)
+    >>> gaps.round(3).tolist()       # atoms -1 .. 1; group 0 at -0.5, group 1 at 0.5: KS 0.5 between them
+    [[0.0, 0.5, 0.5, 0.0], [0.0, -0.5, -0.5, 0.0]]
+    """
+    cdf = np.cumsum(model.proba_many(eta, tau), axis=1)[:, :-1]
+    return (tau.T @ cdf) / tau.sum(axis=0)[:, None] - cdf.mean(axis=0)
+
+
+def steady_state(name: str, ks: float, repetitions: int) -> np.ndarray:
+    """``(repetitions, 4)``: mean, 90th percentile and maximum of the served KS, and the time-averaged KS.
+
+    ``name`` is a dataset (its unlabeled pool) or ``"drift"`` (4,000 samples of the drift streams'
+    distribution); see the module docstring.
+    """
+    out = np.zeros((repetitions, 4))
+    for rep in range(repetitions):
+        if name == "drift":
+            (eta, tau, _), p = drift.drift_stream("flip", 4000, STEADY_LENGTH, seed=500 + rep), drift.P
+        else:
+            prep = prepare(datasets.load(name), np.random.default_rng([0, rep]))
+            eta, tau, p = prep.eta_pool, prep.tau_pool, prep.p
+        index = np.random.default_rng([1, rep]).integers(0, eta.size, STEADY_LENGTH)
+        model, gaps = FairRegressionPostProcessor(B=1.0, p=p, ks=ks, seed=rep), []
+        for start in range(0, STEADY_LENGTH, DRIFT_EVERY):
+            model.learn_many(eta[index[start : start + DRIFT_EVERY]], tau[index[start : start + DRIFT_EVERY]])
+            if start >= STEADY_FROM:
+                gaps.append(population_gaps(model, eta, tau))
+        served = np.abs(np.array(gaps)).max(axis=(1, 2))
+        averaged = np.abs(np.mean(gaps, axis=0)).max()
+        out[rep] = served.mean(), np.quantile(served, 0.9), served.max(), averaged
+    return out
+
+
+def steady_state_table(repetitions: int) -> str:
+    """:func:`steady_state` of every population at each of ``STEADY_TARGETS``, as a Markdown table."""
+    lines = [
+        f"Steady state: worst-group KS of the served predictor on its stream's population (posterior-weighted), "
+        f"every {DRIFT_EVERY} samples from {STEADY_FROM} to {STEADY_LENGTH}; mean of {repetitions} repetitions "
+        "(the maximum: over them)",
+        "",
+        "| population | ks | mean | 90th percentile | max | time-averaged predictor |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in ("drift",) + DATASETS:
+        for ks in STEADY_TARGETS:
+            res = steady_state(name, ks, repetitions)
+            mean, top = res.mean(axis=0), res[:, 2].max()
+            lines.append(f"| {name} | {ks:g} | {mean[0]:.3f} | {mean[1]:.3f} | {top:.3f} | {mean[3]:.3f} |")
+    return "\n".join(lines)
+
+
 def _cell(values: np.ndarray) -> str:
     return f"{values[0]:.3f} / {values[1]:.4g}"
 
@@ -288,6 +352,7 @@ if __name__ == "__main__":
     command = parser(__doc__)
     command.add_argument("--repetitions", type=int, default=2, help="repetitions per dataset (default: 2)")
     command.add_argument("--plots", help="folder for the PNGs")
+    command.add_argument("--steady-state", action="store_true", help="print only the steady-state table")
     args = command.parse_args()
-    print(main(args.repetitions, args.plots))
+    print(steady_state_table(args.repetitions) if args.steady_state else main(args.repetitions, args.plots))
     sys.exit(0)
