@@ -165,8 +165,7 @@ class PartitionTask:
         b = options.get("batch_size", 1)
         full = len(eta) // b * b
         if full:
-            fair.learn_many(np.array(eta[:full]), np.array(tau[:full]), batch_size=b,
-                            keys=keys[:full] if fair.uses_labels else None)
+            _learn_batches(fair, eta[:full], tau[:full], keys[:full], b)
         return cls(
             point.topic,
             point.partition,
@@ -367,9 +366,7 @@ class PartitionTask:
 
     def _learn(self) -> None:
         started = time.perf_counter()
-        keys = self._pending_keys if self.uses_labels else None  # ids are kept only when labels will follow
-        self.fair.learn_many(np.array(self._pending_eta), np.array(self._pending_tau), batch_size=self.batch_size,
-                             keys=keys)
+        _learn_batches(self.fair, self._pending_eta, self._pending_tau, self._pending_keys, self.batch_size)
         self._pending_keys = []
         self.learn_seconds += time.perf_counter() - started
         self.learned += len(self._pending_eta)
@@ -453,3 +450,9 @@ def _parse_each(records: Sequence[Any], parse: Callable[[Any], T]) -> tuple[list
         except Exception as error:  # noqa: BLE001 -- one message's failure, whatever it is, is that message's
             dead.append(DeadLetter.of_error(record, error))
     return parsed, dead
+
+
+def _learn_batches(fair: DualPostProcessor, eta: Sequence[Any], tau: Sequence[Sequence[float]], keys: Sequence[Any],
+                   batch_size: int) -> None:
+    """Learn ``eta``, ``tau`` in mini-batches of ``batch_size`` (a multiple of it); the ids only when labels follow."""
+    fair.learn_many(np.array(eta), np.array(tau), batch_size=batch_size, keys=keys if fair.uses_labels else None)
