@@ -15,7 +15,13 @@ with ``kafka.client = "kafka-python"`` and with ``"confluent"`` (librdkafka):
   11,900 messages/s at the starts of its three rounds), so a baseline taken once per round flattered
   the daemons measured late in it.  The confluent daemon is compared with the kafka-python daemon
   through their ratios to their own baselines; the table shows the medians over rounds, since the
-  load of a shared machine drifts too.
+  load of a shared machine drifts too.  **CPU**: the CPU time of this process (every thread: the
+  loop and the client's I/O threads; the broker is another process) over each whole drain, startup
+  included, per message (after one untimed drain with each client, which loads the compiled
+  kernels).  On a shared machine it moves much less than a rate, so the CPU ratio (baseline CPU /
+  contender CPU) says what the contender costs where the rates' rounds scatter; a rate ratio
+  below it is time the contender spent waiting (acknowledgements, the GIL, the CPU the broker and
+  the machine's other load left it).
 * **latency**: 1,000 messages/s offered for 5 s, the contender in its own process; latency = the
   time a reader sees the output minus the input record's create timestamp (the daemon and the
   bare loop both keep it), in milliseconds.
@@ -29,6 +35,7 @@ import multiprocessing
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 from command_line import parser  # benchmarks/command_line.py
@@ -120,6 +127,13 @@ def _daemon(values: dict) -> float:
     return stats.produced / (stats.last_checkpoint - stats.first_record)
 
 
+def _with_cpu(drain: Callable[[], float]) -> tuple[float, float]:
+    """``drain()``'s rate, and the CPU time of this process (every thread) it took, in µs per message."""
+    started = time.process_time()
+    rate = drain()
+    return rate, (time.process_time() - started) / N_MESSAGES * 1e6
+
+
 def _serve_until(kind: str, values: dict, stop) -> None:  # a child process of the latency phase
     if kind == "bare":
         _bare_loop(values, None, stop)
@@ -188,15 +202,20 @@ def main() -> str:
         producer.flush()
         producer.close()
 
+        for client in CLIENTS:  # untimed: load the compiled kernels and the client once, as a long-running daemon has
+            _daemon(_values(broker.bootstrap, f"warm-up-{client}", client=client))
         rates: dict[str, list[float]] = {}  # each contender's runs, and the bare run just before each
+        cpu: dict[str, list[float]] = {}  # the same runs' CPU µs per message
         for round_ in range(ROUNDS):
             for client in CLIENTS:
                 for b in BATCH_SIZES:
                     contender = f"{client} b{b}"
-                    bare = _bare_loop(_values(broker.bootstrap, f"bare-{client}{b}-{round_}"), N_MESSAGES)
-                    rates.setdefault(f"bare before {contender}", []).append(bare)
-                    daemon = _daemon(_values(broker.bootstrap, f"daemon-{client}{b}-{round_}", b, client))
-                    rates.setdefault(contender, []).append(daemon)
+                    bare = partial(_bare_loop, _values(broker.bootstrap, f"bare-{client}{b}-{round_}"), N_MESSAGES)
+                    daemon = partial(_daemon, _values(broker.bootstrap, f"daemon-{client}{b}-{round_}", b, client))
+                    for name, drain in ((f"bare before {contender}", bare), (contender, daemon)):
+                        rate, cpu_us = _with_cpu(drain)
+                        rates.setdefault(name, []).append(rate)
+                        cpu.setdefault(name, []).append(cpu_us)
 
         latency = {}
         for seed, (kind, client) in enumerate((("bare", "kafka-python"), ("daemon", "kafka-python"),
@@ -206,26 +225,33 @@ def main() -> str:
             latency[(kind, client)] = _latencies(broker, kind, values, seed)
 
     bare_runs = [rate for name, runs in rates.items() if name.startswith("bare") for rate in runs]
+    bare_cpu = [us for name, runs in cpu.items() if name.startswith("bare") for us in runs]
 
     def ratios(contender: str) -> list[float]:  # each run against the bare run just before it
         return [rate / bare for rate, bare in zip(rates[contender], rates[f"bare before {contender}"], strict=True)]
 
+    def cpu_ratios(contender: str) -> list[float]:  # the bare run's CPU per message over the contender's
+        return [bare / us for us, bare in zip(cpu[contender], cpu[f"bare before {contender}"], strict=True)]
+
     lines = [
         f"Throughput, {N_MESSAGES} messages, 3 partitions, Tansu ({ROUNDS} rounds; each daemon run right after a "
-        "bare run, its baseline; medians)",
+        "bare run, its baseline; medians; CPU of this process per message over the whole drain)",
         "",
-        "| contender | messages/s | ratio to bare loop | ratio to kafka-python daemon | ratios to bare per round |",
-        "|---|---:|---:|---:|---|",
+        "| contender | messages/s | ratio to bare loop | ratio to kafka-python daemon | ratios to bare per round "
+        "| CPU µs per message | CPU ratio to bare loop |",
+        "|---|---:|---:|---:|---|---:|---:|",
         f"| bare kafka-python consume-and-produce loop | {np.median(bare_runs):,.0f} | 1.00 | | "
-        f"{min(bare_runs):,.0f}/s to {max(bare_runs):,.0f}/s |",
+        f"{min(bare_runs):,.0f}/s to {max(bare_runs):,.0f}/s | {np.median(bare_cpu):.1f} | 1.00 |",
     ]
     for client in CLIENTS:
         for b in BATCH_SIZES:
-            runs, own = rates[f"{client} b{b}"], ratios(f"{client} b{b}")
+            contender = f"{client} b{b}"
+            runs, own = rates[contender], ratios(contender)
             to_kafka_python = np.median([r / base for r, base in zip(own, ratios(f"kafka-python b{b}"), strict=True)])
             what = "per-sample learning (paper's algorithm)" if b == 1 else f"mini-batches of {b}"
             lines.append(f"| daemon ({client}), batch_size={b} ({what}) | {np.median(runs):,.0f} | "
-                         f"{np.median(own):.2f} | {to_kafka_python:.2f} | {', '.join(f'{r:.2f}' for r in own)} |")
+                         f"{np.median(own):.2f} | {to_kafka_python:.2f} | {', '.join(f'{r:.2f}' for r in own)} | "
+                         f"{np.median(cpu[contender]):.1f} | {np.median(cpu_ratios(contender)):.2f} |")
     lines += [
         "",
         f"Latency at {RATE} messages/s offered for {LATENCY_SECONDS:.0f} s (ms, input create time to output read)",

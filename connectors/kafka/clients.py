@@ -40,6 +40,7 @@ from connectors.kafka import transport
 from connectors.kafka.config import Config
 from connectors.kafka.transport import (
     ClientConfigurationError,
+    ErrorCallbacks,
     RecordTooLarge,
     TopicLayout,
     TransportError,
@@ -328,6 +329,7 @@ class KafkaPythonProducer:
     def __init__(self, producer: KafkaProducer):
         self.client = producer
         self.settings = producer.config
+        self._errbacks = ErrorCallbacks(_errback)
 
     def send(self, topic: str, *, key: bytes | None, value: bytes | None, partition: int | None = None,
              timestamp_ms: int | None = None, headers: list[tuple[str, bytes]] | None = None,
@@ -338,7 +340,7 @@ class KafkaPythonProducer:
         except KafkaError as error:
             raise _translated(error) from None
         if on_error is not None:
-            future.add_errback(lambda error: on_error(_translated(error)))
+            future.add_errback(self._errbacks(on_error))
 
     def flush(self, timeout: float) -> None:
         try:
@@ -370,6 +372,11 @@ class KafkaPythonProducer:
             return method(*args, **kwargs)
         except KafkaError as error:
             raise _translated(error) from None
+
+
+def _errback(on_error: Callable[[TransportError], None]) -> Callable[[KafkaError], None]:
+    """A send future's errback that reports its error, translated, to ``on_error``."""
+    return lambda error: on_error(_translated(error))
 
 
 class KafkaPythonTransport:

@@ -28,6 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from connectors.kafka.config import Config
 from connectors.kafka.transport import (
     ClientConfigurationError,
+    ErrorCallbacks,
     RebalanceListener,
     RecordTooLarge,
     TopicLayout,
@@ -360,6 +361,7 @@ class ConfluentProducer:
             self.settings["transactional.id"] = transactional_id
         self.block_s = kafka.max_block_ms / 1000
         self.client = _client(Producer, self.settings)
+        self._delivery_reports = ErrorCallbacks(_delivery_report)
 
     def send(self, topic: str, *, key: bytes | None, value: bytes | None, partition: int | None = None,
              timestamp_ms: int | None = None, headers: list[tuple[str, bytes]] | None = None,
@@ -370,7 +372,7 @@ class ConfluentProducer:
         if headers:
             record["headers"] = headers
         if on_error is not None:
-            record["on_delivery"] = lambda error, message: error is not None and on_error(_translated(error))
+            record["on_delivery"] = self._delivery_reports(on_error)
         deadline = None
         while True:
             try:
@@ -416,6 +418,16 @@ class ConfluentProducer:
             return method(*args)
         except KafkaException as error:
             raise _translated(error) from None
+
+
+def _delivery_report(on_error: Callable[[TransportError], None]) -> Callable[[KafkaError | None, Any], None]:
+    """A produce call's ``on_delivery`` callback that reports a failed delivery, translated, to ``on_error``."""
+
+    def report(error: KafkaError | None, message: Any) -> None:
+        if error is not None:
+            on_error(_translated(error))
+
+    return report
 
 
 class ConfluentTransport:

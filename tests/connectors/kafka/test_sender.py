@@ -72,3 +72,36 @@ def test_librdkafka_reports_a_record_it_could_not_deliver_although_only_failures
         producer.send("outputs", key=b"k%d" % i, value=b"v", partition=0, on_error=errors.append)
     producer.flush(10.0)
     assert len(errors) == 3 and all("timed out" in str(error) for error in errors)
+
+
+def test_a_failed_record_reaches_the_on_error_it_was_sent_with_through_one_callback_per_on_error():
+    """kafka-python: the futures' errbacks report to the right ``on_error``, one errback shared by its records."""
+    from kafka.errors import KafkaTimeoutError
+    from kafka.future import Future
+
+    from connectors.kafka.clients import KafkaPythonProducer
+
+    class FutureClient:  # a KafkaProducer's send: one future per record, failed below
+        config: dict = {}
+
+        def __init__(self):
+            self.futures: list[Future] = []
+
+        def send(self, topic, **record):
+            self.futures.append(Future())
+            return self.futures[-1]
+
+    client = FutureClient()
+    producer = KafkaPythonProducer(client)
+    outputs: list[TransportError] = []
+    checkpoints: list[TransportError] = []
+    report_output = outputs.append
+    for on_error in (report_output, report_output, checkpoints.append, report_output):
+        producer.send("topic", key=b"k", value=b"v", on_error=on_error)
+    errbacks = [future._errbacks for future in client.futures]
+    assert errbacks[0] == errbacks[1] != errbacks[2]  # made once for a run of records, not once per record
+    for i, future in enumerate(client.futures):
+        future.failure(KafkaTimeoutError(f"record {i}"))
+    assert [str(error).split(": ")[-1] for error in outputs] == ["record 0", "record 1", "record 3"]
+    assert [str(error).split(": ")[-1] for error in checkpoints] == ["record 2"]
+    assert all(isinstance(error, TransportError) for error in outputs + checkpoints)
