@@ -25,6 +25,7 @@ Settings (see docs/daemon.md for the reasoning):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -40,7 +41,6 @@ from connectors.kafka import transport
 from connectors.kafka.config import Config
 from connectors.kafka.transport import (
     ClientConfigurationError,
-    ErrorCallbacks,
     RecordTooLarge,
     TopicLayout,
     TransportError,
@@ -329,7 +329,9 @@ class KafkaPythonProducer:
     def __init__(self, producer: KafkaProducer):
         self.client = producer
         self.settings = producer.config
-        self._errbacks = ErrorCallbacks(_errback)
+        # one callback per on_error (the same for every record of a producer), not a closure per record:
+        # each would be one more object for the garbage collector to walk until its record is acknowledged
+        self._errbacks = functools.lru_cache(maxsize=1)(_errback)
 
     def send(self, topic: str, *, key: bytes | None, value: bytes | None, partition: int | None = None,
              timestamp_ms: int | None = None, headers: list[tuple[str, bytes]] | None = None,

@@ -16,6 +16,7 @@ settings (the configuration refuses them with this client).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,7 +29,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from connectors.kafka.config import Config
 from connectors.kafka.transport import (
     ClientConfigurationError,
-    ErrorCallbacks,
     RebalanceListener,
     RecordTooLarge,
     TopicLayout,
@@ -361,7 +361,8 @@ class ConfluentProducer:
             self.settings["transactional.id"] = transactional_id
         self.block_s = kafka.max_block_ms / 1000
         self.client = _client(Producer, self.settings)
-        self._delivery_reports = ErrorCallbacks(_delivery_report)
+        # one callback per on_error, not a closure per record (as KafkaPythonProducer's errbacks)
+        self._delivery_reports = functools.lru_cache(maxsize=1)(_delivery_report)
 
     def send(self, topic: str, *, key: bytes | None, value: bytes | None, partition: int | None = None,
              timestamp_ms: int | None = None, headers: list[tuple[str, bytes]] | None = None,

@@ -198,35 +198,6 @@ class Producer(Protocol):
     def close(self, timeout: float) -> None: ...
 
 
-class ErrorCallbacks:
-    """The client callback that reports a failed delivery to ``on_error``, made once per ``on_error``.
-
-    A producer is sent to record after record with the same ``on_error`` (the daemon's, for as long
-    as that producer lives); a closure made per record would be one more object per record for the
-    garbage collector to walk while the record waits for its acknowledgement.  ``make(on_error)``
-    makes the client's callback; it is made again only when ``on_error`` is another object.
-
-    >>> callbacks = ErrorCallbacks(lambda on_error: (lambda error: on_error(f"failed: {error}")))
-    >>> errors = []
-    >>> report = errors.append
-    >>> callbacks(report) is callbacks(report)
-    True
-    >>> callbacks(report)("timeout"); callbacks(print)("refused"); errors
-    failed: refused
-    ['failed: timeout']
-    """
-
-    def __init__(self, make: Callable[[Callable[[TransportError], None]], Callable[..., Any]]):
-        self.make = make
-        self._on_error: Callable[[TransportError], None] | None = None
-        self._callback: Callable[..., Any] | None = None
-
-    def __call__(self, on_error: Callable[[TransportError], None]) -> Callable[..., Any]:
-        if on_error is not self._on_error or self._callback is None:
-            self._on_error, self._callback = on_error, self.make(on_error)
-        return self._callback
-
-
 @dataclass(frozen=True)
 class TopicLayout:
     """Partition counts found (or created) at start.
