@@ -30,7 +30,7 @@ A cost model is a small immutable object with
     costs never depend on the other rows.
 
 >>> import numpy as np
->>> squared = SquaredCosts(1.0, np.array([-1.0, 0.0, 1.0]))
+>>> squared = SquaredCosts(-1.0, 1.0, np.array([-1.0, 0.0, 1.0]))
 >>> costs, clipped = squared.scaled_costs(squared.check([0.5, 3.0], 2), 1.0)
 >>> costs.tolist(), clipped
 ([[2.25, 0.25, 0.25], [4.0, 1.0, 0.0]], 1)
@@ -58,12 +58,13 @@ __all__ = ["SquaredCosts", "ExpectedCosts"]
 
 
 class SquaredCosts:
-    """Regression: a base estimate ``eta(x)``, clipped to ``[-B, B]``, costs ``(eta - y_l)^2`` on the grid.
+    """Regression: a base estimate ``eta(x)``, clipped to ``[low, high]``, costs ``(eta - y_l)^2`` on the grid.
 
     Parameters
     ----------
-    bound
-        ``B``: estimates outside ``[-B, B]`` are clipped.
+    low, high
+        The target range: estimates outside are clipped to it.  The cost scale is the squared
+        half-width, ``((high - low) / 2)^2`` (``B^2`` on ``[-B, B]``).
     atoms
         The grid (the output values, reported as they are).
     """
@@ -71,10 +72,10 @@ class SquaredCosts:
     prediction_input = "eta"
     prediction_modes = ("sample", "mean", "mode")
 
-    def __init__(self, bound: float, atoms: np.ndarray):
-        self.bound = bound
+    def __init__(self, low: float, high: float, atoms: np.ndarray):
+        self.low, self.high = low, high
         self.atoms = self.labels = atoms
-        self.risk_scale = bound**2
+        self.risk_scale = ((high - low) / 2) ** 2
 
     def check(self, predictions: Any, n_rows: int | None) -> np.ndarray:
         return check_finite("eta", predictions, n_rows)
@@ -86,7 +87,7 @@ class SquaredCosts:
 
     def scaled_costs(self, predictions: np.ndarray, beta: float) -> tuple[np.ndarray, int]:
         costs = np.empty((predictions.size, self.atoms.size))
-        clipped = kernel.scaled_squared_costs(predictions, self.atoms, self.bound, beta, costs)
+        clipped = kernel.scaled_squared_costs(predictions, self.atoms, self.low, self.high, beta, costs)
         return costs, clipped
 
 

@@ -87,21 +87,21 @@ def compiled(function: Callable) -> Callable:
 
 # ---------------------------------------------------------------------- costs
 @compiled
-def scaled_squared_costs(eta, atoms, bound, beta, out):
-    """``out[i, l] = beta (clip(eta_i) - y_l)^2``, ``clip`` to ``[-bound, bound]``; returns how many were clipped.
+def scaled_squared_costs(eta, atoms, low, high, beta, out):
+    """``out[i, l] = beta (clip(eta_i) - y_l)^2``, ``clip`` to ``[low, high]``; returns how many were clipped.
 
-    The floats of numpy's ``beta * (np.clip(eta, -bound, bound)[:, None] - atoms) ** 2``.
+    The floats of numpy's ``beta * (np.clip(eta, low, high)[:, None] - atoms) ** 2``.
     """
     clipped = 0
     for i in range(eta.size):
-        clipped += _scaled_squared_row(eta[i], atoms, bound, beta, out[i])
+        clipped += _scaled_squared_row(eta[i], atoms, low, high, beta, out[i])
     return clipped
 
 
 @compiled
-def _scaled_squared_row(eta, atoms, bound, beta, out):
+def _scaled_squared_row(eta, atoms, low, high, beta, out):
     """One row of :func:`scaled_squared_costs` into ``out``; 1 if ``eta`` was clipped, else 0."""
-    value = min(max(eta, -bound), bound)
+    value = min(max(eta, low), high)
     for atom in range(atoms.size):
         gap = value - atoms[atom]
         out[atom] = beta * (gap * gap)
@@ -437,8 +437,8 @@ def _serving_features(tau, p_given, tau_sum, tau_count, out):
 
 
 @compiled
-def tracking_sample(w, baseline, slack, step, beta, cdf, count, atoms, bound, eta, tau, p_given, tau_sum, tau_count,
-                    recent_eta, recent_tau, slot, coefficients, u, learn):
+def tracking_sample(w, baseline, slack, step, beta, cdf, count, atoms, low, high, eta, tau, p_given, tau_sum,
+                    tau_count, recent_eta, recent_tau, slot, coefficients, u, learn):
     """One regression sample of the tracking optimizer, whole: served, then learned (``learn_one``'s floats).
 
     ``eta`` (a finite number) and ``tau`` (a ``float64`` vector, checked here) are the sample;
@@ -446,7 +446,7 @@ def tracking_sample(w, baseline, slack, step, beta, cdf, count, atoms, bound, et
     the sample then moves, in place); ``recent_*[slot]`` receive the sample.  With ``u >= 0``, the
     atom drawn at ``u`` from the served points' policies (``coefficients``, the draw of
     :func:`served_draw`) before learning; ``learn=False`` stops after the draw, with nothing changed.
-    Returns ``(clipped, index)``: whether ``eta`` was clipped to ``[-bound, bound]`` and the drawn
+    Returns ``(clipped, index)``: whether ``eta`` was clipped to ``[low, high]`` and the drawn
     index (-1 without a draw); ``(-1, -1)``, with nothing changed, if ``tau`` is not a distribution
     of ``w.shape[2]`` groups.
     """
@@ -454,7 +454,7 @@ def tracking_sample(w, baseline, slack, step, beta, cdf, count, atoms, bound, et
     if not _is_distribution(tau, groups):
         return -1, -1
     scores, pi, rows, halvings, costs, features = _buffers(w.shape[1], groups, atoms.size)
-    clipped = _scaled_squared_row(eta, atoms, bound, beta, costs)
+    clipped = _scaled_squared_row(eta, atoms, low, high, beta, costs)
     if u >= 0.0 or p_given.size:  # given shares: the learning features too
         _serving_features(tau, p_given, tau_sum, tau_count, features)
     index = -1
@@ -474,7 +474,7 @@ def tracking_sample(w, baseline, slack, step, beta, cdf, count, atoms, bound, et
 
 
 @compiled
-def tracking_proba(atoms, bound, beta, eta, tau, p_given, tau_sum, tau_count, coefficients, out):
+def tracking_proba(atoms, low, high, beta, eta, tau, p_given, tau_sum, tau_count, coefficients, out):
     """The served law of one regression sample of the tracking optimizer into ``out`` (``proba_one``'s floats).
 
     The inputs are those of :func:`tracking_sample`, ``coefficients`` those of :func:`served_proba`.
@@ -485,7 +485,7 @@ def tracking_proba(atoms, bound, beta, eta, tau, p_given, tau_sum, tau_count, co
     if not _is_distribution(tau, groups):
         return False
     _, policy, _, halvings, costs, features = _buffers(0, groups, atoms.size)
-    _scaled_squared_row(eta, atoms, bound, beta, costs)
+    _scaled_squared_row(eta, atoms, low, high, beta, costs)
     _serving_features(tau, p_given, tau_sum, tau_count, features)
     _served_row(coefficients, features, costs, policy, halvings, out)
     return True

@@ -533,7 +533,7 @@ class DualPostProcessor:
         assert isinstance(optimizer, TrackingOptimizer) and isinstance(cost, SquaredCosts)  # by _one_call
         w, baseline, slack, step, count = optimizer.step_state()
         clipped, index = kernel.tracking_sample(
-            w, baseline, slack, step, self.beta, self._cdf, count, self.atoms, cost.bound, eta, row,
+            w, baseline, slack, step, self.beta, self._cdf, count, self.atoms, cost.low, cost.high, eta, row,
             self._p_or_empty, self._tau_sum, self._tau_count, self._recent_predictions, self._recent_tau,
             self.n_samples % self.window, coefficients, u, learn)
         if clipped < 0:  # a tau for the general path to judge
@@ -806,8 +806,8 @@ class DualPostProcessor:
             proba = np.empty(self.atoms.size)
             cost = self.cost
             assert isinstance(cost, SquaredCosts)  # by _one_call
-            if kernel.tracking_proba(self.atoms, cost.bound, self.beta, *inputs, self._p_or_empty, self._tau_sum,
-                                     self._tau_count, self._served_coefficients(), proba):
+            if kernel.tracking_proba(self.atoms, cost.low, cost.high, self.beta, *inputs, self._p_or_empty,
+                                     self._tau_sum, self._tau_count, self._served_coefficients(), proba):
                 return proba
         return self._proba(*self._check_one(prediction, tau))[0]
 

@@ -8,7 +8,7 @@ from . import dual
 from .costs import SquaredCosts
 from .postprocessor import DualPostProcessor
 from .profiles import PROFILES, default_grid_size, reference_horizon
-from .validation import check_choice, check_integer, check_positive
+from .validation import check_choice, check_integer, check_range
 
 #: ``anytime`` profile: the KS target when neither ``ks`` nor ``eps`` is given.
 DEFAULT_KS = 0.05
@@ -23,17 +23,20 @@ class FairRegressionPostProcessor(DualPostProcessor):
 
     Each sample brings the base model's estimate ``eta(x)`` and the group posterior
     ``tau(x) = P(S = . | x)``; S itself is never seen.  Every sample takes one stochastic step on
-    the entropic dual, and predictions are draws from ``pi(. | x)`` on the grid
-    ``{l B / L : l = -L..L}``, whose law is (approximately, up to ``eps``) the same in every group.
+    the entropic dual, and predictions are draws from ``pi(. | x)`` on a grid of ``2L + 1``
+    evenly spaced values over the target range, whose law is (approximately, up to the target)
+    the same in every group.
 
     Parameters
     ----------
     B
-        Half-width of the grid: predictions live in ``[-B, B]``.  ``eta`` outside is clipped to
-        ``[-B, B]`` (the paper assumes ``|eta| <= B``) and counted in ``n_clipped``.
+        The target range, in the target's own units: ``(low, high)``, or a half-width ``B`` for
+        ``[-B, B]`` (the paper's, which assumes ``|eta| <= B``).  Predictions live in it; ``eta``
+        outside is clipped to it and counted in ``n_clipped``.  Below, ``B`` is the half-width
+        ``(high - low) / 2``.
     L
-        The grid has ``2L + 1`` atoms ``l B / L``.  ``None``: 50 (``anytime``), ``floor(sqrt(T))``
-        (``paper``).
+        The grid has ``2L + 1`` atoms ``(low + high) / 2 + l B / L`` for ``l = -L..L``.  ``None``:
+        50 (``anytime``), ``floor(sqrt(T))`` (``paper``).
     ks
         The fairness target: the largest KS distance allowed between each group's prediction CDF
         and the overall one (what :func:`~streamfair.evaluate` and the dashboards report), one
@@ -72,7 +75,7 @@ class FairRegressionPostProcessor(DualPostProcessor):
     atoms : ndarray of shape (2L + 1,)
         The grid.
     n_samples, n_clipped : int
-        Samples learned from, and how many had ``eta`` outside ``[-B, B]``.
+        Samples learned from, and how many had ``eta`` outside the target range.
 
     Examples
     --------
@@ -89,13 +92,20 @@ class FairRegressionPostProcessor(DualPostProcessor):
     (True, True)
     >>> float(fair.predict_one(0.3, [0.2, 0.8], key="msg-1")) in fair.atoms
     True
+
+    A target in its own units, here a probability: the grid covers ``[0, 1]``.
+
+    >>> rate = FairRegressionPostProcessor(B=(0, 1), L=4, p=[0.5, 0.5])
+    >>> rate.atoms.tolist()
+    [0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0]
     """
 
     prediction_modes = SquaredCosts.prediction_modes
+    cost: SquaredCosts
 
     def __init__(
         self,
-        B: float = 1.0,
+        B: float | Sequence[float] = 1.0,
         L: int | None = None,
         *,
         ks: float | Sequence[float] | None = None,
@@ -113,7 +123,8 @@ class FairRegressionPostProcessor(DualPostProcessor):
         window: int = 1000,
         serve: str | None = None,
     ):
-        self.B = check_positive("B", B)
+        low, high = check_range("B", B)
+        self.B = high if low == -high else [low, high]  # a JSON value, as get_params gives it
         if ks is not None and eps is not None:
             raise ValueError(
                 f"give ks (a KS target) or eps (the paper's per-atom slack), not both: ks={ks!r}, eps={eps!r}"
@@ -130,7 +141,7 @@ class FairRegressionPostProcessor(DualPostProcessor):
         else:  # neither: the profile's default
             slack, constraint = (PAPER_EPS, "atom") if paper else (DEFAULT_KS, "cdf")
         super().__init__(
-            SquaredCosts(self.B, dual.regression_grid(self.B, self.L)),
+            SquaredCosts(low, high, (low + high) / 2 + dual.regression_grid((high - low) / 2, self.L)),
             slack=slack,
             constraint=constraint,
             p=p,

@@ -36,6 +36,28 @@ def check_positive(name: str, value) -> float:
     return float(value)
 
 
+def check_range(name: str, value) -> tuple[float, float]:
+    """A target range ``(low, high)``: a half-width ``B > 0`` for ``[-B, B]``, or two finite numbers ``low < high``.
+
+    >>> check_range("B", 2), check_range("B", [0, 1])
+    ((-2.0, 2.0), (0.0, 1.0))
+    >>> check_range("B", (1, 0))
+    Traceback (most recent call last):
+    ...
+    ValueError: B must be a half-width > 0 or a range (low, high) of finite numbers with low < high, got (1, 0)
+    """
+    if isinstance(value, Real) and not isinstance(value, bool):
+        bound = check_positive(name, value)
+        return -bound, bound
+    if isinstance(value, (list, tuple, np.ndarray)) and len(value) == 2 and all(
+            isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v) for v in value):
+        low, high = float(value[0]), float(value[1])
+        if low < high:
+            return low, high
+    raise ValueError(f"{name} must be a half-width > 0 or a range (low, high) of finite numbers with low < high, "
+                     f"got {value!r}")
+
+
 def check_integer(name: str, value, minimum: int) -> int:
     """An integer >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:

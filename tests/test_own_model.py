@@ -98,8 +98,10 @@ def test_the_recipe_gives_fair_predictions_from_a_scikit_learn_model(recipe):
     assert before.max_ks > 0.2  # the scikit-learn model is unfair on this stream
     assert after.max_ks < 0.5 * before.max_ks  # the fair predictions are much fairer
     assert before.risk < after.risk < constant.risk  # at a price, below ignoring the features
-    prediction = ns["prediction"]  # draws from a grid over [-B, B] = [-1, 1]
-    assert np.all(np.abs(prediction) <= 1.0) and len(np.unique(prediction)) <= 201
+    prediction = ns["prediction"]  # draws from the grid of 101 values over the page's target range [0, 1]
+    grid = np.linspace(0.0, 1.0, 101)
+    assert np.abs(prediction[:, None] - grid).min(axis=1).max() < 1e-12
+    assert prediction.min() < 0.25 and prediction.max() > 0.75  # the whole range, not half of it
 
 
 def test_the_daemon_wrote_a_history_that_streamfair_report_draws(recipe):

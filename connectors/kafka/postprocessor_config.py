@@ -63,8 +63,8 @@ def _parameters(**declared: Setting) -> dict[str, Setting]:
 #: The constructors' keyword parameters, each declared once (tests/test_daemon_config.py checks them against
 #: the constructors); their defaults are the chosen constructor's, except ``n_groups = 2``.
 PARAMETERS: dict[str, Setting] = _parameters(
-    B=Setting(NUMBER, CONSTRUCTOR_DEFAULT, "half-width of the prediction grid: predictions live in [-B, B], eta "
-              "outside is clipped"),
+    B=Setting(NUMBER_OR_NUMBERS, CONSTRUCTOR_DEFAULT, "the target range in its own units: [low, high], or a "
+              "half-width B for [-B, B]; predictions live in it, eta outside is clipped"),
     L=Setting(INTEGER, CONSTRUCTOR_DEFAULT, "the grid has 2L + 1 atoms (none: 50 in the anytime profile, sqrt(T) "
               "in the paper's)", optional=True),
     n_classes=Setting(INTEGER, CONSTRUCTOR_DEFAULT, "number of classes (none: the number of `classes`)",

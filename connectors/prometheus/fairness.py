@@ -132,7 +132,7 @@ class StreamfairMetrics:
         self.samples = Gauge("streamfair_postprocessor_samples", "Samples learned by the post-processor.", p,
                              registry=reg)
         self.clipped = Gauge("streamfair_postprocessor_clipped_samples",
-                             "Samples whose prediction was clipped to [-B, B].", p, registry=reg)
+                             "Samples whose prediction was clipped to the target range.", p, registry=reg)
         self.epoch = Gauge("streamfair_postprocessor_epoch",
                            "Completed epochs (paper profile) or memory windows (anytime profile).", p, registry=reg)
         self.progress = Gauge("streamfair_postprocessor_epoch_progress_ratio",

@@ -23,8 +23,8 @@ class FairRegressor(FairWrapper, base.Regressor):
       present in ``x``) and the regressor learns ``y`` (if not ``None``, so that
       ``Pipeline.learn_one(x)`` feeds an unlabeled sample through the whole pipeline);
     * ``learn_unlabeled_one(x)``: only the post-processor learns;
-    * ``predict_one(x)``: a fair prediction on the grid ``{l B / L : l = -L..L}``, without
-      reading S and without changing any state.
+    * ``predict_one(x)``: a fair prediction on the grid of ``2L + 1`` values over the target range
+      ``B``, without reading S and without changing any state.
 
     ``tau(x)`` is the classifier's ``predict_proba_one`` read in the order of ``groups``; groups
     absent from it get probability 0 and the rest is renormalized.  When the classifier gives no
@@ -35,8 +35,8 @@ class FairRegressor(FairWrapper, base.Regressor):
     Parameters
     ----------
     regressor
-        River regressor for ``eta``.  Its output should lie in ``[-B, B]`` (scale the target,
-        or raise ``B``); values outside are clipped and counted in ``diagnostics().n_clipped``.
+        River regressor for ``eta``, in the target's units.  Its output should lie in the target
+        range ``B``; values outside are clipped and counted in ``diagnostics().n_clipped``.
     group_classifier
         River classifier of S from the other features; binary ones (such as
         ``linear_model.LogisticRegression``) suit ``groups=(0, 1)`` or ``(False, True)``, use a
@@ -48,13 +48,14 @@ class FairRegressor(FairWrapper, base.Regressor):
         The S values, in a fixed order (the column order of ``tau``, ``p``, a per-group ``eps``
         and the diagnostics).  Learning a sample whose S is not one of them raises ``ValueError``.
     B, L, ks, eps, beta, p, profile, memory, horizon, optimizer, inner, mu
-        Passed to :class:`streamfair.FairRegressionPostProcessor`: grid half-width and size, the
-        fairness target (``ks``: the largest KS distance between a group's predictions and all
-        predictions, 0.05 by default; or the paper's per-atom ``eps``), entropic parameter, group
-        marginals (``None``: estimated from ``tau``), the profile of defaults (``"anytime"``:
-        corrected from the first samples, follows drift over about ``memory`` samples;
-        ``"paper"``: the paper's settings), and the paper optimizers' first-epoch length,
-        optimizer, inner solver and strong-convexity parameter.
+        Passed to :class:`streamfair.FairRegressionPostProcessor`: the target range in its units
+        (``(low, high)``, or a half-width for ``[-B, B]``) and the grid size, the fairness target
+        (``ks``: the largest KS distance between a group's predictions and all predictions, 0.05
+        by default; or the paper's per-atom ``eps``), entropic parameter, group marginals
+        (``None``: estimated from ``tau``), the profile of defaults (``"anytime"``: corrected
+        from the first samples, follows drift over about ``memory`` samples; ``"paper"``: the
+        paper's settings), and the paper optimizers' first-epoch length, optimizer, inner solver
+        and strong-convexity parameter.
     mode
         What ``predict_one`` returns.  ``"sample"``: a draw from ``pi(. | x)``, the randomized
         predictor the fairness guarantee is about.  The draw is a keyed hash of ``(seed, x
@@ -128,7 +129,7 @@ class FairRegressor(FairWrapper, base.Regressor):
         group_classifier: base.Classifier | None = None,
         sensitive: Hashable = "group",
         groups: tuple = (0, 1),
-        B: float = 1.0,
+        B: float | tuple[float, float] = 1.0,
         L: int | None = None,
         ks: float | tuple[float, ...] | None = None,
         eps: float | tuple[float, ...] | None = None,
@@ -187,7 +188,7 @@ class FairRegressor(FairWrapper, base.Regressor):
 
     @property
     def atoms(self) -> np.ndarray:
-        """The prediction grid ``{l B / L : l = -L..L}``."""
+        """The prediction grid: ``2L + 1`` evenly spaced values over the target range ``B``."""
         return self._postprocessor.atoms
 
     @property
@@ -227,7 +228,7 @@ class FairRegressor(FairWrapper, base.Regressor):
             "group_classifier": naive_bayes.GaussianNB(),
             "sensitive": "s",
             "groups": ("a", "b", "c"),
-            "B": 60.0,
+            "B": (0.0, 100.0),
             "L": 12,
             "eps": (0.01, 0.02, 0.03),
             "beta": 30.0,

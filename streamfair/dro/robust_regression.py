@@ -205,7 +205,7 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
     def _refresh_weights(self) -> None:
         """Fold the block's surrogate (or early-labelled) losses into the updater; refresh ``q``."""
         size = self._block_size
-        eta = np.clip(self._block_eta[:size], -self.B, self.B)
+        eta = np.clip(self._block_eta[:size], self.cost.low, self.cost.high)
         tau = self._block_tau[:size]
         proba = self._learning_proba(eta, tau)
         losses = (proba * dual.squared_costs(eta, self.atoms)).sum(axis=1)

@@ -355,14 +355,15 @@ def test_without_a_usable_cache_the_kernel_compiles_in_memory_and_gives_the_same
     assert float(prediction) == fair.predict_one(0.2, [0.5, 0.5], key="a")
 
 
-def test_scaled_squared_costs_are_numpys_floats_and_count_the_clipped():
+@pytest.mark.parametrize("low, high", [(-1.0, 1.0), (0.25, 1.0)])
+def test_scaled_squared_costs_are_numpys_floats_and_count_the_clipped(low, high):
     rng = np.random.default_rng(4)
-    eta, atoms, beta = rng.uniform(-1.5, 1.5, 400), np.linspace(-1, 1, 21), 37.3
+    eta, atoms, beta = rng.uniform(-1.5, 1.5, 400), np.linspace(low, high, 21), 37.3
     costs = np.empty((400, 21))
-    clipped = kernel.scaled_squared_costs(eta, atoms, 1.0, beta, costs)
-    expected = beta * dual.squared_costs(np.clip(eta, -1.0, 1.0), atoms)
+    clipped = kernel.scaled_squared_costs(eta, atoms, low, high, beta, costs)
+    expected = beta * dual.squared_costs(np.clip(eta, low, high), atoms)
     assert costs.tobytes() == expected.tobytes()
-    assert clipped == np.count_nonzero(np.abs(eta) > 1.0) > 0
+    assert clipped == np.count_nonzero((eta < low) | (eta > high)) > np.count_nonzero(eta < low) > 0
 
 
 def test_scaled_expected_costs_of_a_row_do_not_depend_on_the_rows_computed_with_it():

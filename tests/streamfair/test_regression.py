@@ -194,6 +194,34 @@ def test_eta_outside_the_grid_is_clipped_and_counted():
     assert f.n_clipped == 6  # predictions are clipped too, but only learning counts
 
 
+@pytest.mark.parametrize("low, high", [(0.0, 1.0), (-3.0, 17.0)])
+def test_a_target_range_serves_in_its_units_what_a_half_width_serves_on_the_rescaled_stream(low, high):
+    # the dual sees only beta * costs, and the default beta scales them by the squared half-width
+    eta, tau = unfair_stream(3000, 2, seed=21)  # eta on [-1, 1], a few outside
+    half, centre = (high - low) / 2, (low + high) / 2
+    unit, ranged = (FairRegressionPostProcessor(B=B, p=[0.5, 0.5], seed=4) for B in (1.0, (low, high)))
+    unit.learn_many(eta, tau)
+    ranged.learn_many(centre + half * eta, tau)
+    assert ranged.B == [low, high] and ranged.atoms[[0, -1]].tolist() == [low, high]
+    np.testing.assert_allclose(ranged.atoms, centre + half * unit.atoms, rtol=0, atol=1e-12 * half)
+    assert ranged.n_clipped == unit.n_clipped > 0
+    proba = ranged.proba_many(centre + half * eta[:500], tau[:500])
+    np.testing.assert_allclose(proba, unit.proba_many(eta[:500], tau[:500]), rtol=0, atol=1e-8)
+    served = ranged.predict_many(centre + half * eta[:500], tau[:500], keys=range(500))
+    assert low <= served.min() < served.max() <= high
+    restored = FairRegressionPostProcessor.from_state_dict(ranged.state_dict())
+    assert restored.B == [low, high] and np.array_equal(restored.atoms, ranged.atoms)
+
+
+def test_a_symmetric_range_is_the_half_width():
+    eta, tau = unfair_stream(600, 2, seed=22)
+    a, b = (FairRegressionPostProcessor(B=B, p=[0.5, 0.5]) for B in (0.5, [-0.5, 0.5]))
+    a.learn_many(eta, tau)
+    b.learn_many(eta, tau)
+    assert b.B == 0.5 and a.get_params() == b.get_params()
+    assert_identical(a.state_dict(), b.state_dict())
+
+
 # ---------------------------------------------------------------- no-change cases
 def test_fresh_post_processor_soft_rounds_eta_to_the_nearest_atom():
     rng = np.random.default_rng(15)

@@ -58,6 +58,11 @@ def check_error(call, *fragments):
         (dict(B=0.0), ("B", "0.0")),
         (dict(B=-1.0), ("B", "-1.0")),
         (dict(B=INF), ("B", "inf")),
+        (dict(B=(1.0, 0.0)), ("B", "(1.0, 0.0)")),  # a range needs low < high
+        (dict(B=[0.0, NAN]), ("B", "nan")),
+        (dict(B=[0.0, 1.0, 2.0]), ("B", "[0.0, 1.0, 2.0]")),
+        (dict(B=True), ("B", "True")),
+        (dict(B="1"), ("B", "'1'")),
         (dict(beta=0.0), ("beta", "0.0")),
         (dict(beta=NAN), ("beta", "nan")),
         (dict(mu=-1.0), ("mu", "-1.0")),

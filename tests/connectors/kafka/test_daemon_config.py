@@ -67,12 +67,14 @@ def test_string_values_are_converted_by_type():
         "STREAMFAIR_PROCESSING_CHECKPOINT_EVERY_SECONDS": "0.5",
         "STREAMFAIR_POSTPROCESSOR_P": "0.25,0.75",
         "STREAMFAIR_POSTPROCESSOR_L": "none",
+        "STREAMFAIR_POSTPROCESSOR_B": "0, 250",
     })
     assert config.kafka.bootstrap_servers == ["a:1", "b:2"]
     assert config.processing.distribution is True
     assert config.processing.checkpoint_every_seconds == 0.5
     assert config.postprocessor.p == [0.25, 0.75]
     assert config.postprocessor.L is None
+    assert config.postprocessor.build().atoms[[0, 50, -1]].tolist() == [0.0, 125.0, 250.0]  # a range in its units
 
 
 @pytest.mark.parametrize(
@@ -92,6 +94,7 @@ def test_string_values_are_converted_by_type():
         (["processing.distribution=perhaps"], "processing.distribution"),
         (["postprocessor.eps=-1"], "postprocessor.eps"),
         (["postprocessor.B=0"], "postprocessor.B"),
+        (["postprocessor.B=1,0"], "postprocessor.B"),
         (["postprocessor.optimizer=adam"], "postprocessor.optimizer"),
         (["models.eta=/does/not/exist.pkl", "models.tau=/does/not/exist.pkl"], "models.eta"),
         (["models.tau=/x.pkl"], "models.eta"),

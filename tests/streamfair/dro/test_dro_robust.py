@@ -120,6 +120,22 @@ def test_late_labels_correct_exactly_like_labels_before_the_refresh(updater):
     assert not late.learn_label("unknown", 1.0)
 
 
+def test_a_shifted_target_range_gives_the_same_group_risks_and_weights_with_labels_in_its_units():
+    s, tau, eta = minority_stream(400, 6)
+    eta[::50] = 1.5  # outside the range: clipped in the costs and in the group risks alike
+    y = eta + np.random.default_rng(7).normal(0, 0.3, 400)
+    keys = [str(i) for i in range(400)]
+    config = dict(L=10, p=[0.85, 0.15], refresh=100)
+    unit, shifted = (GroupRobustFairRegressionPostProcessor(B=B, **config) for B in (1.0, (2.0, 4.0)))
+    unit.learn_many(eta, tau, keys=keys)
+    shifted.learn_many(eta + 3.0, tau, keys=keys)
+    for i in range(0, 400, 3):
+        assert unit.learn_label(keys[i], y[i]) and shifted.learn_label(keys[i], y[i] + 3.0)
+    np.testing.assert_allclose(shifted.dro.losses, unit.dro.losses, rtol=1e-9)
+    np.testing.assert_allclose(shifted.dro.weights, unit.dro.weights, rtol=1e-9)
+    np.testing.assert_allclose(shifted.proba_many(eta + 3.0, tau), unit.proba_many(eta, tau), rtol=0, atol=1e-8)
+
+
 def test_label_changes_group_risk_by_the_base_models_error():
     model = GroupRobustFairRegressionPostProcessor(profile="paper", L=5, p=[0.5, 0.5], refresh=1, forgetting=0.0)
     model.learn_one(0.2, [1.0, 0.0], key="a")
