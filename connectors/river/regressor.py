@@ -96,7 +96,7 @@ class FairRegressor(FairWrapper, base.Regressor):
     ...     return preprocessing.StandardScaler() | model
     >>> base_model = scaled(linear_model.LinearRegression())
     >>> fair = FairRegressor(scaled(linear_model.LinearRegression()), scaled(linear_model.LogisticRegression()),
-    ...                      sensitive="group", groups=(0, 1), L=10, seed=0)
+    ...                      sensitive="group", groups=(0, 1), seed=0)
     >>> for x, y in friedman_with_group(5000, seed=1):
     ...     fair.learn_one(x, y)
     ...     base_model.learn_one({k: v for k, v in x.items() if k != "group"}, y)
