@@ -213,6 +213,20 @@ def test_a_target_range_serves_in_its_units_what_a_half_width_serves_on_the_resc
     assert restored.B == [low, high] and np.array_equal(restored.atoms, ranged.atoms)
 
 
+def test_the_one_call_paths_clip_to_the_target_range_as_the_general_paths_do():
+    eta, tau = unfair_stream(300, 2, seed=23)
+    eta = 0.5 + 0.5 * eta  # around [0, 1], a few outside on either side
+    one, many = (FairRegressionPostProcessor(B=(0, 1), p=[0.5, 0.5], seed=1) for _ in range(2))
+    for e, t in zip(eta, tau, strict=True):
+        one.learn_one(e, t)  # one compiled call per sample
+    many.learn_many(eta, tau)
+    assert one.n_clipped == many.n_clipped == np.count_nonzero((eta < 0) | (eta > 1)) > 0
+    assert (eta < 0).any() and (eta > 1).any()
+    assert_identical(one.state_dict(), many.state_dict())
+    proba = many.proba_many(eta, tau)
+    assert all(np.array_equal(one.proba_one(e, t), row) for e, t, row in zip(eta, tau, proba, strict=True))
+
+
 def test_a_symmetric_range_is_the_half_width():
     eta, tau = unfair_stream(600, 2, seed=22)
     a, b = (FairRegressionPostProcessor(B=B, p=[0.5, 0.5]) for B in (0.5, [-0.5, 0.5]))
