@@ -256,7 +256,8 @@ def target_range(name: str, repetitions: int, sizes=RANGE_SIZES) -> np.ndarray:
         prep = prepare(datasets.load(name), np.random.default_rng([0, rep]))
         low, high, units = prep.low, prep.high, prep.to_target_units
         index = np.random.default_rng([1, rep]).integers(0, prep.eta_pool.size, max(sizes))
-        for row, B in enumerate(((low, high), max(abs(low), abs(high)))):
+        ranges: tuple[tuple[float, float] | float, ...] = ((low, high), max(abs(low), abs(high)))
+        for row, B in enumerate(ranges):
             model, done = FairRegressionPostProcessor(B=B, p=prep.p, seed=rep), 0
             for j, n in enumerate(sizes):
                 model.learn_many(units(prep.eta_pool[index[done:n]]), prep.tau_pool[index[done:n]])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from . import dual
 from .costs import SquaredCosts
 from .postprocessor import DualPostProcessor
@@ -105,13 +107,13 @@ class FairRegressionPostProcessor(DualPostProcessor):
 
     def __init__(
         self,
-        B: float | Sequence[float] = 1.0,
+        B: float | Sequence[float] | np.ndarray = 1.0,
         L: int | None = None,
         *,
-        ks: float | Sequence[float] | None = None,
-        eps: float | Sequence[float] | None = None,
+        ks: float | Sequence[float] | np.ndarray | None = None,
+        eps: float | Sequence[float] | np.ndarray | None = None,
         beta: float | None = None,
-        p: Sequence[float] | None = None,
+        p: Sequence[float] | np.ndarray | None = None,
         n_groups: int | None = None,
         profile: str = "anytime",
         memory: int | None = None,
@@ -133,7 +135,7 @@ class FairRegressionPostProcessor(DualPostProcessor):
         if L is None:
             L = default_grid_size(reference_horizon(horizon)) if paper else DEFAULT_GRID_SIZE
         self.L = check_integer("L", L, 1)
-        slack: float | Sequence[float]
+        slack: float | Sequence[float] | np.ndarray
         if eps is not None:
             slack, constraint = eps, "atom"
         elif ks is not None:
