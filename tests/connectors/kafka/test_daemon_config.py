@@ -234,8 +234,9 @@ def _keyword_parameters(cls) -> dict:
 
 #: The declared type of each constructor annotation (the schema is checked against the signatures here,
 #: so the daemon never reads annotations at run time).
-ANNOTATION_TYPES = {"float": NUMBER, "int": INTEGER, "str": STRING, "float | Sequence[float]": NUMBER_OR_NUMBERS,
-                    "Sequence[float]": NUMBERS, "Sequence[Any]": LABELS, "Any": JSON}
+ANNOTATION_TYPES = {"float": NUMBER, "int": INTEGER, "str": STRING,
+                    "float | Sequence[float] | np.ndarray": NUMBER_OR_NUMBERS, "Sequence[float] | np.ndarray": NUMBERS,
+                    "Sequence[Any]": LABELS, "Any": JSON}
 
 
 #: The daemon's own defaults, where the class's do not suit a daemon.
