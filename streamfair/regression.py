@@ -103,7 +103,6 @@ class FairRegressionPostProcessor(DualPostProcessor):
     """
 
     prediction_modes = SquaredCosts.prediction_modes
-    cost: SquaredCosts
 
     def __init__(
         self,

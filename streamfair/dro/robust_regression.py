@@ -205,10 +205,10 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
     def _refresh_weights(self) -> None:
         """Fold the block's surrogate (or early-labelled) losses into the updater; refresh ``q``."""
         size = self._block_size
-        eta = np.clip(self._block_eta[:size], self.cost.low, self.cost.high)
-        tau = self._block_tau[:size]
+        eta, tau = self._block_eta[:size], self._block_tau[:size]
         proba = self._learning_proba(eta, tau)
-        losses = (proba * dual.squared_costs(eta, self.atoms)).sum(axis=1)
+        squared, _ = self.cost.scaled_costs(eta, 1.0)  # (clip(eta) - y_l)^2, clipped to the target range
+        losses = (proba * squared).sum(axis=1)
         first, second = proba @ self.atoms, proba @ self.atoms**2
         labelled = set()
         for key, row in self._block_keys.items():
