@@ -33,7 +33,7 @@ test-tools:
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
-	$(PY) -m mypy streamfair connectors
+	$(PY) -m mypy streamfair connectors benchmarks
 
 test: lint test-tools $(VENV)/.installed
 	$(PY) -m pytest -n $(TEST_WORKERS)

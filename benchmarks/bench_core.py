@@ -22,6 +22,7 @@ from command_line import parser  # benchmarks/command_line.py
 from timing import best_seconds  # benchmarks/timing.py
 
 from streamfair import FairRegressionPostProcessor, dual
+from streamfair.tracking import TrackingOptimizer
 
 GOALS = {"learn_one": 300_000, "learn_many (exact)": 600_000, "fused predict + learn, keyed draw": 150_000,
          "fused, keyed draws, polls of 500 (predict_learn_many)": 150_000,
@@ -31,8 +32,9 @@ GOALS = {"learn_one": 300_000, "learn_many (exact)": 600_000, "fused predict + l
 def numpy_tracking(fair: FairRegressionPostProcessor, features: np.ndarray, costs: np.ndarray) -> np.ndarray:
     """The anytime step in numpy: the policy at ``C^T (Lambda - V)``, rows centred by their running mean ``b``,
     then ``w = (w - step grad)_+``."""
-    constraints, beta = fair.constraints, fair.beta
-    step, slack, memory = fair._optimizer.step, fair.slack, fair.memory
+    optimizer, memory = fair._optimizer, fair.memory
+    assert isinstance(optimizer, TrackingOptimizer) and memory is not None, "the anytime profile"
+    constraints, beta, step, slack = fair.constraints, fair.beta, optimizer.step, fair.slack
     w = np.zeros((2, constraints.n_rows, slack.size))
     baseline = np.zeros(constraints.n_rows)
     for i, (t, r) in enumerate(zip(features, costs, strict=True)):

@@ -116,7 +116,11 @@ def _run_daemon(values: dict, stop=None, observers=()):
 
     daemon = Daemon(_config(values), observers, logger=logging.getLogger("bench"))
     if stop is not None:
-        threading.Thread(target=lambda: (stop.wait(), daemon.stop()), daemon=True).start()
+        def stop_when_asked() -> None:
+            stop.wait()
+            daemon.stop()
+
+        threading.Thread(target=stop_when_asked, daemon=True).start()
     with serving_garbage_collection():
         daemon.run(once=stop is None)
     return daemon
@@ -217,7 +221,7 @@ def main() -> str:
                         rates.setdefault(name, []).append(rate)
                         cpu.setdefault(name, []).append(cpu_us)
 
-        latency = {}
+        latency: dict[tuple[str, str], np.ndarray] = {}
         for seed, (kind, client) in enumerate((("bare", "kafka-python"), ("daemon", "kafka-python"),
                                                ("daemon", "confluent"))):
             name = f"lat-{kind}-{client}"
@@ -259,10 +263,11 @@ def main() -> str:
         "| contender | p50 | p90 | p99 | max | received |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for (kind, client), values in latency.items():
+    for (kind, client), latencies in latency.items():
         name = "bare kafka-python loop" if kind == "bare" else f"daemon ({client}), batch_size=1"
-        p50, p90, p99 = np.percentile(values, [50, 90, 99]) if values.size else (float("nan"),) * 3
-        lines.append(f"| {name} | {p50:.1f} | {p90:.1f} | {p99:.1f} | {values.max(initial=0):.1f} | {values.size} |")
+        p50, p90, p99 = np.percentile(latencies, [50, 90, 99]) if latencies.size else (float("nan"),) * 3
+        lines.append(f"| {name} | {p50:.1f} | {p90:.1f} | {p99:.1f} | {latencies.max(initial=0):.1f} | "
+                     f"{latencies.size} |")
     return "\n".join(lines)
 
 

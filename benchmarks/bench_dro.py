@@ -159,7 +159,7 @@ def run_solvers(sizes, seeds, budgets, methods_by_kind, cache: Path | None = Non
     an interrupted run resumes and separate runs (say, one per size) add up; ``compute=False`` only
     reads what the cache holds.
     """
-    curves = {}
+    curves: dict[tuple[str, int, str], list] = {}
     for kind, methods in methods_by_kind.items():
         for n in sizes:
             for seed in seeds[n]:

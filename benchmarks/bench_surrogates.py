@@ -83,7 +83,7 @@ def sso_rows(X, y, target: float, calls: int) -> tuple[list[tuple], dict]:
         curves[f"SGD {name}"] = gap_curve(SGD(d, alpha=alpha), X, y, calls, target)
         times[f"SGD {name}"] = time.perf_counter() - begin
     reached = {name: len(c) if c[-1] <= target else math.inf for name, c in curves.items()}
-    best_sgd = min(reached, key=reached.get)
+    best_sgd = min(reached, key=lambda name: reached[name])
     for m in (1, 5, 10, 100):
         begin = time.perf_counter()
         curves[f"SSO m={m}"] = gap_curve(SSO(d, m=m, eta=0.5), X, y, calls, target)
@@ -129,7 +129,8 @@ def soft_max_rows() -> tuple[list[tuple], dict]:
 
     problem = BlackBoxProblem(surrogates, lambda s: psi(surrogates.values_from_scores(s)))
     test_metric = lambda theta: psi(held_out.values(theta))  # noqa: E731
-    results, curves = {}, {}
+    results: dict[str, tuple[float, float, int]] = {}
+    curves: dict[str, list[float] | float] = {}  # trajectories, and the reference levels
     estimators = {
         "black box (Alg. 1 + 3, m = 10)": LinearInterpolation(10, 0.02),
         "formula-aware (Alg. 1, exact grad psi)": ExactGradient(psi_gradient),
@@ -191,6 +192,7 @@ def macro_f1_rows() -> list[tuple]:
             calls += problem.metric_calls
             if chosen is None or pgd.best_metric < chosen[0]:
                 chosen = (pgd.best_metric, pgd.best_theta, eta, sigma)
+    assert chosen is not None
     name = f"black box (Alg. 1 + 3, m = 10; eta = {chosen[2]}, sigma = {chosen[3]} on val)"
     results[name] = (loss(chosen[1], test), time.perf_counter() - begin, calls)
     baseline = results["post-shift (per-group thresholds)"][0]
