@@ -1,15 +1,15 @@
 """Throughput of the River estimator ``FairRegressor``: one ``predict_one`` + one ``learn_one`` per sample.
 
 Stream: River's Friedman generator with a group (``connectors.river.friedman_with_group``, 10
-features plus S).  Baseline, measured in the same run: the bare base model, River's
-``linear_model.LinearRegression``, on the same features.  The other rows add, one at a time, what
-the wrapper runs: the group classifier (``LogisticRegression``; the wrapper asks each base model
-once per x, ``learn_one`` reusing what ``predict_one`` computed), then the post-processor (the
-whole ``FairRegressor``, with ``mode="sample"``, the default, and ``mode="mean"``); the last
-column compares with the two base models alone (the goal is at most 3x); the next two
-rows are the core post-processor alone on precomputed ``(eta, tau)``: two calls per sample, and
-the fused ``predict_learn_one`` (bit for bit the same predictions and state, one call).  The
-classifier rows run ``FairClassifier`` (``LogisticRegression`` for the classes and for S) on
+features plus S; its target in ``[0, 30]``, given as ``B``).  Baseline, measured in the same run:
+the bare base model, River's ``linear_model.LinearRegression``, on the same features.  The other
+rows add, one at a time, what the wrapper runs: the group classifier (``LogisticRegression``; the
+wrapper asks each base model once per x, ``learn_one`` reusing what ``predict_one`` computed), then
+the post-processor (the whole ``FairRegressor``, with ``mode="sample"``, the default, and
+``mode="mean"``); the last column compares with the two base models alone (the goal is at most 3x);
+the next two rows are the core post-processor alone on precomputed ``(eta, tau)``: two calls per
+sample, and the fused ``predict_learn_one`` (bit for bit the same predictions and state, one call).
+The classifier rows run ``FairClassifier`` (``LogisticRegression`` for the classes and for S) on
 ``connectors.river.logistic_with_group`` (5 features plus S), against its own baseline measured in
 the same run: the bare ``LogisticRegression`` on the same features.
 
@@ -66,7 +66,8 @@ def main(n: int = 3000) -> str:
 
     def wrapper(mode: str):
         def make():
-            model = FairRegressor(linear_model.LinearRegression(), linear_model.LogisticRegression(), mode=mode, seed=0)
+            model = FairRegressor(linear_model.LinearRegression(), linear_model.LogisticRegression(), B=(0, 30),
+                                  mode=mode, seed=0)
 
             def step():
                 for x, y in data:
@@ -77,10 +78,10 @@ def main(n: int = 3000) -> str:
 
         return make
 
-    core_inputs = [(0.1 * (y - 0.5), [1.0 - 0.6 * s - 0.2, 0.6 * s + 0.2]) for _, s, y in bare]
+    core_inputs = [(y, [1.0 - 0.6 * s - 0.2, 0.6 * s + 0.2]) for _, s, y in bare]
 
     def core_only():
-        fair = FairRegressionPostProcessor(n_groups=2, seed=0)
+        fair = FairRegressionPostProcessor(B=(0, 30), n_groups=2, seed=0)
 
         def step():
             for i, (eta, tau) in enumerate(core_inputs):
@@ -90,7 +91,7 @@ def main(n: int = 3000) -> str:
         return step
 
     def core_fused():
-        fair = FairRegressionPostProcessor(n_groups=2, seed=0)
+        fair = FairRegressionPostProcessor(B=(0, 30), n_groups=2, seed=0)
 
         def step():
             for i, (eta, tau) in enumerate(core_inputs):

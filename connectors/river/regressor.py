@@ -84,9 +84,9 @@ class FairRegressor(FairWrapper, base.Regressor):
 
     Examples
     --------
-    On River's Friedman stream with an added group (:func:`friedman_with_group`), a regressor
-    that never sees S still predicts higher values in group 1.  The wrapped models may be
-    pipelines (here with their own scalers).
+    On River's Friedman stream with an added group (:func:`friedman_with_group`, a target in
+    ``[0, 30]``), a regressor that never sees S still predicts higher values in group 1.  The
+    wrapped models may be pipelines (here with their own scalers).
 
     >>> import numpy as np
     >>> from river import linear_model, preprocessing
@@ -96,7 +96,7 @@ class FairRegressor(FairWrapper, base.Regressor):
     ...     return preprocessing.StandardScaler() | model
     >>> base_model = scaled(linear_model.LinearRegression())
     >>> fair = FairRegressor(scaled(linear_model.LinearRegression()), scaled(linear_model.LogisticRegression()),
-    ...                      sensitive="group", groups=(0, 1), seed=0)
+    ...                      B=(0, 30), sensitive="group", groups=(0, 1), seed=0)
     >>> for x, y in friedman_with_group(5000, seed=1):
     ...     fair.learn_one(x, y)
     ...     base_model.learn_one({k: v for k, v in x.items() if k != "group"}, y)
@@ -108,7 +108,7 @@ class FairRegressor(FairWrapper, base.Regressor):
     >>> y, s = np.array([y for _, y in test]), np.array([x.pop("group") for x, _ in test])
     >>> before = evaluate_deterministic([base_model.predict_one(x) for x, _ in test], y, s)
     >>> after = evaluate([fair.proba_one(x) for x, _ in test], fair.atoms, y, s)
-    >>> bool(after.max_ks < 0.7 * before.max_ks), bool(after.risk < before.risk + 0.05)
+    >>> bool(after.max_ks < 0.7 * before.max_ks), bool(after.risk < before.risk + 5)
     (True, True)
 
     Predictions ignore S when it is present, and the live diagnostics need no S either:

@@ -14,16 +14,17 @@ def friedman_with_group(n: int, seed: int, sensitive: Hashable = "group") -> Ite
 
     ``S = 1`` with probability ``1 / (1 + exp(10 (0.5 - x[3])))``: likelier when feature 3, which
     raises the target by ``10 x[3]``, is high, so predictions from the features alone differ by
-    group.  The target is rescaled to ``(y - 14) / 10`` (about ``[-1.3, 1.5]``, variance about
-    0.25) to suit the default grid ``[-1, 1]``.
+    group.  The target is River's, in its own units: ``10 sin(pi x0 x1) + 20 (x2 - 1/2)^2 + 10 x3
+    + 5 x4`` plus standard normal noise, in ``[0, 30]`` but for the noise (mean about 14, variance
+    about 25); give a fair model ``B=(0, 30)``.
 
-    >>> [(x["group"], round(y, 3)) for x, y in friedman_with_group(3, seed=1)]
-    [(0, -0.353), (1, -0.644), (0, 0.121)]
+    >>> [(x["group"], round(y, 2)) for x, y in friedman_with_group(3, seed=1)]
+    [(0, 10.47), (1, 7.56), (0, 15.21)]
     """
     rng = random.Random(seed)
     for x, y in datasets.synth.Friedman(seed=seed).take(n):
         x[sensitive] = int(rng.random() < 1 / (1 + math.exp(10 * (0.5 - x[3]))))
-        yield x, (y - 14) / 10
+        yield x, y
 
 
 def logistic_with_group(

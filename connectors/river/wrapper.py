@@ -45,7 +45,7 @@ class FairWrapper(base.Wrapper):
     >>> from river import linear_model
     >>> from connectors.river import FairRegressor, friedman_with_group
     >>> fair = FairRegressor(linear_model.LinearRegression(), linear_model.LogisticRegression(),
-    ...                      sensitive="group", groups=(0, 1), L=4, seed=0)
+    ...                      sensitive="group", groups=(0, 1), B=(0, 30), L=4, seed=0)
     >>> stream = list(friedman_with_group(300, seed=1))
     >>> for x, y in stream[:200]:
     ...     fair.learn_one(x, y)
@@ -57,10 +57,10 @@ class FairWrapper(base.Wrapper):
     >>> list(by_group), sorted(by_group[0]), len(by_group[0]["proba"])      # 2 L + 1 = 9 grid values
     ([0, 1], ['gap', 'ks', 'mean', 'proba'], 9)
     >>> print(fair.debug_one(stream[0][0], n_decimals=2, top=3))
-    eta (base regressor): -0.06
+    eta (base regressor): 12.70
     tau = P(S | x): 0: 0.51, 1: 0.49
-    pi(. | x), 3 likeliest of 9: 0.00: 0.97, -0.25: 0.03, 0.25: 0.00
-    prediction (mode='sample'): 0.0
+    pi(. | x), 3 likeliest of 9: 11.25: 0.83, 15.00: 0.17, 7.50: 0.00
+    prediction (mode='sample'): 11.25
     S = 0 is in x and was not read
     """
 

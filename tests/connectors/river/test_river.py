@@ -39,7 +39,8 @@ def scaled(model):
 
 
 def make(**params) -> FairRegressor:
-    return FairRegressor(linear_model.LinearRegression(), linear_model.LogisticRegression(), **params)
+    """A fair regressor for the grouped Friedman stream, whose target is in ``[0, 30]``."""
+    return FairRegressor(linear_model.LinearRegression(), linear_model.LogisticRegression(), **{"B": (0, 30), **params})
 
 
 def trained(n: int = 600, **params) -> tuple[FairRegressor, list]:
@@ -396,15 +397,15 @@ def test_pipeline_routes_the_sample_weight():
 # ---------------------------------------------------------------- fairness on a stream
 @pytest.mark.slow
 def test_fair_model_is_much_fairer_than_the_base_model_at_a_bounded_risk_cost():
-    """7,500 samples of the grouped Friedman stream (y scaled to about [-1.3, 1.5], Var(y) ~ 0.24).
+    """7,500 samples of the grouped Friedman stream (y in [0, 30], Var(y) ~ 25), the range given.
 
     Stated bound: the fair model's KS unfairness (audited with the true S, on fresh data) is at
-    most half the base model's, and its risk at most 0.05 above the base model's -- far below
+    most half the base model's, and its risk at most 5 above the base model's (7.2) -- far below
     the risk Var(y) of the trivially fair constant prediction.
     """
     base_model = scaled(linear_model.LinearRegression())
     fair = FairRegressor(
-        scaled(linear_model.LinearRegression()), scaled(linear_model.LogisticRegression()), L=10, seed=0
+        scaled(linear_model.LinearRegression()), scaled(linear_model.LogisticRegression()), B=(0, 30), L=10, seed=0
     )
     for x, y in friedman_with_group(7500, seed=1):
         fair.learn_one(x, y)
@@ -418,7 +419,7 @@ def test_fair_model_is_much_fairer_than_the_base_model_at_a_bounded_risk_cost():
     assert before.max_ks > 0.15  # the base model is clearly unfair
     assert after.max_ks < 0.5 * before.max_ks
     assert drawn.max_ks < 0.5 * before.max_ks  # the served draws too, not only their law
-    assert after.risk < before.risk + 0.05 < y.var()
+    assert after.risk < before.risk + 5 < y.var()
     diagnostics = fair.diagnostics()
     assert diagnostics.n_samples == 7500 and diagnostics.epoch == 3  # windows of 2,000 samples
     assert np.all(diagnostics.group_ks < 0.5 * before.max_ks)  # the S-free estimate agrees
