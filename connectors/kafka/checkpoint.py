@@ -143,6 +143,9 @@ class Checkpoint:
         The input topic's id (a UUID string) when ``offset`` was read: a topic deleted and created again
         gets a new id, so an offset of the old one is recognised.  ``None`` when unknown (older
         checkpoints, brokers without topic ids).
+    groups
+        The group labels of tau's columns, in order, under which ``state`` was learned: the columns
+        of its per-group arrays follow them.  ``None`` when unknown (older checkpoints).
 
     Examples
     --------
@@ -174,6 +177,7 @@ class Checkpoint:
     models: bytes | None = None
     topic_id: str | None = None
     models_origin: str | None = None
+    groups: list[str] | None = None
 
     @property
     def key(self) -> bytes:
@@ -202,6 +206,8 @@ class Checkpoint:
             payload["topic_id"] = self.topic_id
         if self.models_origin is not None:
             payload["models_origin"] = self.models_origin
+        if self.groups is not None:
+            payload["groups"] = list(self.groups)
         return json.dumps(payload, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
     @classmethod
@@ -227,4 +233,5 @@ class Checkpoint:
             models=None if models is None else base64.b64decode(models),
             topic_id=payload.get("topic_id"),
             models_origin=payload.get("models_origin"),
+            groups=payload.get("groups"),
         )

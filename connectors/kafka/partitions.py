@@ -104,8 +104,10 @@ class Partitions:
         :class:`UnreadableCheckpoint` if ``data`` is not a checkpoint this version restores.
 
         A checkpoint's post-processor continues only under the settings that made it: when the
-        configured post-processor differs (:func:`~connectors.kafka.checkpoint.changed_settings`), the
-        configured one starts afresh at the checkpoint's positions, and a warning names the changes.
+        configured post-processor differs (:func:`~connectors.kafka.checkpoint.changed_settings`), or
+        the configured group labels are the checkpoint's in another order (its per-group columns
+        would go to the wrong groups), the configured one starts afresh at the checkpoint's
+        positions, and a warning names the changes.  Labels renamed in place keep the state.
         Likewise, base models learned online continue only while the configured model files are
         the ones they descend from.
         """
@@ -120,6 +122,9 @@ class Partitions:
         except Exception as error:  # noqa: BLE001 -- whatever is wrong with the record, no retry can read it
             raise UnreadableCheckpoint(f"checkpoint of partition {partition}: {error!r}") from error
         changed = changed_settings(restored, fair)
+        groups = config.group_labels()
+        if point.groups is not None and point.groups != groups and sorted(point.groups) == sorted(groups):
+            changed["groups"] = [point.groups, groups]
         if changed:
             log_event(self.daemon.log, logging.WARNING, "settings_changed", partition=partition, offset=point.offset,
                       changed=changed, action="the configured post-processor starts afresh at the checkpoint's offset")
@@ -164,6 +169,7 @@ class Partitions:
             "feedback_parser": daemon.feedback_parser if config.topics.feedback else None,
             "output_key": processing.output_key,
             "propagate_headers": processing.propagate_headers,
+            "groups": config.group_labels(),
         }
 
     def _task_models(self) -> BaseModels | None:

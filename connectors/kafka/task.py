@@ -79,6 +79,8 @@ class PartitionTask:
         Next input / feedback offset (``None``: not known yet).
     topic_id
         Id of the input topic ``offset`` belongs to (``None``: unknown).
+    groups
+        The group labels of tau's columns, in order, recorded in checkpoints (``None``: not recorded).
     pending_eta, pending_tau, pending_keys
         Samples predicted but not yet learned, and their message ids.
     """
@@ -101,6 +103,7 @@ class PartitionTask:
         offset: int | None = None,
         feedback_offset: int | None = None,
         topic_id: str | None = None,
+        groups: Sequence[str] | None = None,
         pending_eta: Sequence[Any] = (),
         pending_tau: Sequence[Sequence[float]] = (),
         pending_keys: Sequence[Any] = (),
@@ -122,6 +125,7 @@ class PartitionTask:
         self.offset = offset
         self.feedback_offset = feedback_offset
         self.topic_id = topic_id
+        self.groups = None if groups is None else list(groups)
         self.classification = fair.prediction_input == "proba"
         self._pending_eta: list[float | list[float]] = [
             [float(q) for q in x] if self.classification else float(x) for x in pending_eta]
@@ -206,6 +210,7 @@ class PartitionTask:
             models=self._base_models().to_bytes() if self.learn_models else None,
             topic_id=self.topic_id,
             models_origin=self._base_models().origin if self.learn_models else None,
+            groups=self.groups,
         )
 
     @staticmethod

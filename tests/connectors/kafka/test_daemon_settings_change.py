@@ -81,7 +81,7 @@ def checkpoint_of(overrides: list[str], n: int, batch_size: int = 1) -> bytes:
     """A checkpoint of partition 0 of a daemon with ``overrides``, after ``n`` score messages."""
     config = load_config(env={}, overrides=overrides)
     task = PartitionTask(config.topics.input, 0, config.postprocessor.build(), parser=InputParser(2, 4096),
-                         batch_size=batch_size)
+                         batch_size=batch_size, groups=config.group_labels())
     task.process([Record(config.topics.input, 0, i, 0, None, json.dumps(body).encode(), [])
                   for i, (_, _, body) in enumerate(messages(n, seed=7))])
     return task.checkpoint().to_bytes()
@@ -105,6 +105,27 @@ def test_the_configured_postprocessor_starts_afresh_at_the_checkpoints_offset_wi
     task = Daemon(same, logger=log.logger).partitions.new_task(0, data)
     assert (task.fair.n_samples, task.n_pending, log.fields("settings_changed")) == (16, 7, [])
     assert_same_state(task.fair.state_dict(), Checkpoint.from_bytes(data).state)
+
+
+def test_group_labels_in_another_order_start_afresh_and_renamed_or_unrecorded_labels_keep_the_state():
+    data = checkpoint_of(["models.groups=f,m"], n=10)
+    assert Checkpoint.from_bytes(data).groups == ["f", "m"]
+
+    def restore(groups: str, data: bytes = data) -> tuple[PartitionTask, list[dict]]:
+        log = EventLog(f"groups-{groups}")
+        config = load_config(env={}, overrides=[f"models.groups={groups}"])
+        return Daemon(config, logger=log.logger).partitions.new_task(0, data), log.fields("settings_changed")
+
+    task, warnings = restore("m,f")  # the columns of the state belong to f, m: they would swap groups
+    assert (task.fair.n_samples, task.offset) == (0, 10)
+    assert [warning["changed"] for warning in warnings] == [{"groups": [["f", "m"], ["m", "f"]]}]
+    assert task.checkpoint().groups == ["m", "f"]  # the fresh state is learned under the configured order
+    for groups in ("f,m", "a,b"):  # the same labels; or new names for the same columns
+        task, warnings = restore(groups)
+        assert (task.fair.n_samples, warnings) == (10, [])
+    unrecorded = replace(Checkpoint.from_bytes(data), groups=None).to_bytes()  # as older versions wrote
+    task, warnings = restore("m,f", unrecorded)
+    assert (task.fair.n_samples, warnings) == (10, [])
 
 
 def test_a_class_change_starts_the_configured_class_afresh():
