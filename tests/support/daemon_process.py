@@ -19,14 +19,17 @@ from connectors.kafka.broker import die_with_parent
 from tests.support import REPO
 
 
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
-    """The first true value of ``predicate()``, polled every ``interval`` s; fails after ``timeout`` s."""
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2, context=None):
+    """The first true value of ``predicate()``, polled every ``interval`` s; fails after ``timeout`` s.
+
+    ``context()``: what the failure message adds (e.g. the daemon's last log events).
+    """
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}" + (f": {context()}" if context else "")
         time.sleep(interval)
 
 

@@ -373,7 +373,8 @@ def test_broker_outage_with_data_loss_never_stalls_a_partition(tmp_path, seed, n
         def resumed():
             ids = {json.loads(r.value)["id"] for r in read_topic(broker, config.topics.output)}
             return ids >= set(where)
-        wait_for(resumed, 60, "outputs after the outage", interval=1.0)
+        wait_for(resumed, 60, "outputs after the outage", interval=1.0,
+                 context=lambda: [e for e in daemon.events if e.get("level") != "debug"][-25:])
         assert daemon.stop(signal.SIGTERM) == 0
         for record in read_topic(broker, config.topics.output):
             out = json.loads(record.value)
