@@ -228,14 +228,14 @@ def main() -> str:
             values = {**_values(broker.bootstrap, name, client=client), "topics.input": f"{name}.in"}
             latency[(kind, client)] = _latencies(broker, kind, values, seed)
 
-    bare_runs = [rate for name, runs in rates.items() if name.startswith("bare") for rate in runs]
-    bare_cpu = [us for name, runs in cpu.items() if name.startswith("bare") for us in runs]
+    def bare_runs(series: dict[str, list[float]]) -> list[float]:
+        return [value for name, runs in series.items() if name.startswith("bare") for value in runs]
 
-    def ratios(contender: str) -> list[float]:  # each run against the bare run just before it
-        return [rate / bare for rate, bare in zip(rates[contender], rates[f"bare before {contender}"], strict=True)]
+    def per_round(series: dict[str, list[float]], contender: str) -> list[float]:  # over the bare run just before
+        return [run / bare for run, bare in zip(series[contender], series[f"bare before {contender}"], strict=True)]
 
     def cpu_ratios(contender: str) -> list[float]:  # the bare run's CPU per message over the contender's
-        return [bare / us for us, bare in zip(cpu[contender], cpu[f"bare before {contender}"], strict=True)]
+        return [1 / ratio for ratio in per_round(cpu, contender)]
 
     lines = [
         f"Throughput, {N_MESSAGES} messages, 3 partitions, Tansu ({ROUNDS} rounds; each daemon run right after a "
@@ -244,14 +244,15 @@ def main() -> str:
         "| contender | messages/s | ratio to bare loop | ratio to kafka-python daemon | ratios to bare per round "
         "| CPU µs per message | CPU ratio to bare loop |",
         "|---|---:|---:|---:|---|---:|---:|",
-        f"| bare kafka-python consume-and-produce loop | {np.median(bare_runs):,.0f} | 1.00 | | "
-        f"{min(bare_runs):,.0f}/s to {max(bare_runs):,.0f}/s | {np.median(bare_cpu):.1f} | 1.00 |",
+        f"| bare kafka-python consume-and-produce loop | {np.median(bare_runs(rates)):,.0f} | 1.00 | | "
+        f"{min(bare_runs(rates)):,.0f}/s to {max(bare_runs(rates)):,.0f}/s | {np.median(bare_runs(cpu)):.1f} | 1.00 |",
     ]
     for client in CLIENTS:
         for b in BATCH_SIZES:
             contender = f"{client} b{b}"
-            runs, own = rates[contender], ratios(contender)
-            to_kafka_python = np.median([r / base for r, base in zip(own, ratios(f"kafka-python b{b}"), strict=True)])
+            runs, own = rates[contender], per_round(rates, contender)
+            baseline = per_round(rates, f"kafka-python b{b}")
+            to_kafka_python = np.median([r / base for r, base in zip(own, baseline, strict=True)])
             what = "per-sample learning (paper's algorithm)" if b == 1 else f"mini-batches of {b}"
             lines.append(f"| daemon ({client}), batch_size={b} ({what}) | {np.median(runs):,.0f} | "
                          f"{np.median(own):.2f} | {to_kafka_python:.2f} | {', '.join(f'{r:.2f}' for r in own)} | "

@@ -96,6 +96,7 @@ class Partitions:
         self._baselines: dict[int, bytes | None] = {}  # last durable checkpoint per task (None: fresh)
         self._first_offsets: dict[tuple[str, int], int] = {}  # where a fresh task started reading
         self.models: BaseModels | None = None  # the configured base models (copied per task when they learn)
+        self.groups = daemon.config.group_labels()  # tau's column labels, recorded in checkpoints
 
     # ------------------------------------------------------------------ tasks
     def new_task(self, partition: int, data: bytes | None) -> PartitionTask:
@@ -122,7 +123,7 @@ class Partitions:
         except Exception as error:  # noqa: BLE001 -- whatever is wrong with the record, no retry can read it
             raise UnreadableCheckpoint(f"checkpoint of partition {partition}: {error!r}") from error
         changed = changed_settings(restored, fair)
-        groups = config.group_labels()
+        groups = self.groups
         if point.groups is not None and point.groups != groups and sorted(point.groups) == sorted(groups):
             changed["groups"] = [point.groups, groups]
         if changed:
@@ -169,7 +170,7 @@ class Partitions:
             "feedback_parser": daemon.feedback_parser if config.topics.feedback else None,
             "output_key": processing.output_key,
             "propagate_headers": processing.propagate_headers,
-            "groups": config.group_labels(),
+            "groups": self.groups,
         }
 
     def _task_models(self) -> BaseModels | None:
