@@ -259,7 +259,10 @@ class DualPostProcessor:
         self.profile = check_choice("profile", profile, PROFILES)
         self.constraints: Constraints = CONSTRAINTS[constraint](self.atoms.size)
         self.n_groups = self._infer_groups(p, slack, n_groups, SLACK_NAMES[constraint])
-        self.slack = check_slack(slack, self.n_groups, SLACK_NAMES[constraint])
+        # a KS distance is at most 1; the paper's per-atom eps keeps its whole range (its iterates stay
+        # at 0 only from eps_s >= max(1, 1/p_s - 1) on)
+        at_most = 1.0 if constraint == "cdf" else math.inf
+        self.slack = check_slack(slack, self.n_groups, SLACK_NAMES[constraint], at_most=at_most)
         self.p_given = None if p is None else check_distribution("p", p, self.n_groups, strictly_positive=True)
         if optimizer is None:
             optimizer = PROFILE_OPTIMIZER[profile]

@@ -42,7 +42,7 @@ class FairRegressionPostProcessor(DualPostProcessor):
     ks
         The fairness target: the largest KS distance allowed between each group's prediction CDF
         and the overall one (what :func:`~streamfair.evaluate` and the dashboards report), one
-        number or one per group.  ``None``: ``DEFAULT_KS`` unless ``eps`` is given.
+        number or one per group, in ``[0, 1]``.  ``None``: ``DEFAULT_KS`` unless ``eps`` is given.
     eps
         The paper's per-atom slack ``|P(Y_hat = y) - P(Y_hat = y | S = s)| <= eps`` instead of
         ``ks`` (it allows a KS distance of up to about ``eps (2L + 1)``).  ``None``: 0.001 in the

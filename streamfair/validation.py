@@ -72,8 +72,19 @@ def check_seed(value) -> int:
     return int(value)
 
 
-def check_slack(eps, n_groups: int, name: str = "eps") -> np.ndarray:
-    """Per-group slack ``name``: a number or one per group, each finite and >= 0."""
+def check_slack(eps, n_groups: int, name: str = "eps", *, at_most: float = math.inf) -> np.ndarray:
+    """Per-group slack ``name``: a number or one per group, each finite, >= 0 and <= ``at_most``.
+
+    A KS target bounds a distance between two CDFs, so it is at most 1 (``ks=5`` is most likely
+    meant as 5 points, ``0.05``):
+
+    >>> check_slack(0.05, 2, "ks", at_most=1.0).tolist()
+    [0.05, 0.05]
+    >>> check_slack(5, 2, "ks", at_most=1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: ks must be <= 1 (0.05 is 5 points), got 5
+    """
     try:
         array = np.asarray(eps, dtype=float)
     except (TypeError, ValueError, OverflowError):
@@ -84,6 +95,8 @@ def check_slack(eps, n_groups: int, name: str = "eps") -> np.ndarray:
         raise ValueError(f"{name} must be a number or a sequence of {n_groups} numbers, got {_show(eps)}")
     if not np.all(np.isfinite(array)) or np.any(array < 0):
         raise ValueError(f"{name} must be finite and >= 0, got {_show(eps)}")
+    if np.any(array > at_most):
+        raise ValueError(f"{name} must be <= {at_most:g} (0.05 is 5 points), got {_show(eps)}")
     return array
 
 

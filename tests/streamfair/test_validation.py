@@ -43,6 +43,9 @@ def check_error(call, *fragments):
         (dict(eps=[0.1, 0.1, 0.1]), ("eps", "p")),  # 3 slacks for 2 groups
         (dict(eps=NAN), ("eps", "nan")),
         (dict(eps=INF), ("eps", "inf")),
+        (dict(eps=None, ks=5), ("ks", "<= 1", "5")),  # a KS distance is at most 1: 5 points is 0.05
+        (dict(eps=None, ks=[0.05, 1.01]), ("ks", "<= 1", "1.01")),
+        (dict(eps=None, ks=-0.01), ("ks", "-0.01")),
         (dict(p=[0.5, 0.6]), ("p", "[0.5, 0.6]", "sum")),
         (dict(p=[1.2, -0.2]), ("p", "[1.2, -0.2]")),
         (dict(p=[1.0, 0.0]), ("p", "[1.0, 0.0]")),  # a group with p_s = 0 makes t = 1 - tau/p undefined
@@ -94,6 +97,12 @@ def test_horizon_too_small_for_the_schedule(optimizer, inner, smallest):
         "horizon",
         str(smallest - 1),
     )
+
+
+def test_ks_bounds_a_distance_and_eps_keeps_the_papers_range():
+    """ks = 1 (no constraint) is the largest KS target; the per-atom eps may exceed 1, as in the paper."""
+    assert FairRegressionPostProcessor(ks=1.0, n_groups=2).ks.tolist() == [1.0, 1.0]
+    assert FairRegressionPostProcessor(eps=1.5, n_groups=2).eps.tolist() == [1.5, 1.5]
 
 
 def test_per_group_eps_gives_the_number_of_groups():
