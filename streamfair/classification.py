@@ -76,7 +76,8 @@ class FairClassificationPostProcessor(DualPostProcessor):
     eps
         The fairness target: the largest gap ``|P(Y_hat = j | S = s) - P(Y_hat = j)|`` allowed
         for any class ``j`` (the demographic-parity difference of each class's rate), one number
-        or one per group.  ``None``: ``DEFAULT_RATE_GAP`` (``anytime``) or 0.005 (``paper``).
+        or one per group, in ``[0, 1]``.  ``None``: ``DEFAULT_RATE_GAP`` (``anytime``) or 0.005
+        (``paper``).
         (Classes have no order, so there is no KS form: the per-class gap is the target itself.)
     beta
         Entropic parameter; ``None``: ``log(n) / (0.02 max L)`` (``anytime``: the randomization
@@ -155,6 +156,7 @@ class FairClassificationPostProcessor(DualPostProcessor):
             ExpectedCosts(self.classes, self.cost_matrix),
             slack=eps,
             constraint="atom",
+            slack_at_most=1.0,  # the target: a gap between two rates
             p=p,
             n_groups=n_groups,
             beta=beta,

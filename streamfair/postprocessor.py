@@ -165,6 +165,11 @@ class DualPostProcessor:
     constraint
         ``"cdf"``: the KS distance of each group's prediction CDF to the overall one is at most the
         slack; ``"atom"``: the paper's per-atom probability gaps are (see :mod:`streamfair.constraints`).
+    slack_at_most
+        The largest slack accepted: ``1`` where the slack is the user's fairness target (a KS
+        distance, a gap between rates), so that ``5`` meant as 5 points is refused rather than
+        constraining nothing; ``inf`` for the paper's per-atom ``eps``, whose dual is defined (and
+        tested) for any slack ``>= 0``.
     p
         Group marginals ``P(S = s)``, in the column order of ``tau``.  ``None``: estimated online
         as the running mean of ``tau`` (starting from one uniform pseudo-sample); the step sizes
@@ -240,6 +245,7 @@ class DualPostProcessor:
         *,
         slack: float | Sequence[float] | np.ndarray,
         constraint: str,
+        slack_at_most: float = math.inf,
         p: Sequence[float] | np.ndarray | None,
         n_groups: int | None,
         beta: float | None,
@@ -259,10 +265,7 @@ class DualPostProcessor:
         self.profile = check_choice("profile", profile, PROFILES)
         self.constraints: Constraints = CONSTRAINTS[constraint](self.atoms.size)
         self.n_groups = self._infer_groups(p, slack, n_groups, SLACK_NAMES[constraint])
-        # a KS distance is at most 1; the paper's per-atom eps keeps its whole range (its iterates stay
-        # at 0 only from eps_s >= max(1, 1/p_s - 1) on)
-        at_most = 1.0 if constraint == "cdf" else math.inf
-        self.slack = check_slack(slack, self.n_groups, SLACK_NAMES[constraint], at_most=at_most)
+        self.slack = check_slack(slack, self.n_groups, SLACK_NAMES[constraint], at_most=slack_at_most)
         self.p_given = None if p is None else check_distribution("p", p, self.n_groups, strictly_positive=True)
         if optimizer is None:
             optimizer = PROFILE_OPTIMIZER[profile]

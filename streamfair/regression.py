@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -145,6 +146,7 @@ class FairRegressionPostProcessor(DualPostProcessor):
             SquaredCosts(low, high, (low + high) / 2 + dual.regression_grid((high - low) / 2, self.L)),
             slack=slack,
             constraint=constraint,
+            slack_at_most=math.inf if eps is not None else 1.0,  # a KS target is a distance; eps is the paper's
             p=p,
             n_groups=n_groups,
             beta=beta,

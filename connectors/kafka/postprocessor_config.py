@@ -76,8 +76,8 @@ PARAMETERS: dict[str, Setting] = _parameters(
     ks=Setting(NUMBER_OR_NUMBERS, CONSTRUCTOR_DEFAULT, "the fairness target: the largest KS distance between a "
                "group's predictions and all predictions, one number or one per group, each at most 1", optional=True),
     eps=Setting(NUMBER_OR_NUMBERS, CONSTRUCTOR_DEFAULT, "regression: the paper's per-atom slack instead of `ks`; "
-                "classification: the largest gap of a class's rate between a group and all (the target), one "
-                "number or one per group", optional=True),
+                "classification: the largest gap of a class's rate between a group and all (the target, at most "
+                "1), one number or one per group", optional=True),
     beta=Setting(NUMBER, CONSTRUCTOR_DEFAULT, "entropic parameter (none: from the grid and B)", optional=True),
     p=Setting(NUMBERS, CONSTRUCTOR_DEFAULT, "group shares P(S = s) in tau's column order (none: estimated online)",
               optional=True),

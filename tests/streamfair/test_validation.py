@@ -100,7 +100,7 @@ def test_horizon_too_small_for_the_schedule(optimizer, inner, smallest):
 
 
 def test_ks_bounds_a_distance_and_eps_keeps_the_papers_range():
-    """ks = 1 (no constraint) is the largest KS target; the per-atom eps may exceed 1, as in the paper."""
+    """ks = 1 (no constraint) is the largest KS target; the paper's per-atom eps may exceed 1."""
     assert FairRegressionPostProcessor(ks=1.0, n_groups=2).ks.tolist() == [1.0, 1.0]
     assert FairRegressionPostProcessor(eps=1.5, n_groups=2).eps.tolist() == [1.5, 1.5]
 
