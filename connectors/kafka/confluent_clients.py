@@ -95,9 +95,15 @@ class ConfluentRecord:
     ``timestamp`` is the millisecond value of librdkafka's ``(type, value)`` pair, and no headers
     are an empty list:
 
-    >>> from confluent_kafka import Message
-    >>> record = ConfluentRecord(Message(topic="in", partition=0, offset=7, key=b"a", value=b"{}",
-    ...                                  timestamp=(1, 1700000000000)))
+    >>> class Message:  # the accessors of a confluent_kafka.Message, as poll() returns it
+    ...     def topic(self): return "in"
+    ...     def partition(self): return 0
+    ...     def offset(self): return 7
+    ...     def timestamp(self): return (1, 1700000000000)  # (TIMESTAMP_CREATE_TIME, milliseconds)
+    ...     def key(self): return b"a"
+    ...     def value(self): return b"{}"
+    ...     def headers(self): return None
+    >>> record = ConfluentRecord(Message())
     >>> record.topic, record.partition, record.offset, record.timestamp, record.key, record.headers
     ('in', 0, 7, 1700000000000, b'a', [])
     """
