@@ -5,10 +5,12 @@ against what the daemon reads (ports, image, config path, STREAMFAIR_* variables
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path, PurePosixPath
 
@@ -209,11 +211,15 @@ def mounts_source(mounts: dict[str, str], target: str) -> str:
 
 
 # ---------------------------------------------------------------------------- Dockerfile, compose, Kubernetes
+def dockerfile_text() -> str:
+    """The Dockerfile with continuation lines joined."""
+    return re.sub(r"\\\n", " ", (DEPLOY / "Dockerfile").read_text())
+
+
 def dockerfile() -> dict[str, list[str]]:
     """``{instruction: [argument, ...]}`` with continuation lines joined."""
-    text = re.sub(r"\\\n", " ", (DEPLOY / "Dockerfile").read_text())
     instructions: dict[str, list[str]] = {}
-    for line in text.splitlines():
+    for line in dockerfile_text().splitlines():
         if line.strip() and not line.lstrip().startswith("#"):
             word, _, rest = line.strip().partition(" ")
             instructions.setdefault(word.upper(), []).append(rest.strip())
@@ -249,6 +255,27 @@ def test_dockerfile_runs_the_daemon_with_its_metrics_port():
     assert f"http://127.0.0.1:{port}{HEALTH_PATH}" in instructions["HEALTHCHECK"][0]
     assert re.search(r"pip install \"\.\[connectors\]\"", instructions["RUN"][0])
     assert load_config(env={k: v for k, v in env.items() if k.startswith(ENV_PREFIX)}).metrics.port == port
+
+
+@pytest.mark.slow
+def test_the_image_builds_its_kernels_into_a_cache_its_user_can_write(tmp_path):
+    """Numba uses no cache it cannot write: without one, the daemon compiled at every start."""
+    text = dockerfile_text()
+    build = next(run for run in dockerfile()["RUN"] if "--warm-up" in run)
+    assert text.index("NUMBA_CACHE_DIR=") < text.index("--warm-up")  # the build compiles into it
+    assert f'chown -R {dockerfile()["USER"][0]} "$NUMBA_CACHE_DIR"' in build
+    assert dockerfile_env()["NUMBA_CACHE_DIR"]
+    command = shlex.split(re.search(r"streamfair (serve --warm-up[^&]*)", build).group(1))
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+
+    def warm_up() -> dict[Path, int]:
+        subprocess.run([sys.executable, "-m", "connectors.cli", *command], env=env, check=True, timeout=600,
+                       capture_output=True)
+        return {path: path.stat().st_mtime_ns for path in tmp_path.rglob("*") if path.is_file()}
+
+    built = warm_up()
+    assert any(path.suffix == ".nbi" for path in built)
+    assert warm_up() == built  # the next process loads every kernel: nothing compiled or written again
 
 
 def compose_config(service: dict, tmp_path: Path):

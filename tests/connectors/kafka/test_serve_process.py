@@ -11,6 +11,7 @@ import pytest
 
 from connectors.kafka import daemon as serve
 from connectors.kafka.daemon import YOUNG_GENERATION_THRESHOLD, serving_garbage_collection
+from connectors.kafka.partitions import Partitions
 
 
 class Cycle:
@@ -83,3 +84,23 @@ def test_serve_runs_the_daemon_under_the_serving_garbage_collection(python_setti
     assert main(["serve", "--once", "--set", "topics.input=orders"]) == 0
     assert seen == [(YOUNG_GENERATION_THRESHOLD, True, True)]
     assert gc.get_threshold() == python_settings and gc.get_freeze_count() == 0
+
+
+def test_warm_up_runs_the_throwaway_task_and_exits_without_serving_or_metrics(monkeypatch, caplog):
+    warmed = []
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("--warm-up must neither serve nor open a metrics endpoint")
+
+    original = Partitions.warm_up
+    monkeypatch.setattr(serve.Daemon, "run", refuse)
+    monkeypatch.setattr(serve, "metrics_observers", refuse)
+    monkeypatch.setattr(Partitions, "warm_up", lambda self: warmed.append(original(self)))
+    monkeypatch.setattr(serve, "setup_logging", lambda level: logging.getLogger("tests.serve"))
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: None)
+    from connectors.cli.commands import main
+
+    with caplog.at_level(logging.INFO, logger="tests.serve"):
+        assert main(["serve", "--warm-up", "--set", "metrics.port=9109"]) == 0
+    assert len(warmed) == 1 and warmed[0].outputs  # the task ran on its synthetic messages
+    assert [record.getMessage() for record in caplog.records] == ["warmed_up"]
