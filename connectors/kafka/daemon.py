@@ -63,8 +63,8 @@ def serving_garbage_collection() -> Iterator[None]:
     thresholds, frozen_before = gc.get_threshold(), gc.get_freeze_count()
     gc.unfreeze()
     gc.collect()
-    # Python 3.12 itself moves its immortal objects there at each full collection: what exceeds
-    # them is the host's (its frozen objects are collected once with the rest and frozen again).
+    # Python 3.12 moves its immortal objects into the frozen generation at each full collection:
+    # only what exceeds them is the host's (collected once with the rest here, and frozen again).
     host_froze = frozen_before > gc.get_freeze_count()
     gc.freeze()
     gc.set_threshold(YOUNG_GENERATION_THRESHOLD, *thresholds[1:])

@@ -28,10 +28,10 @@ def tracked(obj: object) -> bool:
 
 @pytest.fixture
 def python_settings():
-    """Python's thresholds, restored after each test; nothing frozen before it.
+    """Python's thresholds, restored after each test, which starts with nothing frozen.
 
-    Not asserted but done: Python 3.12 moves its immortal objects to the frozen generation at each
-    full collection, so a count of 0 does not survive one.
+    Unfrozen rather than asserted: Python 3.12 moves its immortal objects into the frozen generation
+    at each full collection, so its freeze count is not 0 between tests.
     """
     thresholds = gc.get_threshold()
     gc.unfreeze()
