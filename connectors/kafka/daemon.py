@@ -18,7 +18,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -103,18 +102,6 @@ def metrics_observers(config: Config) -> list[DaemonObserver]:
     return [make_observer(config)] if config.metrics.port else []
 
 
-def warm_up(daemon: Daemon, logger: logging.Logger) -> int:
-    """``--warm-up``: the daemon's throwaway task (see ``started``'s ``warm_up_s``), then exit 0.
-
-    Numba compiles each kernel at its first call and keeps it in its cache, if it can write one:
-    later processes load it in tenths of a second instead of compiling again (7 to 40 s).
-    """
-    started = time.monotonic()
-    daemon.partitions.warm_up()
-    log_event(logger, logging.INFO, "warmed_up", seconds=round(time.monotonic() - started, 3))
-    return 0
-
-
 def _give_up(logger: logging.Logger) -> None:
     """Last resort when a blocking client call (e.g. a transaction commit to a dead broker) hangs."""
     log_event(logger, logging.ERROR, "shutdown_timeout", seconds=SHUTDOWN_DEADLINE_S)
@@ -147,8 +134,9 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
     try:
-        if args.warm_up:
-            return warm_up(daemon, logger)
+        if args.warm_up:  # numba keeps what it compiles in its cache, if it can write one
+            log_event(logger, logging.INFO, "warmed_up", seconds=daemon.warm_up())
+            return 0
         with serving_garbage_collection():
             return daemon.run(once=args.once, max_messages=args.max_messages)
     except ValueError as error:  # topics or models that do not fit the configuration

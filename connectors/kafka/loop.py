@@ -252,6 +252,12 @@ class Daemon:
                 log_event(self.log, logging.WARNING, "observer_failed", observer=type(observer).__name__,
                           hook=event, error=repr(error))
 
+    def warm_up(self) -> float:
+        """Load (or compile) the compiled kernels: :meth:`Partitions.warm_up`; its seconds, rounded to 1 ms."""
+        started = time.monotonic()
+        self.partitions.warm_up()
+        return round(time.monotonic() - started, 3)
+
     def wait_after(self, kind: str, error: BaseException) -> None:
         """Count and log the error ``kind``, then wait the next back-off delay (or until stopped)."""
         delay = self.backoff.next()
@@ -307,9 +313,7 @@ class Daemon:
         self.sender.co_partitioned = layout.output_partitions >= layout.input_partitions
         self.sender.dead_co_partitioned = layout.dead_letter_partitions >= layout.input_partitions
         topics = [config.topics.input] + ([config.topics.feedback] if config.topics.feedback else [])
-        started = time.monotonic()
-        self.partitions.warm_up()  # before joining the group: no partition waits for it
-        warm_up_s = round(time.monotonic() - started, 3)
+        warm_up_s = self.warm_up()  # before joining the group: no partition waits for it
         self.consumer.subscribe(topics, self.partitions)
         self._unassigned_since = now = time.monotonic()
         self._progress = (now, self.stats.consumed, self.stats.produced)
