@@ -99,9 +99,10 @@ PARAMETERS: dict[str, Setting] = _parameters(
                   "(`epoch`) or the running output (`live`)", optional=True),
     updater=Setting(STRING, CONSTRUCTOR_DEFAULT, "the DRO weights: `softmax` of the running group risks, or "
                     "`exponentiated` (mirror ascent)"),
-    temperature=Setting(NUMBER, CONSTRUCTOR_DEFAULT, "smoothing T of the worst-group risk (within T log K of the "
-                        "max)"),
-    step=Setting(NUMBER, CONSTRUCTOR_DEFAULT, "mirror-ascent step of `updater = \"exponentiated\"`"),
+    temperature=Setting(NUMBER, CONSTRUCTOR_DEFAULT, "smoothing T of the worst-group risk, a share of the cost "
+                        "scale (the squared half-width of the target range): within T scale log K of the max"),
+    step=Setting(NUMBER, CONSTRUCTOR_DEFAULT, "mirror-ascent step of `updater = \"exponentiated\"`, per unit of the "
+                 "cost scale"),
     forgetting=Setting(NUMBER, CONSTRUCTOR_DEFAULT, "per-sample forgetting of the group risks (0: running means)"),
     refresh=Setting(INTEGER, CONSTRUCTOR_DEFAULT, "samples between refreshes of the DRO weights"),
     max_pending=Setting(INTEGER, DAEMON_MAX_PENDING, "keyed samples kept waiting for their label (oldest dropped "

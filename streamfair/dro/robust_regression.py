@@ -95,12 +95,16 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         The parameters of :class:`~streamfair.FairRegressionPostProcessor` (``B``, ``L``, ``eps``,
         ``beta``, ``p``, ...).
     updater
-        ``"softmax"``: ``q = softmax(R / temperature)`` of running group risks (closed form, default);
+        ``"softmax"``: ``q`` the softmax of running group risks (closed form, default; see ``temperature``);
         ``"exponentiated"``: clipped mirror ascent with step ``step`` and arrival correction.
     temperature
-        Smoothing ``T`` of the worst-group risk (the robust risk is within ``T log K`` of the max).
+        Smoothing ``T`` of the worst-group risk, as a share of the cost scale ``risk_scale`` (the
+        squared half-width of the target range: ``B^2`` for ``[-B, B]``), so that the weights do not
+        depend on the target's units: ``q = softmax(R / (T risk_scale))``, and the robust risk is within
+        ``T risk_scale log K`` of the largest group risk.
     step
-        Mirror-ascent step of ``updater="exponentiated"``.
+        Mirror-ascent step of ``updater="exponentiated"``, per unit of the cost scale (each group's
+        loss enters as ``loss / risk_scale``).
     forgetting
         Per-sample forgetting of the group risks (0: running means over the whole stream).
     refresh
@@ -149,9 +153,10 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         self.max_pending = check_integer("max_pending", max_pending, 0)
         self.dro: SoftmaxGroupWeights | ExponentiatedGroupWeights
         if updater == "softmax":
-            self.dro = SoftmaxGroupWeights(self.n_groups, self.temperature, forgetting=self.forgetting)
+            self.dro = SoftmaxGroupWeights(self.n_groups, self._loss_temperature(), forgetting=self.forgetting)
         else:
-            self.dro = ExponentiatedGroupWeights(self.n_groups, self.step, p=self.p_given, forgetting=self.forgetting)
+            self.dro = ExponentiatedGroupWeights(self.n_groups, self._loss_step(), p=self.p_given,
+                                                 forgetting=self.forgetting)
         self._q = self.dro.weights
         self._block_eta = np.empty(self.refresh)  # samples learned since the last refresh
         self._block_tau = np.empty((self.refresh, self.n_groups))
@@ -161,6 +166,14 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         self._pending = PendingLabels(self.n_groups, self.max_pending)
         self.n_labels = 0
         self.n_expired = 0
+
+    def _loss_temperature(self) -> float:
+        """``temperature`` in the losses' units (squared target units): times the cost scale."""
+        return self.temperature * self.cost.risk_scale
+
+    def _loss_step(self) -> float:
+        """``step`` per unit of the losses (squared target units): over the cost scale."""
+        return self.step / self.cost.risk_scale
 
     # ------------------------------------------------------------------ the weighting hooks
     def sample_weights(self, tau: np.ndarray) -> np.ndarray:
@@ -289,6 +302,12 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         obj = super().from_state_dict(state)
         extra = state["dro"]
         obj.dro = type(obj.dro).from_state_dict(extra["updater"])
+        # the configured constant, in the losses' units (checkpoints before it was relative to the cost scale
+        # hold it unscaled; with a half-width of 1 both are the same)
+        if isinstance(obj.dro, SoftmaxGroupWeights):
+            obj.dro.temperature = obj._loss_temperature()
+        else:
+            obj.dro.step = obj._loss_step()
         obj._q = np.array(extra["q"], dtype=float)
         eta, tau, keys = extra["block"]
         obj._block_size = len(eta)

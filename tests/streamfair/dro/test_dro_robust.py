@@ -136,6 +136,47 @@ def test_a_shifted_target_range_gives_the_same_group_risks_and_weights_with_labe
     np.testing.assert_allclose(shifted.proba_many(eta + 3.0, tau), unit.proba_many(eta, tau), rtol=0, atol=1e-8)
 
 
+@pytest.mark.parametrize("updater", ["softmax", "exponentiated"])
+def test_a_scaled_target_range_gives_the_same_weights_with_group_risks_in_its_units(updater):
+    """``temperature`` and ``step`` are shares of the cost scale: the weights do not depend on the target's units."""
+    s, tau, eta = minority_stream(1000, 8)
+    y = eta + np.random.default_rng(9).normal(0, 0.3, 1000)
+    keys = [str(i) for i in range(1000)]
+    config = dict(p=[0.85, 0.15], updater=updater)
+    unit, scaled = (GroupRobustFairRegressionPostProcessor(B=B, **config) for B in (1.0, (10.0, 40.0)))  # x 15
+    unit.learn_many(eta, tau, keys=keys)
+    scaled.learn_many(25.0 + 15.0 * eta, tau, keys=keys)
+    for i in range(0, 1000, 3):
+        assert unit.learn_label(keys[i], y[i]) and scaled.learn_label(keys[i], 25.0 + 15.0 * y[i])
+    assert unit.dro.weights[1] > 2 * 0.15  # the minority, worst off, weighs more than twice its share
+    np.testing.assert_allclose(scaled.dro.losses, 225.0 * unit.dro.losses, rtol=1e-9)
+    np.testing.assert_allclose(scaled.dro.weights, unit.dro.weights, rtol=1e-9)
+    np.testing.assert_allclose(scaled.proba_many(25.0 + 15.0 * eta, tau), unit.proba_many(eta, tau), rtol=0, atol=1e-8)
+    report = scaled.dro_diagnostics()  # reported in the target's units
+    np.testing.assert_allclose(report.group_risks, 225.0 * unit.dro_diagnostics().group_risks, rtol=1e-9)
+    np.testing.assert_allclose(report.robust_value, 225.0 * unit.dro_diagnostics().robust_value, rtol=1e-9)
+
+
+@pytest.mark.parametrize("updater, path", [("softmax", ("temperature",)), ("exponentiated", ("config", "step"))])
+def test_a_checkpoint_with_the_unscaled_constant_restores_with_the_configured_one(updater, path):
+    """A checkpoint written while ``temperature`` / ``step`` were in the losses' units continues in the cost scale's."""
+    s, tau, eta = minority_stream(600, 10)
+    written = GroupRobustFairRegressionPostProcessor(B=(10.0, 40.0), p=[0.85, 0.15], updater=updater)
+    written.learn_many(25.0 + 15.0 * eta[:300], tau[:300])
+    state = written.state_dict()
+    holder = state["dro"]["updater"]
+    for name in path[:-1]:
+        holder = holder[name]
+    assert holder[path[-1]] != 0.01  # this version stores the constant in the losses' units ...
+    holder[path[-1]] = 0.01  # ... an older one stored the setting itself
+    restored = GroupRobustFairRegressionPostProcessor.from_state_dict(state)
+    for model in (written, restored):
+        model.learn_many(25.0 + 15.0 * eta[300:], tau[300:])
+    np.testing.assert_array_equal(restored.dro.weights, written.dro.weights)
+    np.testing.assert_array_equal(restored.proba_many(eta[:20] * 15.0 + 25.0, tau[:20]),
+                                  written.proba_many(eta[:20] * 15.0 + 25.0, tau[:20]))
+
+
 def test_label_changes_group_risk_by_the_base_models_error():
     model = GroupRobustFairRegressionPostProcessor(profile="paper", L=5, p=[0.5, 0.5], refresh=1, forgetting=0.0)
     model.learn_one(0.2, [1.0, 0.0], key="a")
