@@ -27,6 +27,7 @@ __all__ = ["LinearConstraint", "Coverage", "DemographicParity", "EqualOpportunit
 
 
 def _check_eps(eps) -> float:
+    """The slack of a constraint on rates: a finite number in ``[0, 1]``."""
     if (
         isinstance(eps, bool)
         or not isinstance(eps, (int, float, np.floating, np.integer))
@@ -34,6 +35,8 @@ def _check_eps(eps) -> float:
         or eps < 0
     ):
         raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+    if eps > 1:  # a gap between two rates is at most 1: eps = 5 is most likely meant as 5 points
+        raise ValueError(f"eps must be <= 1 (0.05 is 5 points), got {eps!r}")
     return float(eps)
 
 

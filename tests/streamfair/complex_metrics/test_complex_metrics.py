@@ -234,6 +234,10 @@ def test_constraints_follow_the_table_1_formulas():
     ("build", "message"),
     [
         (lambda: DemographicParity(-0.1), "eps must be a finite number >= 0"),
+        (lambda: DemographicParity(5), r"eps must be <= 1 \(0.05 is 5 points\), got 5"),
+        (lambda: Coverage(2.0), r"eps must be <= 1 \(0.05 is 5 points\), got 2.0"),
+        (lambda: EqualOpportunity(1.5), r"eps must be <= 1"),
+        (lambda: EqualizedOdds(np.float64(3)), r"eps must be <= 1"),
         (
             lambda: Problem(QMean(), Sample(np.full((4, 2), 0.5), [0, 1, 0, 1]), [DemographicParity(0.1)]),
             "needs at least 2 groups",
