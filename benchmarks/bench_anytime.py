@@ -27,6 +27,8 @@ predictor stays on a stationary stream.  Each population (the four datasets' unl
 4,000 samples of the drift streams' distribution) is resampled into a stream of 40,000 samples;
 every 250 samples after the first 10,000, the worst-group KS of the served predictor *on that
 population*, each group weighted by its posteriors (the stream's own law, no sampling noise).
+Four more populations have two groups, the second with 50%, 20%, 5% or 2% of the samples, and
+exact posteriors (:func:`two_groups`): how the served KS depends on the size of the smallest group.
 Columns: its mean, 90th percentile and maximum, and the KS of the time-averaged served predictor
 (the mixture of those predictors: what the dual meets on average).
 
@@ -62,6 +64,8 @@ FRONTIER_TARGETS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
 DRIFT_LENGTH, DRIFT_CHANGE, DRIFT_EVERY = 20_000, 6_000, 250
 MEASUREMENT_SIZES, MEASUREMENT_REPETITIONS, PERMUTATIONS = (1000, 2000, 8000), 10, 50
 STEADY_LENGTH, STEADY_FROM, STEADY_TARGETS = 40_000, 10_000, (DEFAULT_KS, 0.8 * DEFAULT_KS)
+#: the share of the second group in the two-group populations of the steady state (``"5% group"``, ...)
+SMALL_SHARES = (0.5, 0.2, 0.05, 0.02)
 RANGE_SIZES = (2000, 8000)
 
 
@@ -199,16 +203,41 @@ def recovery(trace: np.ndarray, target: float) -> float:
     return float("inf")
 
 
+def two_groups(share: float, n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``eta, tau, p`` of ``n`` samples of two groups, the second with ``share`` of them, and exact posteriors.
+
+    Each sample's feature ``x`` is drawn around its group's mean (-0.4 or 0.4, standard deviation
+    0.25); ``tau`` is the posterior of the group given ``x``; ``eta`` is ``x`` plus noise, in ``[-1, 1]``.
+
+    >>> eta, tau, p = two_groups(0.05, 1000, seed=0)
+    >>> p.tolist(), bool(tau[eta > 0.5, 1].mean() > 0.5 > tau[eta < 0, 1].mean())
+    ([0.95, 0.05], True)
+    """
+    rng = np.random.default_rng(seed)
+    p, means = np.array([1 - share, share]), np.array([-0.4, 0.4])
+    x = means[(rng.random(n) < share).astype(int)] + 0.25 * rng.standard_normal(n)
+    likelihood = p * np.exp(-0.5 * ((x[:, None] - means) / 0.25) ** 2)
+    return np.clip(x + 0.1 * rng.standard_normal(n), -1, 1), likelihood / likelihood.sum(axis=1, keepdims=True), p
+
+
+def _small_group(share: float) -> str:
+    return f"{share:.0%} group"
+
+
 def steady_state(name: str, ks: float, repetitions: int) -> np.ndarray:
     """``(repetitions, 4)``: mean, 90th percentile and maximum of the served KS, and the time-averaged KS.
 
-    ``name`` is a dataset (its unlabeled pool) or ``"drift"`` (4,000 samples of the drift streams'
-    distribution); see the module docstring.
+    ``name`` is a dataset (its unlabeled pool), ``"drift"`` (4,000 samples of the drift streams'
+    distribution) or a two-group population of 4,000 samples (:func:`two_groups`, named by the
+    second group's share: ``"5% group"``); see the module docstring.
     """
     out = np.zeros((repetitions, 4))
+    small = {_small_group(share): share for share in SMALL_SHARES}
     for rep in range(repetitions):
         if name == "drift":
             (eta, tau, _), p = drift.drift_stream("flip", 4000, STEADY_LENGTH, seed=500 + rep), drift.P
+        elif name in small:
+            eta, tau, p = two_groups(small[name], 4000, seed=700 + rep)
         else:
             prep = prepare(datasets.load(name), np.random.default_rng([0, rep]))
             eta, tau, p = prep.eta_pool, prep.tau_pool, prep.p
@@ -236,7 +265,7 @@ def steady_state_table(repetitions: int) -> str:
         "| population | ks | mean | 90th percentile | max | time-averaged predictor |",
         "|---|---|---|---|---|---|",
     ]
-    for name in ("drift",) + DATASETS:
+    for name in ("drift",) + DATASETS + tuple(_small_group(share) for share in SMALL_SHARES):
         for ks in STEADY_TARGETS:
             res = steady_state(name, ks, repetitions)
             mean, top = res.mean(axis=0), res[:, 2].max()
