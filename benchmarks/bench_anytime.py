@@ -64,8 +64,8 @@ FRONTIER_TARGETS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
 DRIFT_LENGTH, DRIFT_CHANGE, DRIFT_EVERY = 20_000, 6_000, 250
 MEASUREMENT_SIZES, MEASUREMENT_REPETITIONS, PERMUTATIONS = (1000, 2000, 8000), 10, 50
 STEADY_LENGTH, STEADY_FROM, STEADY_TARGETS = 40_000, 10_000, (DEFAULT_KS, 0.8 * DEFAULT_KS)
-#: the share of the second group in the two-group populations of the steady state (``"5% group"``, ...)
-SMALL_SHARES = (0.5, 0.2, 0.05, 0.02)
+#: the two-group populations of the steady state, by name: the share of the second group
+SMALL_GROUPS = {f"{share:.0%} group": share for share in (0.5, 0.2, 0.05, 0.02)}
 RANGE_SIZES = (2000, 8000)
 
 
@@ -220,10 +220,6 @@ def two_groups(share: float, n: int, seed: int) -> tuple[np.ndarray, np.ndarray,
     return np.clip(x + 0.1 * rng.standard_normal(n), -1, 1), likelihood / likelihood.sum(axis=1, keepdims=True), p
 
 
-def _small_group(share: float) -> str:
-    return f"{share:.0%} group"
-
-
 def steady_state(name: str, ks: float, repetitions: int) -> np.ndarray:
     """``(repetitions, 4)``: mean, 90th percentile and maximum of the served KS, and the time-averaged KS.
 
@@ -232,12 +228,11 @@ def steady_state(name: str, ks: float, repetitions: int) -> np.ndarray:
     second group's share: ``"5% group"``); see the module docstring.
     """
     out = np.zeros((repetitions, 4))
-    small = {_small_group(share): share for share in SMALL_SHARES}
     for rep in range(repetitions):
         if name == "drift":
             (eta, tau, _), p = drift.drift_stream("flip", 4000, STEADY_LENGTH, seed=500 + rep), drift.P
-        elif name in small:
-            eta, tau, p = two_groups(small[name], 4000, seed=700 + rep)
+        elif name in SMALL_GROUPS:
+            eta, tau, p = two_groups(SMALL_GROUPS[name], 4000, seed=700 + rep)
         else:
             prep = prepare(datasets.load(name), np.random.default_rng([0, rep]))
             eta, tau, p = prep.eta_pool, prep.tau_pool, prep.p
@@ -265,7 +260,7 @@ def steady_state_table(repetitions: int) -> str:
         "| population | ks | mean | 90th percentile | max | time-averaged predictor |",
         "|---|---|---|---|---|---|",
     ]
-    for name in ("drift",) + DATASETS + tuple(_small_group(share) for share in SMALL_SHARES):
+    for name in ("drift",) + DATASETS + tuple(SMALL_GROUPS):
         for ks in STEADY_TARGETS:
             res = steady_state(name, ks, repetitions)
             mean, top = res.mean(axis=0), res[:, 2].max()

@@ -30,6 +30,7 @@ import numpy as np
 from command_line import parser  # benchmarks/command_line.py
 from timing import best_seconds  # benchmarks/timing.py
 
+from streamfair import evaluate
 from streamfair.classification import DEFAULT_RATE_GAP, FairClassificationPostProcessor
 from streamfair.complex_metrics import (
     DemographicParity,
@@ -225,21 +226,6 @@ def fairlearn_table(eps: float = 0.005) -> str:
     return "\n".join(rows + rows_extra)
 
 
-def _tau_gap(positive_rate: np.ndarray, tau: np.ndarray) -> float:
-    """The DP gap with each group weighted by its posteriors: the post-processor's own view of a sample.
-
-    With exact group labels (one-hot posteriors) it is :func:`_dp_gap`:
-
-    >>> rate, s = np.array([1.0, 0.0, 1.0, 1.0]), np.array([0, 0, 1, 1])   # rates 0.5 and 1, overall 0.75
-    >>> _tau_gap(rate, np.eye(2)[s]), _dp_gap(rate, s)
-    (0.25, 0.25)
-    >>> _tau_gap(rate, np.full((4, 2), 0.5))       # posteriors that say nothing: no gap to see
-    0.0
-    """
-    overall = positive_rate.mean()
-    return float(np.max(np.abs(tau.T @ positive_rate / tau.sum(axis=0) - overall)))
-
-
 def defaults_table(splits: int = 3, checkpoints: tuple[int, ...] = (250, 500, 1000, 2000, 4000, 8000, 16000, 32000),
                    steady: tuple[int, int, int] = (4000, 40000, 500)) -> str:
     """Binary DP on Adult with the defaults, as a user runs them, on a stream.
@@ -251,13 +237,14 @@ def defaults_table(splits: int = 3, checkpoints: tuple[int, ...] = (250, 500, 10
     S and the accuracy (both exact over the randomization), mean and largest over ``splits`` splits.
     Steady state: from ``steady[0]`` to ``steady[1]`` samples, every ``steady[2]``, the gap on the
     training pool with each group weighted by its posteriors (what the post-processor steers, with no
-    test-split noise and no posterior error): mean, 90th percentile and largest over all splits.
+    test-split noise and no posterior error; :func:`streamfair.evaluate`'s per-atom gap with the
+    posteriors as the membership matrix): mean, 90th percentile and largest over all splits.
     """
     n_total = max(checkpoints[-1], steady[1])
     evaluations = sorted(set(checkpoints) | set(range(steady[0], steady[1] + 1, steady[2])))
     gaps, accuracies, steady_gaps, base = [], [], [], []
     for split in range(splits):
-        proba_train, proba_test, tau_train, tau_test, _, y_test, s_train, s_test = _adult_split(split)
+        proba_train, proba_test, tau_train, tau_test, y_train, y_test, s_train, s_test = _adult_split(split)
         positive = proba_test.argmax(axis=1)
         base.append((_dp_gap(positive.astype(float), s_test), np.mean(positive == y_test)))
         fair = FairClassificationPostProcessor(n_classes=2, p=np.bincount(s_train) / len(s_train), seed=split)
@@ -271,7 +258,8 @@ def defaults_table(splits: int = 3, checkpoints: tuple[int, ...] = (250, 500, 10
                 gap_row.append(_dp_gap(fair_proba[:, 1], s_test))
                 accuracy_row.append(np.mean(fair_proba[np.arange(len(y_test)), y_test]))
             if n >= steady[0] and (n - steady[0]) % steady[2] == 0:
-                steady_gaps.append(_tau_gap(fair.proba_many(proba_train, tau_train)[:, 1], tau_train))
+                report = evaluate(fair.proba_many(proba_train, tau_train), (0, 1), y_train, tau_train)
+                steady_gaps.append(report.atom_unfairness.max())
         gaps.append(gap_row)
         accuracies.append(accuracy_row)
     gap, accuracy, base_gap, base_accuracy = np.array(gaps), np.array(accuracies), *np.array(base).T

@@ -95,9 +95,20 @@ def check_slack(eps, n_groups: int, name: str = "eps", *, at_most: float = math.
         raise ValueError(f"{name} must be a number or a sequence of {n_groups} numbers, got {_show(eps)}")
     if not np.all(np.isfinite(array)) or np.any(array < 0):
         raise ValueError(f"{name} must be finite and >= 0, got {_show(eps)}")
-    if np.any(array > at_most):
-        raise ValueError(f"{name} must be <= {at_most:g} (0.05 is 5 points), got {_show(eps)}")
+    check_at_most(name, eps, at_most)
     return array
+
+
+def check_at_most(name: str, value, at_most: float) -> None:
+    """Refuse a fairness target (one number or several) above ``at_most``, the largest it can mean.
+
+    >>> check_at_most("eps", 5, 1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: eps must be <= 1 (0.05 is 5 points), got 5
+    """
+    if np.any(np.asarray(value, dtype=float) > at_most):
+        raise ValueError(f"{name} must be <= {at_most:g} (0.05 is 5 points), got {_show(value)}")
 
 
 def check_choice(name: str, value, choices: tuple[str, ...]) -> str:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..validation import check_at_most
 from .performance import as_tensor, class_priors
 
 __all__ = ["LinearConstraint", "Coverage", "DemographicParity", "EqualOpportunity", "EqualizedOdds", "Precision"]
@@ -35,8 +36,7 @@ def _check_eps(eps) -> float:
         or eps < 0
     ):
         raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
-    if eps > 1:  # a gap between two rates is at most 1: eps = 5 is most likely meant as 5 points
-        raise ValueError(f"eps must be <= 1 (0.05 is 5 points), got {eps!r}")
+    check_at_most("eps", eps, 1.0)  # a gap between two rates is at most 1
     return float(eps)
 
 

@@ -153,10 +153,10 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         self.max_pending = check_integer("max_pending", max_pending, 0)
         self.dro: SoftmaxGroupWeights | ExponentiatedGroupWeights
         if updater == "softmax":
-            self.dro = SoftmaxGroupWeights(self.n_groups, self._loss_temperature(), forgetting=self.forgetting)
+            self.dro = SoftmaxGroupWeights(self.n_groups, self.temperature, forgetting=self.forgetting)
         else:
-            self.dro = ExponentiatedGroupWeights(self.n_groups, self._loss_step(), p=self.p_given,
-                                                 forgetting=self.forgetting)
+            self.dro = ExponentiatedGroupWeights(self.n_groups, self.step, p=self.p_given, forgetting=self.forgetting)
+        self._scale_updater()
         self._q = self.dro.weights
         self._block_eta = np.empty(self.refresh)  # samples learned since the last refresh
         self._block_tau = np.empty((self.refresh, self.n_groups))
@@ -167,13 +167,12 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         self.n_labels = 0
         self.n_expired = 0
 
-    def _loss_temperature(self) -> float:
-        """``temperature`` in the losses' units (squared target units): times the cost scale."""
-        return self.temperature * self.cost.risk_scale
-
-    def _loss_step(self) -> float:
-        """``step`` per unit of the losses (squared target units): over the cost scale."""
-        return self.step / self.cost.risk_scale
+    def _scale_updater(self) -> None:
+        """Give the updater its constant in the losses' units (squared target units), from the configured share."""
+        if isinstance(self.dro, SoftmaxGroupWeights):
+            self.dro.temperature = self.temperature * self.cost.risk_scale
+        else:
+            self.dro.step = self.step / self.cost.risk_scale
 
     # ------------------------------------------------------------------ the weighting hooks
     def sample_weights(self, tau: np.ndarray) -> np.ndarray:
@@ -302,12 +301,7 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         obj = super().from_state_dict(state)
         extra = state["dro"]
         obj.dro = type(obj.dro).from_state_dict(extra["updater"])
-        # the configured constant, in the losses' units (checkpoints before it was relative to the cost scale
-        # hold it unscaled; with a half-width of 1 both are the same)
-        if isinstance(obj.dro, SoftmaxGroupWeights):
-            obj.dro.temperature = obj._loss_temperature()
-        else:
-            obj.dro.step = obj._loss_step()
+        obj._scale_updater()  # checkpoints from before the constants were relative to the cost scale hold them unscaled
         obj._q = np.array(extra["q"], dtype=float)
         eta, tau, keys = extra["block"]
         obj._block_size = len(eta)
