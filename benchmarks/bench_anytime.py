@@ -44,6 +44,7 @@ for the PNGs as well.
 from __future__ import annotations
 
 import functools
+import pathlib
 import sys
 import time
 
@@ -392,6 +393,8 @@ def main(repetitions: int = 2, plots: str | None = None) -> str:
 
 def _plot(results: dict, traces: dict, folder: str) -> None:
     import matplotlib
+
+    pathlib.Path(folder).mkdir(parents=True, exist_ok=True)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

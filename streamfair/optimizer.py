@@ -108,8 +108,9 @@ class DualOptimizer:
         """
         return self.steps_left() if self.serve == "epoch" else 1
 
-    def retune(self, smoothness: float, mu: float) -> None:
-        """Re-derive the schedule's step sizes from ``M`` and ``mu`` (at an epoch restart)."""
+    def retune(self, smoothness: float, mu: float, smallest_share: float) -> None:
+        """Re-derive the schedule's step sizes from ``M`` and ``mu`` (at an epoch restart; the paper's
+        schedules do not use ``smallest_share``)."""
         self.schedule.retune(smoothness, mu)
 
     def _start_epoch(self) -> None:

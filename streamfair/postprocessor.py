@@ -45,9 +45,9 @@ the group posterior ``tau(x) = P(S = . | x)``.
 Two *profiles* set the defaults (:mod:`streamfair.profiles`):
 
 * ``"anytime"`` (the default): the :class:`~streamfair.tracking.TrackingOptimizer` (the paper's
-  projected SGD with step ``1 / M``, served as the mixture of the policies at snapshots of the
-  dual over the last ``memory`` samples): predictions are corrected from the first samples on
-  and follow a drifting stream;
+  projected SGD with step ``1 / M``, decaying where a group is small, served as the mixture of
+  the policies at snapshots of the dual over the last ``memory`` samples): predictions are
+  corrected from the first samples on and follow a drifting stream;
   ``beta`` is chosen so that the entropic randomization costs at most ``RISK_BUDGET`` of the
   cost scale (Lemma 3.3), with no horizon.
 * ``"paper"``: the settings of Chzhen, Hebiri & Taturyan (NeurIPS 2024) -- SGD3 with AC-SA^2, ``L``
@@ -186,7 +186,10 @@ class DualPostProcessor:
         ``"acsa2"``, ``"sgd3"`` (the ``paper`` profile's); ``None``: the profile's.
     memory
         ``optimizer="tracking"`` only: the samples whose dual iterates the served mixture covers
-        (how fast the predictor follows a drifting stream); ``None``: ``DEFAULT_MEMORY``.
+        (how fast the predictor follows a drifting stream); ``None``: ``DEFAULT_MEMORY``.  Where the
+        smallest group share ``p_min`` is under ``1/2``, the step then decays until
+        ``memory / (2 p_min)`` samples, which narrows the fluctuation of the small groups
+        (:mod:`streamfair.tracking`).
     horizon
         The paper's optimizers only: samples in epoch 0 (the paper's ``T``); ``None``:
         ``REFERENCE_HORIZON``.  Later epochs double it, warm-started at the served dual.
@@ -290,7 +293,8 @@ class DualPostProcessor:
                         f"{name} applies to the paper's optimizers, not to optimizer='tracking'; got {value!r}")
             self.memory: int | None = DEFAULT_MEMORY if memory is None else check_integer("memory", memory, 1)
             self._optimizer: DualOptimizer | TrackingOptimizer = TrackingOptimizer(
-                n_rows=self.constraints.n_rows, slack=self.slack, step=1.0 / smoothness, memory=self.memory
+                n_rows=self.constraints.n_rows, slack=self.slack, step=1.0 / smoothness, memory=self.memory,
+                smallest_share=self._smallest_share(),
             )
         else:
             if memory is not None:
@@ -397,6 +401,10 @@ class DualPostProcessor:
         p = self.p
         return float(np.sum((1.0 - p) / p))
 
+    def _smallest_share(self) -> float:
+        """``p_min``, the smallest group share in use: how long the tracking optimizer's step decays."""
+        return float(self.p.min())
+
     def _step_constants(self) -> tuple[float, float]:
         """``(M, mu)``: smoothness ``2 beta sigma^2`` (Lemma 3.4) and the strong-convexity parameter."""
         sigma2 = self.sigma2
@@ -410,7 +418,7 @@ class DualPostProcessor:
         Raises ``AttributeError`` for ``optimizer="tracking"``, which has no schedule.
         """
         if not isinstance(self._optimizer, DualOptimizer):
-            raise AttributeError("optimizer='tracking' has no schedule (it has a constant step and a memory)")
+            raise AttributeError("optimizer='tracking' has no schedule (it has a memory)")
         return self._optimizer.schedule
 
     @property
@@ -756,7 +764,7 @@ class DualPostProcessor:
 
     def _retune(self) -> None:
         """At an epoch restart, re-derive the step sizes from the current estimate of ``p``."""
-        self._optimizer.retune(*self._step_constants())
+        self._optimizer.retune(*self._step_constants(), self._smallest_share())
 
     # ------------------------------------------------------------------ prediction
     def _served_coefficients(self) -> np.ndarray:

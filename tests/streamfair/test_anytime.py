@@ -203,6 +203,83 @@ def test_served_law_moves_by_at_most_one_over_the_snapshots_per_snapshot():
     assert moved_at and all(n % 20 == 0 for n in moved_at)  # it changes only when a snapshot is taken
 
 
+def small_group_population(n: int, share: float, seed: int):
+    """Two groups, the second with ``share`` of the samples, around -0.4 and 0.4; exact posteriors."""
+    rng = np.random.default_rng(seed)
+    p, means = np.array([1 - share, share]), np.array([-0.4, 0.4])
+    x = means[(rng.random(n) < share).astype(int)] + 0.25 * rng.standard_normal(n)
+    likelihood = p * np.exp(-0.5 * ((x[:, None] - means) / 0.25) ** 2)
+    return np.clip(x + 0.1 * rng.standard_normal(n), -1, 1), likelihood / likelihood.sum(axis=1, keepdims=True), p
+
+
+@pytest.mark.parametrize("p, settle", [([0.9, 0.1], 1600.0), ([0.5, 0.5], 320.0), ([0.3, 0.7], 320 / 0.6)])
+def test_the_step_decays_like_memory_over_n_until_the_smallest_group_has_had_half_a_memory(p, settle):
+    eta, tau, _ = population(400, seed=4)
+    fair = FairRegressionPostProcessor(p=p, memory=320)  # a snapshot every 20 samples
+    optimizer = fair._optimizer
+    assert optimizer.settle == pytest.approx(settle, rel=1e-15)
+    first = 1.0 / (2 * fair.beta * sum((1 - s) / s for s in p))
+    assert optimizer.step == pytest.approx(first, rel=1e-15)
+    done = 0
+    for n, interval_start in [(319, 300), (330, 320), (650, 640), (1000, 1000), (1619, 1600), (2400, 2400)]:
+        for start in range(done, n, 400):
+            stop = min(n, start + 400)
+            fair.learn_many(eta[: stop - start], tau[: stop - start])
+        done = n
+        expected = first * 320 / min(max(interval_start, 320), settle)
+        assert optimizer.step == pytest.approx(expected, rel=1e-15), n
+        if settle == 320:
+            assert optimizer.step == first  # two equal groups: the step of the paper, bit for bit
+
+
+def test_the_decay_follows_the_estimated_group_shares():
+    eta, tau, _ = population(640, seed=4)
+    tau = np.tile([0.9, 0.1], (640, 1))
+    fair = FairRegressionPostProcessor(n_groups=2, memory=320)
+    assert fair._optimizer.settle == 320  # the uniform pseudo-sample: two equal groups
+    fair.learn_many(eta, tau)  # a window ends at 320 and at 640: re-derived from the estimate
+    smallest = (0.5 + 0.1 * 640) / 641
+    assert fair.p.min() == pytest.approx(smallest, rel=1e-12)
+    assert fair._optimizer.settle == pytest.approx(320 / (2 * smallest), rel=1e-12)
+
+
+@pytest.mark.parametrize("shares", ["given", "estimated"])
+def test_a_checkpoint_taken_while_the_step_decays_continues_exactly(shares):
+    eta, tau, p = small_group_population(3000, 0.1, seed=2)
+    fair = FairRegressionPostProcessor(**({"p": p} if shares == "given" else {"n_groups": 2}), memory=320, seed=1)
+    fair.learn_many(eta[:700], tau[:700])
+    assert 1000 < fair._optimizer.settle < 2000  # the step is decaying (settle = 1600 with the given shares)
+    state = fair.state_dict()
+    states = [state]
+    if shares == "given":  # a state written before the decay has no settle: the configured one, here the same
+        states.append({**state, "optimizer": {k: v for k, v in state["optimizer"].items() if k != "settle"}})
+    restored = [FairRegressionPostProcessor.from_state_dict(s) for s in states]
+    fair.learn_many(eta[700:], tau[700:])
+    assert fair._optimizer.step == pytest.approx(320 / fair._optimizer.settle * fair._optimizer.first_step, rel=1e-15)
+    for model in restored:
+        model.learn_many(eta[700:], tau[700:])
+        assert model._optimizer.step == fair._optimizer.step
+        np.testing.assert_array_equal(model.proba_many(eta, tau), fair.proba_many(eta, tau))
+
+
+@pytest.mark.slow
+def test_the_decaying_step_serves_a_small_group_closer_to_its_target_than_a_constant_step():
+    served = {"decaying": [], "constant": []}
+    for seed in range(4):
+        eta, tau, p = small_group_population(4000, 0.05, seed)
+        models = {"decaying": FairRegressionPostProcessor(p=p, memory=400, seed=seed),
+                  "constant": FairRegressionPostProcessor(p=p, memory=400, seed=seed)}
+        models["constant"]._optimizer.settle = 400  # the step of the first memory, kept
+        index = np.random.default_rng(100 + seed).integers(0, 4000, 16000)
+        for start in range(0, 16000, 250):
+            for name, model in models.items():
+                model.learn_many(eta[index[start:start + 250]], tau[index[start:start + 250]])
+                if start >= 8000:  # the second half: past settle = 4000
+                    served[name].append(plug_in_ks(model.proba_many(eta, tau), tau, p))
+    decaying, constant = np.mean(served["decaying"]), np.mean(served["constant"])
+    assert constant > 2 * DEFAULT_KS and decaying < 0.85 * constant
+
+
 def test_anytime_defaults_follow_the_documented_formulas():
     f = FairRegressionPostProcessor(B=2.0, p=[0.25, 0.75])
     assert f.profile == "anytime" and f.optimizer == "tracking" and f.memory == DEFAULT_MEMORY
@@ -251,7 +328,9 @@ def test_diagnostics_before_the_window_fills_are_the_exact_plug_in_quantities():
     assert d.target.tolist() == [DEFAULT_KS, DEFAULT_KS]
     expected = float(np.sqrt(np.sum(np.maximum(np.abs(rows) - DEFAULT_KS, 0) ** 2)))
     assert d.violation == pytest.approx(expected, abs=1e-15)
-    alpha = 1.0 / (2 * fair.beta * float(np.sum((1 - p) / p)))
+    settle = 160 / min(1, 2 * p.min())  # the step decays from sample 160 until settle, here past 160
+    assert 160 < settle < 250
+    alpha = 1.0 / (2 * fair.beta * float(np.sum((1 - p) / p))) * 160 / settle
     assert d.mapping_step == pytest.approx(alpha, rel=1e-15)
     served = fair._optimizer.served_points.mean(axis=0)
     gradient = np.stack([rows + DEFAULT_KS, -rows + DEFAULT_KS])
