@@ -28,7 +28,8 @@ predictor stays on a stationary stream.  Each population (the four datasets' unl
 every 250 samples after the first 10,000, the worst-group KS of the served predictor *on that
 population*, each group weighted by its posteriors (the stream's own law, no sampling noise).
 Four more populations have two groups, the second with 50%, 20%, 5% or 2% of the samples, and
-exact posteriors (:func:`two_groups`): how the served KS depends on the size of the smallest group.
+exact posteriors (:mod:`connectors.experiments.two_groups`): how the served KS depends on the size
+of the smallest group.
 Columns: its mean, 90th percentile and maximum, and the KS of the time-averaged served predictor
 (the mixture of those predictors: what the dual meets on average).
 
@@ -53,6 +54,7 @@ from command_line import parser  # benchmarks/command_line.py
 
 from connectors.experiments import datasets, drift, fair_lp
 from connectors.experiments.regression import prepare
+from connectors.experiments.two_groups import two_groups
 from streamfair import FairRegressionPostProcessor, evaluate, evaluate_deterministic
 from streamfair.constraints import CdfConstraints
 from streamfair.dual import group_features, regression_grid, squared_costs
@@ -202,23 +204,6 @@ def recovery(trace: np.ndarray, target: float) -> float:
         if ok[i] and ok[i + 1]:
             return float(after[i, 0] - DRIFT_CHANGE)
     return float("inf")
-
-
-def two_groups(share: float, n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``eta, tau, p`` of ``n`` samples of two groups, the second with ``share`` of them, and exact posteriors.
-
-    Each sample's feature ``x`` is drawn around its group's mean (-0.4 or 0.4, standard deviation
-    0.25); ``tau`` is the posterior of the group given ``x``; ``eta`` is ``x`` plus noise, in ``[-1, 1]``.
-
-    >>> eta, tau, p = two_groups(0.05, 1000, seed=0)
-    >>> p.tolist(), bool(tau[eta > 0.5, 1].mean() > 0.5 > tau[eta < 0, 1].mean())
-    ([0.95, 0.05], True)
-    """
-    rng = np.random.default_rng(seed)
-    p, means = np.array([1 - share, share]), np.array([-0.4, 0.4])
-    x = means[(rng.random(n) < share).astype(int)] + 0.25 * rng.standard_normal(n)
-    likelihood = p * np.exp(-0.5 * ((x[:, None] - means) / 0.25) ** 2)
-    return np.clip(x + 0.1 * rng.standard_normal(n), -1, 1), likelihood / likelihood.sum(axis=1, keepdims=True), p
 
 
 def steady_state(name: str, ks: float, repetitions: int) -> np.ndarray:

@@ -285,7 +285,7 @@ class DualPostProcessor:
         k = self.n_groups
         self._tau_sum = np.full(k, 1.0 / k)  # running sum of tau, with one uniform pseudo-sample
         self._tau_count = 1
-        smoothness, mu = self._step_constants()
+        smoothness, mu, smallest_share = self._step_constants()
         if tracking:
             for name, value in (("horizon", horizon), ("inner", inner), ("mu", mu_arg), ("serve", serve)):
                 if value is not None:
@@ -294,7 +294,7 @@ class DualPostProcessor:
             self.memory: int | None = DEFAULT_MEMORY if memory is None else check_integer("memory", memory, 1)
             self._optimizer: DualOptimizer | TrackingOptimizer = TrackingOptimizer(
                 n_rows=self.constraints.n_rows, slack=self.slack, step=1.0 / smoothness, memory=self.memory,
-                smallest_share=self._smallest_share(),
+                smallest_share=smallest_share,
             )
         else:
             if memory is not None:
@@ -401,15 +401,12 @@ class DualPostProcessor:
         p = self.p
         return float(np.sum((1.0 - p) / p))
 
-    def _smallest_share(self) -> float:
-        """``p_min``, the smallest group share in use: how long the tracking optimizer's step decays."""
-        return float(self.p.min())
-
-    def _step_constants(self) -> tuple[float, float]:
-        """``(M, mu)``: smoothness ``2 beta sigma^2`` (Lemma 3.4) and the strong-convexity parameter."""
+    def _step_constants(self) -> tuple[float, float, float]:
+        """``(M, mu, p_min)``: smoothness ``2 beta sigma^2`` (Lemma 3.4), the strong-convexity parameter, and
+        the smallest group share in use (how long the tracking optimizer's step decays)."""
         sigma2 = self.sigma2
         mu = self.mu_given if self.mu_given is not None else 2.0 * sigma2 / self.beta
-        return 2.0 * self.beta * sigma2, mu
+        return 2.0 * self.beta * sigma2, mu, float(self.p.min())
 
     @property
     def schedule(self) -> Schedule:
@@ -764,7 +761,7 @@ class DualPostProcessor:
 
     def _retune(self) -> None:
         """At an epoch restart, re-derive the step sizes from the current estimate of ``p``."""
-        self._optimizer.retune(*self._step_constants(), self._smallest_share())
+        self._optimizer.retune(*self._step_constants())
 
     # ------------------------------------------------------------------ prediction
     def _served_coefficients(self) -> np.ndarray:

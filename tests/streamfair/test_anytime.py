@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from connectors.experiments import drift, fair_lp
+from connectors.experiments.two_groups import two_groups
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor, dual
 from streamfair.constraints import AtomConstraints, CdfConstraints
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
@@ -203,15 +204,6 @@ def test_served_law_moves_by_at_most_one_over_the_snapshots_per_snapshot():
     assert moved_at and all(n % 20 == 0 for n in moved_at)  # it changes only when a snapshot is taken
 
 
-def small_group_population(n: int, share: float, seed: int):
-    """Two groups, the second with ``share`` of the samples, around -0.4 and 0.4; exact posteriors."""
-    rng = np.random.default_rng(seed)
-    p, means = np.array([1 - share, share]), np.array([-0.4, 0.4])
-    x = means[(rng.random(n) < share).astype(int)] + 0.25 * rng.standard_normal(n)
-    likelihood = p * np.exp(-0.5 * ((x[:, None] - means) / 0.25) ** 2)
-    return np.clip(x + 0.1 * rng.standard_normal(n), -1, 1), likelihood / likelihood.sum(axis=1, keepdims=True), p
-
-
 @pytest.mark.parametrize("p, settle", [([0.9, 0.1], 1600.0), ([0.5, 0.5], 320.0), ([0.3, 0.7], 320 / 0.6)])
 def test_the_step_decays_like_memory_over_n_until_the_smallest_group_has_had_half_a_memory(p, settle):
     eta, tau, _ = population(400, seed=4)
@@ -245,7 +237,7 @@ def test_the_decay_follows_the_estimated_group_shares():
 
 @pytest.mark.parametrize("shares", ["given", "estimated"])
 def test_a_checkpoint_taken_while_the_step_decays_continues_exactly(shares):
-    eta, tau, p = small_group_population(3000, 0.1, seed=2)
+    eta, tau, p = two_groups(0.1, 3000, seed=2)
     fair = FairRegressionPostProcessor(**({"p": p} if shares == "given" else {"n_groups": 2}), memory=320, seed=1)
     fair.learn_many(eta[:700], tau[:700])
     assert 1000 < fair._optimizer.settle < 2000  # the step is decaying (settle = 1600 with the given shares)
@@ -266,7 +258,7 @@ def test_a_checkpoint_taken_while_the_step_decays_continues_exactly(shares):
 def test_the_decaying_step_serves_a_small_group_closer_to_its_target_than_a_constant_step():
     served = {"decaying": [], "constant": []}
     for seed in range(4):
-        eta, tau, p = small_group_population(4000, 0.05, seed)
+        eta, tau, p = two_groups(0.05, 4000, seed)
         models = {"decaying": FairRegressionPostProcessor(p=p, memory=400, seed=seed),
                   "constant": FairRegressionPostProcessor(p=p, memory=400, seed=seed)}
         models["constant"]._optimizer.settle = 400  # the step of the first memory, kept
