@@ -45,13 +45,15 @@ BATCH = 125
 
 
 # ----------------------------------------------------------------------------------- SSO
-def synthetic_least_squares(seed: int = 0, n: int = 2000, d: int = 50, kappa: float = 1e3, noise: float = 0.01):
+def synthetic_least_squares(
+    seed: int = 0, n: int = 2000, d: int = 50, kappa: float = 1e3, noise: float = 0.01
+) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, d)) * np.logspace(0, -0.5 * np.log10(kappa), d)
     return X, X @ rng.standard_normal(d) + noise * rng.standard_normal(n)
 
 
-def crime():
+def crime() -> tuple[np.ndarray, np.ndarray]:
     from connectors.experiments.datasets import load
 
     data = load("crime")

@@ -171,7 +171,15 @@ class FairClassificationPostProcessor(DualPostProcessor):
             serve=serve,
         )
 
-    def get_params(self) -> dict:
+    def get_params(self) -> dict[str, Any]:
+        """The constructor arguments that rebuild an equivalent fresh object (its settings, no state).
+
+        Returns
+        -------
+        dict
+            ``n_classes``, ``classes`` and ``cost_matrix`` (``None`` where not given), then the
+            engine's :meth:`DualPostProcessor.get_params`, as JSON values.
+        """
         return {
             "n_classes": self.n_classes,
             "classes": self._classes_given,

@@ -21,18 +21,49 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .validation import check_finite
 
 
 @dataclass(frozen=True)
 class FairnessReport:
-    """Risk and per-group unfairness of a set of predictions."""
+    """Risk and per-group unfairness of a set of predictions.
 
-    risk: float  # mean squared error (expected over the randomization)
-    group_risk: np.ndarray  # (K,) mean squared error within each group
-    atom_unfairness: np.ndarray  # (K,) max over values of the probability gap
-    ks_unfairness: np.ndarray  # (K,) Kolmogorov-Smirnov distance to the overall law
+    Made by :func:`evaluate` (randomized predictions) and :func:`evaluate_deterministic`.  With a
+    membership matrix for the groups, the per-group quantities weigh each sample by its column.
+
+    Parameters
+    ----------
+    risk
+        Mean squared error ``(Y_hat - y)^2`` over the samples (expected over the randomization).
+    group_risk
+        Shape ``(K,)``: the mean squared error within each group.
+    atom_unfairness
+        Shape ``(K,)``: ``max_y |P(Y_hat = y | S = s) - P(Y_hat = y)|``, the largest gap over
+        the values.
+    ks_unfairness
+        Shape ``(K,)``: ``sup_t |P(Y_hat <= t | S = s) - P(Y_hat <= t)|``, the Kolmogorov-Smirnov
+        distance of the group's law of the predictions to the overall one.
+
+    Examples
+    --------
+    Group 0 (two samples) is always predicted 0, group 1 (four samples) always 1: overall
+    ``P(Y_hat = 0) = 1/3``, so the KS distances are ``1 - 1/3`` and ``1/3``; the squared errors
+    are ``0, 1, 0, 0, 0, 4``:
+
+    >>> report = evaluate_deterministic([0.0, 0.0, 1.0, 1.0, 1.0, 1.0], y=[0.0, 1.0, 1.0, 1.0, 1.0, 3.0],
+    ...                                 groups=[0, 0, 1, 1, 1, 1])
+    >>> round(report.risk, 6), report.group_risk.tolist()
+    (0.833333, [0.5, 1.0])
+    >>> report.ks_unfairness.round(4).tolist(), round(report.max_ks, 4)
+    ([0.6667, 0.3333], 0.6667)
+    """
+
+    risk: float
+    group_risk: np.ndarray
+    atom_unfairness: np.ndarray
+    ks_unfairness: np.ndarray
 
     @property
     def max_ks(self) -> float:
@@ -69,8 +100,50 @@ def _group_means(weights: np.ndarray, values: np.ndarray) -> np.ndarray:
     return (weights.T @ values) / totals.reshape((-1,) + (1,) * (values.ndim - 1))
 
 
-def evaluate(proba, atoms, y, groups, n_groups: int | None = None) -> FairnessReport:
-    """Report for a randomized predictor: row ``i`` of ``proba`` is ``pi(. | x_i)`` over ``atoms``."""
+def evaluate(proba: ArrayLike, atoms: ArrayLike, y: ArrayLike, groups: ArrayLike,
+             n_groups: int | None = None) -> FairnessReport:
+    """Report for a randomized predictor: row ``i`` of ``proba`` is ``pi(. | x_i)`` over ``atoms``.
+
+    The risk and the unfairness are exact expectations over the randomization, not one draw.
+
+    Parameters
+    ----------
+    proba
+        Shape ``(n, m)``: the law of each sample's prediction over ``atoms``.
+    atoms
+        Shape ``(m,)``: the values the predictions take, in any order.
+    y
+        Shape ``(n,)``: the labels.
+    groups
+        The sensitive attribute: ``n`` integer labels ``0..K-1``, or an ``(n, K)`` membership
+        matrix of non-negative weights (row ``i``: ``P(S = . | x_i)``).
+    n_groups
+        ``K`` for integer labels (each group ``0..K-1`` needs a sample); ``None``: the largest
+        label plus one.  Not used with a matrix.
+
+    Returns
+    -------
+    FairnessReport
+        The risk and the per-group unfairness of the randomized predictions.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree, a value is not finite, or a group has no weight.
+
+    Examples
+    --------
+    Group 0 is always predicted 0; group 1 is predicted 1, then 0 or 1 with even odds.  Overall
+    ``P(Y_hat = 1) = 1.5 / 4``, so each group's gap is ``0.375``; the expected squared errors are
+    ``0, 1, 0, 0.5``:
+
+    >>> report = evaluate([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.5, 0.5]], atoms=[0.0, 1.0],
+    ...                   y=[0.0, 1.0, 1.0, 1.0], groups=[0, 0, 1, 1])
+    >>> report.risk, report.group_risk.tolist()
+    (0.375, [0.5, 0.25])
+    >>> report.atom_unfairness.tolist(), report.ks_unfairness.tolist()
+    ([0.375, 0.375], [0.375, 0.375])
+    """
     proba = np.asarray(proba, dtype=float)
     atoms = check_finite("atoms", atoms)
     if proba.ndim != 2 or proba.shape[1] != atoms.size:
@@ -84,8 +157,33 @@ def evaluate(proba, atoms, y, groups, n_groups: int | None = None) -> FairnessRe
     return FairnessReport(float(losses.mean()), _group_means(weights, losses), atom, ks)
 
 
-def evaluate_deterministic(predictions, y, groups, n_groups: int | None = None) -> FairnessReport:
-    """Report for deterministic predictions (exact KS; per-value gaps over the distinct values)."""
+def evaluate_deterministic(predictions: ArrayLike, y: ArrayLike, groups: ArrayLike,
+                           n_groups: int | None = None) -> FairnessReport:
+    """Report for deterministic predictions (exact KS; per-value gaps over the distinct values).
+
+    Parameters
+    ----------
+    predictions
+        Shape ``(n,)``: one number per sample.
+    y
+        Shape ``(n,)``: the labels.
+    groups, n_groups
+        The sensitive attribute and the number of groups, as for :func:`evaluate`.
+
+    Returns
+    -------
+    FairnessReport
+        The risk and the per-group unfairness of the predictions.
+
+    Examples
+    --------
+    Group 0 gets 0 and 1, group 1 gets 1 twice: overall ``P(Y_hat = 0) = 1/4``, so each group's
+    gap is ``1/4``; the squared errors are ``0, 1, 0, 4``:
+
+    >>> report = evaluate_deterministic([0.0, 1.0, 1.0, 1.0], y=[0.0, 0.0, 1.0, 3.0], groups=[0, 0, 1, 1])
+    >>> report.risk, report.group_risk.tolist(), report.ks_unfairness.tolist()
+    (1.25, [0.5, 2.0], [0.25, 0.25])
+    """
     predictions = check_finite("predictions", predictions)
     y = check_finite("y", y, predictions.size)
     weights = group_membership(groups, predictions.size, n_groups)

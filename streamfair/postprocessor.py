@@ -63,7 +63,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, Self, overload
 
 import numpy as np
 
@@ -110,7 +110,44 @@ class Diagnostics:
 
     The per-atom gaps are the mean of ``pi(l | x) t_s(x)`` over the last ``window`` samples, with
     ``pi`` the *served* predictor; its expectation is ``P(Y_hat = l) - P(Y_hat = l | S = s)``
-    (paper eq. 15), and the other fairness estimates are derived from it.
+    (paper eq. 15), and the other fairness estimates are derived from it.  Below, ``m`` is the
+    number of atoms and ``K`` the number of groups.
+
+    Parameters
+    ----------
+    n_samples
+        Samples learned so far.
+    n_clipped
+        Samples learned whose base prediction was outside the target range and was clipped to it
+        (regression; always 0 for classification).
+    epoch
+        Completed epochs (the paper's optimizers) or windows of ``memory`` samples (tracking).
+    epoch_horizon
+        Samples in the current epoch (the paper's optimizers) or in a window: ``memory`` (tracking).
+    epoch_progress
+        Fraction of the current epoch or window already learned, in ``[0, 1)``.
+    atom_gaps
+        Shape ``(m, K)``: the signed estimate of ``P(Y_hat = l) - P(Y_hat = l | S = s)``.
+    group_unfairness
+        Shape ``(K,)``: ``max_l |gap|``, the paper's per-atom unfairness ``U_s``.
+    group_ks
+        Shape ``(K,)``: the KS distance between the group's prediction CDF and the overall one.
+    group_proba
+        Shape ``(m, K)``: the estimate of ``P(Y_hat = l | S = s)``.
+    group_mean
+        Shape ``(K,)``: the estimate of ``E[Y_hat | S = s]`` (the mean class index for a classifier).
+    target
+        Shape ``(K,)``: the slack, the per-atom ``eps_s`` or the KS target ``ks_s``.
+    violation
+        ``sqrt(sum_{rows, s} (|constraint| - slack_s)_+^2)``, the left side of Lemma 3.5: 0 when
+        every estimated constraint holds.
+    gradient_mapping_norm
+        ``||G_alpha||`` at the served dual point, from the plug-in gradient: the convergence
+        certificate (0 at the optimum).
+    mapping_step
+        The ``alpha`` of the gradient mapping.
+    dual_norms
+        ``(||Lambda||, ||V||)``, the norms of the served dual multipliers.
 
     Examples
     --------
@@ -135,19 +172,19 @@ class Diagnostics:
 
     n_samples: int
     n_clipped: int
-    epoch: int  # completed epochs (paper's optimizers) or windows of ``memory`` samples (tracking)
+    epoch: int
     epoch_horizon: int
     epoch_progress: float
-    atom_gaps: np.ndarray  # (m, K), signed estimate of P(l) - P(l | s)
-    group_unfairness: np.ndarray  # (K,), max_l |gap|: the paper's per-atom unfairness U_s
-    group_ks: np.ndarray  # (K,), KS distance between the group-s and overall prediction CDFs
-    group_proba: np.ndarray  # (m, K), estimate of P(Y_hat = l | S = s)
-    group_mean: np.ndarray  # (K,), estimate of E[Y_hat | S = s]
-    target: np.ndarray  # (K,), the slack: per-atom eps_s or the KS target ks_s
-    violation: float  # sqrt(sum_{rows,s} (|constraint| - slack_s)_+^2), the left side of Lemma 3.5
-    gradient_mapping_norm: float  # ||G_alpha|| at the served point, plug-in gradient
-    mapping_step: float  # the alpha of the gradient mapping
-    dual_norms: tuple[float, float]  # (||Lambda||, ||V||) of the served point
+    atom_gaps: np.ndarray
+    group_unfairness: np.ndarray
+    group_ks: np.ndarray
+    group_proba: np.ndarray
+    group_mean: np.ndarray
+    target: np.ndarray
+    violation: float
+    gradient_mapping_norm: float
+    mapping_step: float
+    dual_norms: tuple[float, float]
 
 
 class DualPostProcessor:
@@ -233,6 +270,18 @@ class DualPostProcessor:
     [-1.0, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0]
     >>> model.prediction_modes
     ('sample', 'mean', 'mode')
+
+    Every variant learns and predicts through the same methods: ``pi(. | x)`` is a law over the
+    atoms, ``"mean"`` is its mean, and a keyed draw is the same when it is replayed.
+
+    >>> model.learn_many([0.5, -0.5] * 100, [[0.2, 0.8], [0.8, 0.2]] * 100)
+    >>> proba = model.proba_one(0.3, [0.2, 0.8])
+    >>> model.n_samples, round(float(proba.sum()), 9)
+    (200, 1.0)
+    >>> bool(abs(model.predict_one(0.3, [0.2, 0.8], mode="mean") - proba @ model.atoms) < 1e-12)
+    True
+    >>> bool(model.predict_one(0.3, [0.2, 0.8], key="m1") == model.predict_one(0.3, [0.2, 0.8], key="m1"))
+    True
     """
 
     #: Whether :meth:`learn_label` does anything (a variant whose weighting learns from labels sets it).
@@ -368,6 +417,19 @@ class DualPostProcessor:
 
         The engine's uniform weighting uses no labels (``uses_labels`` is ``False``); a variant
         whose weighting does returns ``True`` when it matched the key.
+
+        Parameters
+        ----------
+        key
+            The key the sample was learned under (``learn_one(..., key=key)`` or one of the
+            ``keys`` of a many-sample method).
+        y
+            The sample's label, which arrived after the sample was learned.
+
+        Returns
+        -------
+        bool
+            Whether the label was used: always ``False`` here.
         """
         return False
 
@@ -499,7 +561,18 @@ class DualPostProcessor:
     def learn_one(self, prediction: Any, tau: TauRow, key: Hashable | None = None) -> None:
         """One unlabeled sample: one stochastic-gradient step of the optimizer.
 
-        ``key`` (the message id) names the sample for a later :meth:`learn_label`.
+        Parameters
+        ----------
+        prediction
+            The base model's prediction for the sample (see :attr:`prediction_input`): the
+            estimate ``eta(x)``, a number (regression), or the class probabilities
+            ``P(Y = . | x)``, ``m`` numbers summing to one (classification).
+        tau
+            The group posterior ``tau(x) = P(S = . | x)``: ``K`` probabilities summing to one, in
+            the column order of :attr:`p`.
+        key
+            Names the sample (e.g. its message id) for a later :meth:`learn_label`; ``None``:
+            no label will refer to it.
         """
         if self._one_sample(prediction, tau, None, draw=False, learn=True) is not None:  # uniform weights: no key
             return
@@ -562,7 +635,7 @@ class DualPostProcessor:
 
     def learn_many(self, predictions: Any, tau: Any, batch_size: int | None = None,
                    keys: Sequence[Hashable | None] | None = None) -> None:
-        """Learn from ``n`` samples in order (``keys``: ``None``, or one key or ``None`` per sample).
+        """Learn from ``n`` samples in order.
 
         With ``batch_size=None`` the result is bit-for-bit that of ``n`` calls to :meth:`learn_one`.
         With ``batch_size=b`` each step averages the stochastic gradient over ``b`` consecutive
@@ -570,6 +643,18 @@ class DualPostProcessor:
         sample's features use the running ``p`` estimate after that sample, as in sequential mode;
         an epoch restart re-derives the step sizes from the estimate at the end of its last batch.
         Mini-batches never straddle a change of the sample weights.
+
+        Parameters
+        ----------
+        predictions
+            The base model's predictions, one per sample: shape ``(n,)`` of ``eta(x)``
+            (regression) or ``(n, m)`` class probabilities (classification).
+        tau
+            The group posteriors ``P(S = . | x)``, shape ``(n, K)``, rows summing to one.
+        batch_size
+            Samples per stochastic-gradient step; ``None``: one step per sample.
+        keys
+            ``None``, or one key (or ``None``) per sample, as the ``key`` of :meth:`learn_one`.
         """
         predictions, taus = self._check_many(predictions, tau, keys)
         if batch_size is not None:
@@ -631,6 +716,21 @@ class DualPostProcessor:
         serving: the prediction never depends on its own sample), with the input validated and the
         costs computed once.  An invalid input raises ``ValueError`` before anything changes.
 
+        Parameters
+        ----------
+        prediction, tau
+            The base model's prediction and the group posterior of the sample, as for
+            :meth:`learn_one`.
+        key
+            Names the sample for a later :meth:`learn_label`, as for :meth:`learn_one`.
+
+        Returns
+        -------
+        ndarray of shape (m,)
+            ``pi(. | x)`` over :attr:`atoms`, served before the sample was learned.
+
+        Examples
+        --------
         >>> from streamfair import FairRegressionPostProcessor
         >>> a, b = FairRegressionPostProcessor(L=5, n_groups=2), FairRegressionPostProcessor(L=5, n_groups=2)
         >>> proba = a.proba_one(0.3, [0.2, 0.8]); a.learn_one(0.3, [0.2, 0.8])
@@ -652,8 +752,23 @@ class DualPostProcessor:
         Bit for bit the same rows and state as ``n`` calls to :meth:`proba_learn_one` (that is,
         :meth:`proba_one` then :meth:`learn_one` per sample, with its key), with the inputs
         validated at once as :meth:`learn_many` does (an invalid row raises ``ValueError`` before
-        anything changes) and the group features of all samples computed together.  Shape ``(n, m)``.
+        anything changes) and the group features of all samples computed together.
 
+        Parameters
+        ----------
+        predictions, tau
+            The base model's predictions and the group posteriors, one row per sample, as for
+            :meth:`learn_many`.
+        keys
+            ``None``, or one key (or ``None``) per sample, as the ``key`` of :meth:`learn_one`.
+
+        Returns
+        -------
+        ndarray of shape (n, m)
+            Row ``i`` is ``pi(. | x_i)`` over :attr:`atoms`, served before sample ``i`` was learned.
+
+        Examples
+        --------
         >>> from streamfair import FairRegressionPostProcessor
         >>> a, b = FairRegressionPostProcessor(L=5, n_groups=2), FairRegressionPostProcessor(L=5, n_groups=2)
         >>> rows = [a.proba_learn_one(e, [0.3, 0.7]) for e in (0.1, -0.4, 0.8)]
@@ -669,15 +784,49 @@ class DualPostProcessor:
         self._serve_then_learn(predictions, taus, keys, serve)
         return proba
 
+    @overload
+    def predict_learn_many(self, predictions: Any, tau: Any, mode: str = ..., keys: Sequence[Key | None] | None = ...,
+                           return_proba: Literal[False] = ...) -> np.ndarray: ...
+
+    @overload
+    def predict_learn_many(self, predictions: Any, tau: Any, mode: str = ..., keys: Sequence[Key | None] | None = ...,
+                           *, return_proba: Literal[True]) -> tuple[np.ndarray, np.ndarray]: ...
+
+    @overload  # return_proba known only at run time: either
+    def predict_learn_many(self, predictions: Any, tau: Any, mode: str = ..., keys: Sequence[Key | None] | None = ...,
+                           return_proba: bool = ...) -> Any: ...
+
     def predict_learn_many(self, predictions: Any, tau: Any, mode: str = "sample",
-                           keys: Sequence[Key | None] | None = None, return_proba: bool = False):
+                           keys: Sequence[Key | None] | None = None,
+                           return_proba: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         """For each sample in order, a fair prediction at the state that learned the samples before it, then learn it.
 
         Bit for bit the same predictions and state as ``n`` calls to :meth:`predict_learn_one` (that
         is, :meth:`predict_one` then :meth:`learn_one` per sample, with its key; a ``None`` key
-        draws from the counter), validated at once.  ``return_proba``: also return the served
-        probabilities of each sample, as :meth:`proba_learn_many` does.
+        draws from the counter), validated at once.
 
+        Parameters
+        ----------
+        predictions, tau
+            The base model's predictions and the group posteriors, one row per sample, as for
+            :meth:`learn_many`.
+        mode
+            One of :attr:`prediction_modes`, as for :meth:`predict_one`.
+        keys
+            ``None``, or one key (or ``None``) per sample, each as the ``key`` of
+            :meth:`predict_learn_one`: it determines the sample's draw and names it for
+            :meth:`learn_label`.
+        return_proba
+            Also return the served probabilities of each sample, as :meth:`proba_learn_many` does.
+
+        Returns
+        -------
+        ndarray of shape (n,) or tuple of two ndarrays
+            The fair predictions, in :attr:`labels` (numbers for ``mode="mean"``); with
+            ``return_proba``, ``(predictions, proba)`` with ``proba`` of shape ``(n, m)``.
+
+        Examples
+        --------
         >>> from streamfair import FairRegressionPostProcessor
         >>> a, b = FairRegressionPostProcessor(L=5, n_groups=2), FairRegressionPostProcessor(L=5, n_groups=2)
         >>> one = [a.predict_learn_one(e, [0.3, 0.7], key=k) for e, k in ((0.1, "m1"), (-0.4, "m2"))]
@@ -701,7 +850,10 @@ class DualPostProcessor:
                 proba[rows] = self._served_proba(features, costs)
 
         self._serve_then_learn(predictions, taus, keys, serve)
-        return (self.labels[indices], proba) if return_proba else self.labels[indices]
+        if return_proba:
+            assert proba is not None  # made above when return_proba
+            return self.labels[indices], proba
+        return self.labels[indices]
 
     def _serve_then_learn(self, predictions: np.ndarray, taus: np.ndarray, keys: Sequence | None,
                           serve: Callable[[slice, np.ndarray, np.ndarray], None]) -> None:
@@ -723,11 +875,29 @@ class DualPostProcessor:
             self._learned(predictions[rows], taus[rows], None if keys is None else keys[rows])
             start = stop
 
-    def predict_learn_one(self, prediction: Any, tau: TauRow, mode: str = "sample", key: Key | None = None):
+    def predict_learn_one(self, prediction: Any, tau: TauRow, mode: str = "sample", key: Key | None = None) -> Any:
         """A fair prediction, then learn the sample: :meth:`predict_one` then :meth:`learn_one` (with ``key``), fused.
 
         The same prediction and state, bit for bit, as the two calls (see :meth:`proba_learn_one`).
 
+        Parameters
+        ----------
+        prediction, tau
+            The base model's prediction and the group posterior of the sample, as for
+            :meth:`learn_one`.
+        mode
+            One of :attr:`prediction_modes`, as for :meth:`predict_one`.
+        key
+            The draw key, as for :meth:`predict_one`; it also names the sample for a later
+            :meth:`learn_label`.
+
+        Returns
+        -------
+        object
+            The fair prediction, one of :attr:`labels` (a number for ``mode="mean"``).
+
+        Examples
+        --------
         >>> from streamfair import FairRegressionPostProcessor
         >>> a, b = FairRegressionPostProcessor(L=5, n_groups=2), FairRegressionPostProcessor(L=5, n_groups=2)
         >>> first = a.predict_one(0.3, [0.2, 0.8], key="m1"); a.learn_one(0.3, [0.2, 0.8], key="m1")
@@ -795,7 +965,19 @@ class DualPostProcessor:
         return kernel.served_draw(self._served_coefficients(), features[0], scaled_costs[0], u)
 
     def proba_many(self, predictions: Any, tau: Any) -> np.ndarray:
-        """``pi(l | x_i)`` for each sample: shape ``(n, m)``; the distribution DP is about."""
+        """``pi(l | x_i)`` for each sample: the distribution DP is about.  Nothing is learned.
+
+        Parameters
+        ----------
+        predictions, tau
+            The base model's predictions and the group posteriors, one row per sample, as for
+            :meth:`learn_many`.
+
+        Returns
+        -------
+        ndarray of shape (n, m)
+            Row ``i`` is ``pi(. | x_i)`` over :attr:`atoms`.
+        """
         predictions = self._check_predictions(predictions, None)
         return self._proba(predictions, self._check_tau(tau, predictions.shape[0]))
 
@@ -807,10 +989,21 @@ class DualPostProcessor:
         return proba
 
     def proba_one(self, prediction: Any, tau: TauRow) -> np.ndarray:
-        """``pi(. | x)`` over the atoms for one sample: shape ``(m,)``.
+        """``pi(. | x)`` over the atoms for one sample.  Nothing is learned.
 
         A sample of the one-call paths (see :meth:`_one_sample`) is one compiled call
         (:func:`streamfair.kernel.tracking_proba`), with the floats of the general path.
+
+        Parameters
+        ----------
+        prediction, tau
+            The base model's prediction and the group posterior of the sample, as for
+            :meth:`learn_one`.
+
+        Returns
+        -------
+        ndarray of shape (m,)
+            The law of the randomized fair prediction over :attr:`atoms`.
         """
         inputs = self._one_call_inputs(prediction, tau)
         if inputs is not None:
@@ -848,8 +1041,26 @@ class DualPostProcessor:
         self._draws += 1
         return f"draw:{self._draws - 1}"
 
-    def predict_many(self, predictions: Any, tau: Any, mode: str = "sample", keys: Sequence[Key | None] | None = None):
-        """Fair predictions for ``n`` samples, in :attr:`labels` (see :meth:`predict_one` for ``mode`` and ``keys``)."""
+    def predict_many(self, predictions: Any, tau: Any, mode: str = "sample",
+                     keys: Sequence[Key | None] | None = None) -> np.ndarray:
+        """Fair predictions for ``n`` samples, in :attr:`labels`.  Nothing is learned.
+
+        Parameters
+        ----------
+        predictions, tau
+            The base model's predictions and the group posteriors, one row per sample, as for
+            :meth:`learn_many`.
+        mode
+            One of :attr:`prediction_modes`, as for :meth:`predict_one`.
+        keys
+            ``None``, or one draw key (or ``None``) per sample, each as the ``key`` of
+            :meth:`predict_one`.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The fair predictions, in :attr:`labels` (numbers for ``mode="mean"``).
+        """
         self._check_mode(mode)
         predictions, taus = self._check_many(predictions, tau, keys)
         n, labels = taus.shape[0], self.labels
@@ -863,15 +1074,28 @@ class DualPostProcessor:
                 fair[rows] = self._reduce(self._proba(predictions[rows], taus[rows]), mode)
         return fair
 
-    def predict_one(self, prediction: Any, tau: TauRow, mode: str = "sample", key: Key | None = None):
-        """A fair prediction for one sample.
+    def predict_one(self, prediction: Any, tau: TauRow, mode: str = "sample", key: Key | None = None) -> Any:
+        """A fair prediction for one sample.  Nothing is learned.
 
-        ``mode="sample"`` draws an atom from ``pi(. | x)``: the randomized predictor whose fairness
-        the paper guarantees.  The draw is determined by ``(seed, key)``; pass the message id as
-        ``key`` so that a replayed message gets the same draw.  Without a key an internal counter
-        (part of the state) supplies one.  ``"mode"`` is the most likely atom; regression adds
-        ``"mean"`` (see ``prediction_modes``).  Neither deterministic mode is covered by the DP
-        guarantee.  The prediction is one of :attr:`labels` (or, for ``"mean"``, a number).
+        Parameters
+        ----------
+        prediction, tau
+            The base model's prediction and the group posterior of the sample, as for
+            :meth:`learn_one`.
+        mode
+            ``"sample"`` draws an atom from ``pi(. | x)``: the randomized predictor whose fairness
+            the paper guarantees.  ``"mode"`` is the most likely atom; regression adds ``"mean"``,
+            the mean of ``pi(. | x)`` (see :attr:`prediction_modes`).  Neither deterministic mode
+            is covered by the DP guarantee.
+        key
+            The draw key (``mode="sample"``): an ``int``, ``str`` or ``bytes``.  The draw is
+            determined by ``(seed, key)``; pass the message id so that a replayed message gets
+            the same draw.  ``None``: an internal counter (part of the state) supplies one.
+
+        Returns
+        -------
+        object
+            The fair prediction, one of :attr:`labels` (a number for ``mode="mean"``).
         """
         self._check_mode(mode)
         if mode != "sample":
@@ -890,6 +1114,11 @@ class DualPostProcessor:
         The gaps are exact plug-in means over the samples in the window (all of them before it
         fills), at the served point.  The gradient is the plug-in gradient of the constraint rows
         ``+-C gaps + slack``, and the certificate is its gradient mapping at ``mapping_step``.
+
+        Returns
+        -------
+        Diagnostics
+            The estimates at the served point (zero gaps before the first sample).
         """
         served = self._optimizer.served
         if self._recent_count and self._recent_predictions is not None:
@@ -925,10 +1154,14 @@ class DualPostProcessor:
         )
 
     # ------------------------------------------------------------------ state
-    def get_params(self) -> dict:
+    def get_params(self) -> dict[str, Any]:
         """The constructor arguments that rebuild an equivalent fresh object (its settings, no state).
 
-        The values are JSON values (numbers, strings, ``None`` and lists), as :meth:`state_dict` stores them.
+        Returns
+        -------
+        dict
+            Keyword arguments of the class's constructor, as JSON values (numbers, strings,
+            ``None`` and lists), as :meth:`state_dict` stores them.
 
         Examples
         --------
@@ -958,8 +1191,25 @@ class DualPostProcessor:
             "window": self.window,
         }
 
-    def state_dict(self) -> dict:
-        """Everything needed to continue exactly: configuration, arrays, counters, draw counter."""
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: configuration, arrays, counters, draw counter.
+
+        Returns
+        -------
+        dict
+            A self-describing state (its class name, a format version, :meth:`get_params`, the
+            optimizer's state, arrays and counters) that :meth:`from_state_dict` restores.
+
+        Examples
+        --------
+        >>> from streamfair import FairRegressionPostProcessor
+        >>> fair = FairRegressionPostProcessor(L=5, n_groups=2, seed=1)
+        >>> fair.learn_many([0.2, -0.6, 0.9], [[0.3, 0.7], [0.8, 0.2], [0.5, 0.5]])
+        >>> copy = FairRegressionPostProcessor.from_state_dict(fair.state_dict())
+        >>> copy.learn_one(0.4, [0.1, 0.9]); fair.learn_one(0.4, [0.1, 0.9])     # both continue alike
+        >>> copy.n_samples, bool((copy.proba_one(0.1, [0.4, 0.6]) == fair.proba_one(0.1, [0.4, 0.6])).all())
+        (4, True)
+        """
         return {
             "version": STATE_VERSION,
             "class": type(self).__name__,
@@ -976,10 +1226,20 @@ class DualPostProcessor:
         }
 
     @classmethod
-    def from_state_dict(cls, state: dict):
+    def from_state_dict(cls, state: dict[str, Any]) -> Self:
         """A new object that continues exactly as the one whose :meth:`state_dict` was taken.
 
         A version-1 state (written before the profiles existed) restores as the ``paper`` profile.
+
+        Parameters
+        ----------
+        state
+            What :meth:`state_dict` returned on an object of this class.
+
+        Returns
+        -------
+        DualPostProcessor
+            An object of this class, in the state ``state`` describes.
         """
         if not isinstance(state, dict):
             raise ValueError(f"state must be a dict made by state_dict(), got {type(state).__name__}")

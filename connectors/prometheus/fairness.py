@@ -47,14 +47,15 @@ class StreamfairMetrics:
     eps
         The post-processors' per-atom slack (the paper's constraints): one number or one per group,
         exported as ``streamfair_fairness_eps``.
-    ks
-        Or their KS target (the default constraints), exported as ``streamfair_fairness_ks_target``
-        next to the live and audited KS.  Exactly one of ``eps`` and ``ks`` is given.
     registry
         Where the metrics are registered; ``None``: a new :class:`~prometheus_client.CollectorRegistry`
         (so two instances never clash, and the process-wide default registry stays untouched).
     audit_window
         Labelled samples per partition in the audited sliding window.
+    ks
+        Or, instead of ``eps``, their KS target (the default constraints), exported as
+        ``streamfair_fairness_ks_target`` next to the live and audited KS.  Exactly one of ``eps``
+        and ``ks`` is given.
 
     Attributes
     ----------
@@ -166,16 +167,42 @@ class StreamfairMetrics:
     # -------------------------------------------------------------- updates
     @contextlib.contextmanager
     def time_update(self, n: int = 1) -> Iterator[None]:
-        """Time the block as an update of ``n`` samples (``with metrics.time_update(): fair.learn_one(...)``)."""
+        """Time the block as an update of ``n`` samples (``with metrics.time_update(): fair.learn_one(...)``).
+
+        The block's duration, divided by ``n``, is counted ``n`` times in ``streamfair_update_seconds``.
+
+        Parameters
+        ----------
+        n
+            Samples the block learns (``learn_many`` of ``n`` rows); ``n <= 0`` counts nothing.
+
+        Yields
+        ------
+        None
+            The block runs at the ``yield``.
+        """
         started = time.perf_counter()
         yield
         self.update_seconds.observe((time.perf_counter() - started) / max(n, 1), n)
 
     def observe(self, fair: Any, partition: Any = "0") -> tuple[Any, FairnessReport | None]:
         """Set the live fairness and convergence gauges from ``fair.diagnostics()`` and the audited
-        ones from the partition's window; returns the diagnostics and the audited report (or ``None``).
+        ones from the partition's window.
 
         The live fairness gauges appear with the first sample learned (an empty window estimates nothing).
+
+        Parameters
+        ----------
+        fair
+            A post-processor (anything with a ``diagnostics()`` that returns a
+            :class:`streamfair.Diagnostics` over the ``groups``).
+        partition
+            The ``partition`` label value of its series.
+
+        Returns
+        -------
+        tuple of (Diagnostics, FairnessReport or None)
+            ``fair.diagnostics()`` and the report of :meth:`observe_audit` (``None`` without one).
         """
         diagnostics = fair.diagnostics()
         part = str(partition)
@@ -199,7 +226,21 @@ class StreamfairMetrics:
 
     def add_feedback(self, partition: Any, atoms: Sequence[float], proba: Any, y: Any, groups: Any) -> None:
         """Labelled samples: the served distributions ``proba`` over ``atoms``, labels ``y``, group
-        indices ``groups`` (columns of tau).  A change of ``atoms`` starts a new window."""
+        indices ``groups`` (columns of tau).  A change of ``atoms`` starts a new window.
+
+        Parameters
+        ----------
+        partition
+            The partition whose audit window gets the samples.
+        atoms
+            The values the distributions are over (the post-processor's atoms).
+        proba
+            Shape ``(n, m)``: the distribution served for each sample.
+        y
+            Shape ``(n,)``: the labels.
+        groups
+            Shape ``(n,)``: the true groups, as indices into ``groups``.
+        """
         part = str(partition)
         window = self._audits.get(part)
         if window is None or not np.array_equal(window.atoms, np.asarray(atoms, dtype=float)):
@@ -207,12 +248,37 @@ class StreamfairMetrics:
         window.add(proba, y, groups)
 
     def audited_samples(self, partition: Any = "0") -> int:
-        """Labelled samples held in the partition's window."""
+        """Labelled samples held in the partition's window.
+
+        Parameters
+        ----------
+        partition
+            The partition.
+
+        Returns
+        -------
+        int
+            The samples in its audit window (0 before any feedback).
+        """
         window = self._audits.get(str(partition))
         return 0 if window is None else window.count
 
     def observe_audit(self, partition: Any = "0") -> FairnessReport | None:
-        """Set the audited gauges of the partition from its window; returns the report (or ``None``)."""
+        """Set the audited gauges of the partition from its window.
+
+        The per-group sample counts are set as soon as the window holds a sample, the fairness and
+        risk gauges once every group has one.
+
+        Parameters
+        ----------
+        partition
+            The partition.
+
+        Returns
+        -------
+        FairnessReport or None
+            The report of the window, or ``None`` while a group has no sample (or no window exists).
+        """
         part = str(partition)
         window = self._audits.get(part)
         if window is None:
@@ -229,7 +295,17 @@ class StreamfairMetrics:
         return report
 
     def set_dro_weights(self, partition: Any, weights: Sequence[float], robust_value: float | None = None) -> None:
-        """Export a post-processor's current DRO group weights (and robust risk value)."""
+        """Export a post-processor's current DRO group weights (and robust risk value).
+
+        Parameters
+        ----------
+        partition
+            The partition of the post-processor.
+        weights
+            One weight ``>= 0`` per group, in the order of ``groups``.
+        robust_value
+            The robust (worst-case weighted) risk; ``None``: left as it was.
+        """
         values = np.asarray(weights, dtype=float)
         if values.shape != (len(self.groups),) or not np.all(np.isfinite(values)) or np.any(values < 0):
             raise ValueError(f"weights must be {len(self.groups)} finite numbers >= 0, got {values.tolist()!r}")
@@ -240,7 +316,13 @@ class StreamfairMetrics:
             self.dro_value.labels(part).set(float(robust_value))
 
     def forget_partition(self, partition: Any) -> None:
-        """Drop every series of the partition (its post-processor moved to another instance)."""
+        """Drop every series of the partition (its post-processor moved to another instance).
+
+        Parameters
+        ----------
+        partition
+            The partition; its audit window goes too.
+        """
         part = str(partition)
         self._audits.pop(part, None)
         for gauge in (self.live_gap, self.live_ks, self.live_mean, self.audited_gap, self.audited_ks,

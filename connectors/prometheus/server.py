@@ -52,6 +52,27 @@ class MetricsServer:
     ----------
     port : int
         The port actually bound.
+
+    Examples
+    --------
+    A registry with one counter, and a readiness probe that says the daemon is restoring:
+
+    >>> import urllib.error, urllib.request
+    >>> from prometheus_client import CollectorRegistry, Counter
+    >>> registry = CollectorRegistry()
+    >>> Counter("demo_events_total", "Events seen.", registry=registry).inc(3)
+    >>> server = MetricsServer(registry, port=0, host="127.0.0.1", ready=lambda: (False, "restoring"))
+    >>> url = f"http://127.0.0.1:{server.port}"
+    >>> with urllib.request.urlopen(url + METRICS_PATH, timeout=5) as response:
+    ...     [line for line in response.read().decode().splitlines() if line.startswith("demo_events_total")]
+    ['demo_events_total 3.0']
+    >>> try:
+    ...     urllib.request.urlopen(url + READY_PATH, timeout=5)
+    ... except urllib.error.HTTPError as error:
+    ...     with error:
+    ...         error.code, error.read()
+    (503, b'restoring\\n')
+    >>> server.close()
     """
 
     def __init__(self, registry: CollectorRegistry, port: int = 0, host: str = "0.0.0.0",
@@ -92,5 +113,34 @@ def _always_ok() -> tuple[bool, str]:
 
 def serve(registry: CollectorRegistry, port: int = 0, host: str = "0.0.0.0", live: Probe | None = None,
           ready: Probe | None = None) -> MetricsServer:
-    """Start a :class:`MetricsServer` (close it with ``.close()``)."""
+    """Start a :class:`MetricsServer` (close it with ``.close()``).
+
+    Parameters
+    ----------
+    registry
+        What ``/metrics`` exposes.
+    port
+        TCP port; 0 picks a free one.
+    host
+        Bind address (``"0.0.0.0"``: every interface).
+    live, ready
+        ``() -> (ok, message)`` for ``/healthz`` and ``/readyz``; ``None``: always ok.
+
+    Returns
+    -------
+    MetricsServer
+        The server, already serving in a background thread.
+
+    Examples
+    --------
+    The root path lists the three endpoints:
+
+    >>> import urllib.request
+    >>> from prometheus_client import CollectorRegistry
+    >>> server = serve(CollectorRegistry(), port=0, host="127.0.0.1")
+    >>> with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/", timeout=5) as response:
+    ...     response.status, response.read().decode()
+    (200, 'streamfair: /metrics /healthz /readyz\\n')
+    >>> server.close()
+    """
     return MetricsServer(registry, port, host, live, ready)

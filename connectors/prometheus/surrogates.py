@@ -121,7 +121,16 @@ class SurrogateMetrics:
         self._seen[key] = (weakref.ref(owner), value)
 
     def observe_sso(self, sso: Any, model: Any = "default") -> None:
-        """Export an SSO optimiser's counts and its last step (``sso.last_step``, if any)."""
+        """Export an SSO optimiser's counts and its last step (``sso.last_step``, if any).
+
+        Parameters
+        ----------
+        sso
+            An :class:`~streamfair.surrogates.SSO` or a :class:`~connectors.river.surrogates.RiverSSO`
+            (``n_oracle_calls``, ``n_inner_steps`` and, optionally, ``last_step`` are read).
+        model
+            The ``model`` label value, one of ``models``.
+        """
         label = self._model(model)
         self._advance(self.oracle_calls, (label, "oracle"), sso, int(sso.n_oracle_calls))
         self._advance(self.inner_steps, (label, "inner"), sso, int(sso.n_inner_steps))
@@ -134,7 +143,15 @@ class SurrogateMetrics:
             self.batch_loss.labels(label).set(step.loss_at_z)
 
     def observe_tuner(self, tuner: Any, model: Any = "default") -> None:
-        """Export a :class:`~streamfair.surrogates.MetricWeightTuner`'s counts, version and last report."""
+        """Export a :class:`~streamfair.surrogates.MetricWeightTuner`'s counts, version and last report.
+
+        Parameters
+        ----------
+        tuner
+            The tuner.
+        model
+            The ``model`` label value, one of ``models``.
+        """
         label = self._model(model)
         self._advance(self.outer_iterations, (label, "outer"), tuner, int(tuner.outer_iterations))
         self._advance(self.skipped_steps, (label, "skipped"), tuner, int(tuner.skipped_steps))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any
 
 from river import base
 
@@ -175,13 +176,26 @@ class FairClassifier(FairWrapper, base.Classifier):
         return posterior_in_order(proba, self.classes, self._class_counts)
 
     # ------------------------------------------------------------------ learning
-    def learn_one(self, x: dict, y: Hashable | None = None, w: float = 1.0, **kwargs) -> None:
+    def learn_one(self, x: dict, y: Hashable | None = None, w: float = 1.0, **kwargs: Any) -> None:
         """Learn from one sample; ``y=None`` (an unlabeled sample) leaves the classifier as it is.
 
-        ``w`` goes to the classifier only (the group classifier and the post-processor estimate
-        population quantities); ``w != 1`` with a classifier whose ``learn_one`` takes no ``w``
-        raises ``ValueError``.  ``kwargs`` go to the classifier's ``predict_proba_one`` and
-        ``learn_one``.
+        The post-processor learns first, from the base models' outputs before they see the
+        sample; then the group classifier learns S (if ``x`` holds it) and the classifier ``y``.
+
+        Parameters
+        ----------
+        x
+            The features; S, under the key ``sensitive``, is removed before either base model
+            sees them (without it, the group classifier does not learn).
+        y
+            The label, one of ``classes`` (else ``ValueError``); ``None``: an unlabeled sample.
+        w
+            The sample weight, for the classifier only (the group classifier and the
+            post-processor estimate population quantities); ``w != 1`` with a classifier whose
+            ``learn_one`` takes no ``w`` raises ``ValueError``.
+        **kwargs
+            Passed to the classifier's ``predict_proba_one`` and ``learn_one`` (as River
+            pipelines pass them).
         """
         label = None
         if y is not None:
@@ -194,12 +208,41 @@ class FairClassifier(FairWrapper, base.Classifier):
             self._class_counts[label] += 1
 
     # ------------------------------------------------------------------ prediction
-    def predict_proba_one(self, x: dict, **kwargs) -> dict:
-        """``pi(. | x)`` as ``{class: probability}``: the law of the randomized fair prediction."""
+    def predict_proba_one(self, x: dict, **kwargs: Any) -> dict:
+        """``pi(. | x)`` as ``{class: probability}``: the law of the randomized fair prediction.
+
+        S is ignored and no state changes.
+
+        Parameters
+        ----------
+        x
+            The features (S, if present, is not read).
+        **kwargs
+            Passed to the classifier's ``predict_proba_one``.
+
+        Returns
+        -------
+        dict
+            ``{class: probability}`` over ``classes``, summing to one.
+        """
         return {label: float(q) for label, q in zip(self.classes, self._pi(x, kwargs), strict=True)}
 
-    def predict_one(self, x: dict, **kwargs) -> base.typing.ClfTarget:
-        """The fair label for ``x`` (see ``mode``), one of ``classes``; S is ignored and no state changes."""
+    def predict_one(self, x: dict, **kwargs: Any) -> base.typing.ClfTarget:
+        """The fair label for ``x`` (see ``mode``); S is ignored and no state changes.
+
+        Parameters
+        ----------
+        x
+            The features (S, if present, is not read).
+        **kwargs
+            Passed to the classifier's ``predict_proba_one``.
+
+        Returns
+        -------
+        object
+            One of ``classes``: with ``mode="sample"`` a draw from ``pi(. | x)``, the same for
+            the same ``x``.
+        """
         return self.classes[int(self._fair_prediction(x, kwargs))]
 
     @classmethod

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
 from river import base
@@ -199,23 +200,67 @@ class FairRegressor(FairWrapper, base.Regressor):
         return self.regressor.predict_one(features, **kwargs)
 
     # ------------------------------------------------------------------ learning
-    def learn_one(self, x: dict, y: float | None = None, w: float = 1.0, **kwargs) -> None:
+    def learn_one(self, x: dict, y: float | None = None, w: float = 1.0, **kwargs: Any) -> None:
         """Learn from one sample; ``y=None`` (an unlabeled sample) leaves the regressor as it is.
 
-        The sample weight ``w`` goes to the regressor only: the classifier and the post-processor
-        estimate population quantities (``P(S | X)`` and the law of the predictions), so they stay
-        unweighted.  ``w != 1`` with a regressor whose ``learn_one`` takes no ``w`` raises
-        ``ValueError``.  ``kwargs`` are passed to the regressor's ``predict_one`` and ``learn_one``.
+        The post-processor learns first, from the base models' outputs before they see the
+        sample; then the group classifier learns S (if ``x`` holds it) and the regressor ``y``.
+
+        Parameters
+        ----------
+        x
+            The features; S, under the key ``sensitive``, is removed before either base model
+            sees them (without it, the group classifier does not learn).
+        y
+            The target, in its own units; ``None``: an unlabeled sample.
+        w
+            The sample weight, for the regressor only: the group classifier and the
+            post-processor estimate population quantities (``P(S | X)`` and the law of the
+            predictions), so they stay unweighted.  ``w != 1`` with a regressor whose
+            ``learn_one`` takes no ``w`` raises ``ValueError``.
+        **kwargs
+            Passed to the regressor's ``predict_one`` and ``learn_one`` (as River pipelines
+            pass them).
         """
         self._learn(x, y, w, kwargs)
 
     # ------------------------------------------------------------------ prediction
-    def proba_one(self, x: dict, **kwargs) -> np.ndarray:
-        """``pi(. | x)`` over :attr:`atoms`: the law of the randomized fair prediction (for audits)."""
+    def proba_one(self, x: dict, **kwargs: Any) -> np.ndarray:
+        """``pi(. | x)`` over :attr:`atoms`: the law of the randomized fair prediction (for audits).
+
+        S is ignored and no state changes.
+
+        Parameters
+        ----------
+        x
+            The features (S, if present, is not read).
+        **kwargs
+            Passed to the regressor's ``predict_one``.
+
+        Returns
+        -------
+        ndarray of shape (2L + 1,)
+            The probability of each value of :attr:`atoms`, summing to one.
+        """
         return self._pi(x, kwargs)
 
-    def predict_one(self, x: dict, **kwargs) -> float:
-        """The fair prediction for ``x`` (see ``mode``); S is ignored and no state changes."""
+    def predict_one(self, x: dict, **kwargs: Any) -> float:
+        """The fair prediction for ``x`` (see ``mode``); S is ignored and no state changes.
+
+        Parameters
+        ----------
+        x
+            The features (S, if present, is not read).
+        **kwargs
+            Passed to the regressor's ``predict_one``.
+
+        Returns
+        -------
+        float
+            A value of :attr:`atoms` (``mode="sample"``: a draw from ``pi(. | x)``, the same for
+            the same ``x``; ``"mode"``: the likeliest), or the mean of ``pi(. | x)``
+            (``mode="mean"``).
+        """
         return float(self._fair_prediction(x, kwargs))
 
     @classmethod

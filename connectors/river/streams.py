@@ -18,8 +18,34 @@ def friedman_with_group(n: int, seed: int, sensitive: Hashable = "group") -> Ite
     + 5 x4`` plus standard normal noise, in ``[0, 30]`` but for the noise (mean about 14, variance
     about 25); give a fair model ``B=(0, 30)``.
 
-    >>> [(x["group"], round(y, 2)) for x, y in friedman_with_group(3, seed=1)]
-    [(0, 10.47), (1, 7.56), (0, 15.21)]
+    Parameters
+    ----------
+    n
+        Samples in the stream.
+    seed
+        Seed of River's stream and of the draws of S.
+    sensitive
+        The key of S in ``x``.
+
+    Yields
+    ------
+    tuple of (dict, float)
+        ``(x, y)``: River's ten features ``x[0] .. x[9]`` plus S (0 or 1) under ``sensitive``, and
+        the target.
+
+    Examples
+    --------
+    River's samples, plus S; given ``x[3] > 1/2``, S = 1 with probability
+    ``2 * integral over (1/2, 1) of 1 / (1 + exp(10 (1/2 - u))) du = (log(1 + e^5) - log 2) / 5 = 0.863``:
+
+    >>> from river import datasets
+    >>> stream = list(friedman_with_group(2000, seed=1))
+    >>> (x, y), (river_x, river_y) = stream[0], next(iter(datasets.synth.Friedman(seed=1)))
+    >>> {k: v for k, v in x.items() if k != "group"} == river_x and y == river_y and x["group"] in (0, 1)
+    True
+    >>> high = [x["group"] for x, _ in stream if x[3] > 0.5]
+    >>> abs(sum(high) / len(high) - 0.863) < 0.03
+    True
     """
     rng = random.Random(seed)
     for x, y in datasets.synth.Friedman(seed=seed).take(n):
@@ -39,8 +65,41 @@ def logistic_with_group(
     likelier when ``x[0]`` is high, so a classifier of ``y`` from the features alone predicts
     higher labels in group 1.
 
-    >>> [(x["group"], y) for x, y in logistic_with_group(4, seed=1)]
-    [(1, 1), (1, 1), (0, 0), (1, 0)]
+    Parameters
+    ----------
+    n
+        Samples in the stream.
+    seed
+        Seed of the features, the labels and S.
+    n_classes
+        The labels are ``0 .. n_classes - 1``; at least 2.
+    sensitive
+        The key of S in ``x``.
+
+    Yields
+    ------
+    tuple of (dict, int)
+        ``(x, y)``: the features ``x[0] .. x[4]`` plus S (0 or 1) under ``sensitive``, and the label.
+
+    Examples
+    --------
+    Two classes: the labels follow ``P(y = 1 | x) = 1 / (1 + exp(-u))``, computed here from the
+    features, and group 1 has more of them (0.707 against 0.293 in theory, by a numerical
+    integral over the normal features):
+
+    >>> import math
+    >>> stream = list(logistic_with_group(4000, seed=1))
+    >>> sorted(stream[0][0], key=str)
+    [0, 1, 2, 3, 4, 'group']
+    >>> p = [1 / (1 + math.exp(-(2 * x[0] + x[1] - x[2] / 2))) for x, _ in stream]
+    >>> abs(sum(y for _, y in stream) - sum(p)) / len(stream) < 0.02
+    True
+    >>> def rate(g):
+    ...     return sum(y for x, y in stream if x["group"] == g) / sum(x["group"] == g for x, _ in stream)
+    >>> abs(rate(1) - 0.707) < 0.03, abs(rate(0) - 0.293) < 0.03
+    (True, True)
+    >>> sorted({y for _, y in logistic_with_group(500, seed=0, n_classes=3)})
+    [0, 1, 2]
     """
     if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 2:
         raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")

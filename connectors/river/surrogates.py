@@ -20,7 +20,7 @@ import math
 from collections.abc import Hashable, Sequence
 
 import numpy as np
-from river import linear_model, optim
+from river import base, linear_model, optim
 
 from streamfair.surrogates import MetricWeightTuner, PublishedWeights
 from streamfair.validation import check_integer, check_positive
@@ -112,7 +112,8 @@ class WeightedLinearLearner:
     ({'a': 0.0}, {1: 1})
     """
 
-    def __init__(self, model, features: Sequence[Hashable], tuner: MetricWeightTuner | None = None):
+    def __init__(self, model: linear_model.LinearRegression | linear_model.LogisticRegression,
+                 features: Sequence[Hashable], tuner: MetricWeightTuner | None = None):
         _check_glm(model)
         self.model = model
         self.features = list(features)
@@ -125,12 +126,31 @@ class WeightedLinearLearner:
         self.trained_by_version: dict[int, int] = {}
 
     def apply(self, weights: PublishedWeights) -> None:
-        """Adopt a published version (older versions than the current one are ignored)."""
+        """Adopt a published version (older versions than the current one are ignored).
+
+        Parameters
+        ----------
+        weights
+            A version the tuner published (e.g. received from another process).
+        """
         if self.weights is None or weights.version >= self.weights.version:
             self.weights = weights
 
-    def learn_one(self, x: dict, y, cell: int) -> None:
-        """Learn one labelled sample with its cell's weight; feed the tuner (which may publish)."""
+    def learn_one(self, x: dict, y: float, cell: int) -> None:
+        """Learn one labelled sample with its cell's weight; feed the tuner (which may publish).
+
+        The tuner sees the sample first; a version it publishes then weighs this very sample.
+
+        Parameters
+        ----------
+        x
+            The features (those outside ``features`` reach the model but not the tuner).
+        y
+            The label: a number (``LinearRegression``) or a bool (``LogisticRegression``).
+        cell
+            The sample's cell ``0 .. K - 1`` among the tuner's cells; the version in use gives
+            it the sample weight ``w_k / (K share_k)`` (1 while no version is in use).
+        """
         if self.tuner is not None:
             published = self.tuner.observe(feature_vector(x, self.features), float(y), cell)
             if published is not None:
@@ -140,7 +160,19 @@ class WeightedLinearLearner:
         self.trained_by_version[version] = self.trained_by_version.get(version, 0) + 1
         self.model.learn_one(x, y, w=w)
 
-    def predict_one(self, x: dict):
+    def predict_one(self, x: dict) -> base.typing.Target | None:
+        """The model's prediction for ``x``.
+
+        Parameters
+        ----------
+        x
+            The features.
+
+        Returns
+        -------
+        float or bool
+            ``model.predict_one(x)``: a number, or a class for a ``LogisticRegression``.
+        """
         return self.model.predict_one(x)
 
 
@@ -209,7 +241,8 @@ class RiverSSO:
     True
     """
 
-    def __init__(self, model, m: int = 10, eta: float | None = None):
+    def __init__(self, model: linear_model.LinearRegression | linear_model.LogisticRegression, m: int = 10,
+                 eta: float | None = None):
         _check_glm(model)
         self.model = model
         self.m = check_integer("m", m, 1)
@@ -225,18 +258,48 @@ class RiverSSO:
         self.last_target_step_norm = math.nan
 
     def raw_one(self, x: dict) -> float:
-        """The model's raw score (prediction or logit): the target ``f(x)``."""
+        """The model's raw score (prediction or logit): the target ``f(x)``.
+
+        Parameters
+        ----------
+        x
+            The features.
+
+        Returns
+        -------
+        float
+            ``w . x + intercept``: the prediction of a ``LinearRegression``, the logit of a
+            ``LogisticRegression``.
+        """
         return self.model._raw_dot_one(x)
 
-    def learn_one(self, x: dict, y) -> None:
-        """SSO on a batch of one labelled sample (``m = 1``: exactly ``model.learn_one(x, y)``)."""
+    def learn_one(self, x: dict, y: float) -> None:
+        """SSO on a batch of one labelled sample (``m = 1``: exactly ``model.learn_one(x, y)``).
+
+        Parameters
+        ----------
+        x
+            The features.
+        y
+            The label: a number (``LinearRegression``) or a bool (``LogisticRegression``).
+        """
         self.learn_batch([x], ys=[y])
 
-    def learn_batch(self, xs: Sequence[dict], ys=None, gradients=None) -> None:
+    def learn_batch(self, xs: Sequence[dict], ys: Sequence[float] | None = None,
+                    gradients: Sequence[float] | np.ndarray | None = None) -> None:
         """One oracle call for the batch, then ``m`` passes of the model's optimizer on the surrogate.
 
-        Give ``ys`` (the oracle is the model's loss derivative at the current raw scores) or
-        ``gradients`` (an external oracle's per-sample derivatives with respect to the raw score).
+        Give exactly one of ``ys`` and ``gradients``.
+
+        Parameters
+        ----------
+        xs
+            The batch's features, at least one sample.
+        ys
+            Their labels: the oracle is then the model's loss derivative at the current raw scores.
+        gradients
+            Or an external oracle's per-sample derivatives of its loss with respect to the raw
+            score, one finite number per sample.
         """
         if (ys is None) == (gradients is None):
             raise ValueError("give exactly one of ys and gradients")
@@ -245,6 +308,7 @@ class RiverSSO:
             raise ValueError("xs must hold at least one sample, got 0")
         z = np.array([self.raw_one(x) for x in xs])
         if gradients is None:
+            assert ys is not None  # exactly one of them was given
             if len(ys) != len(xs):
                 raise ValueError(f"ys must have {len(xs)} labels, got {len(ys)}")
             gradient_z = np.array(

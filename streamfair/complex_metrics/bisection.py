@@ -17,6 +17,8 @@ the interval ``[alpha, beta]`` that contains the optimal value: ``beta - alpha =
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..validation import check_integer
@@ -58,7 +60,41 @@ def _check_ratio(problem: Problem) -> None:
 
 
 def bisection(problem: Problem, iterations: int = 30, seed: int = 0) -> Fit:
-    """Alg. 4 on ``[0, 1]``, starting from ``argmax eta_hat``; outputs one deterministic classifier."""
+    """Alg. 4 on ``[0, 1]``, starting from ``argmax eta_hat``; outputs one deterministic classifier.
+
+    Parameters
+    ----------
+    problem
+        The problem; its metric must be a ratio of linear functions (``metric.ratio``, e.g.
+        :class:`MicroF1`).  Constraints, if any, are ignored.
+    iterations
+        ``T``, the number of halvings (and oracle calls).
+    seed
+        Seed of the returned classifier (it has one component: no draw is random).
+
+    Returns
+    -------
+    Fit
+        The last classifier with ``psi <= gamma``; ``history["interval"]`` is ``(T, 2)``: the
+        interval ``[alpha, beta]`` after each step.
+
+    Examples
+    --------
+    Without labels the confusions use ``eta`` (here the true posterior) in their place, so the
+    oracle is exact on the sample: the optimum lies in every interval, and so does the fit's value,
+    within ``2^-20`` of it.
+
+    >>> from streamfair.complex_metrics import MicroF1, Problem, Sample
+    >>> from streamfair.complex_metrics.synthetic import posterior, sample_three_class
+    >>> x, _ = sample_three_class(1000, seed=0)
+    >>> problem = Problem(MicroF1(), Sample(posterior(x)))
+    >>> fit = bisection(problem, iterations=20)
+    >>> low, high = fit.history["interval"][-1]
+    >>> bool(high - low == 2.0**-20), bool(low <= fit.objective <= high)
+    (True, True)
+    >>> fit.classifier.n_components, bool(fit.objective < problem.objective(problem.baseline().point))
+    (1, True)
+    """
     _check_ratio(problem)
     iterations = check_integer("iterations", iterations, 1)
     low, high, best = 0.0, 1.0, problem.baseline()
@@ -77,13 +113,53 @@ def bisection(problem: Problem, iterations: int = 30, seed: int = 0) -> Fit:
 
 
 def constrained_bisection(
-    problem: Problem, iterations: int = 10, inner_iterations: int = 1000, seed: int = 0, **congda
+    problem: Problem, iterations: int = 10, inner_iterations: int = 1000, seed: int = 0, **congda: Any
 ) -> Fit:
     """Alg. 8: bisection whose steps solve ``min <A - gamma B, C>`` s.t. the constraints with ConGDA.
 
     Starts from :meth:`Problem.feasible_start` (``phi <= 0``); a step lowers ``beta`` only if the
     pruned ConGDA mixture has ``psi <= gamma`` and meets the constraints on the training sample.
     ``congda`` are passed to :func:`~streamfair.complex_metrics.gda.constrained_gda`.
+
+    Parameters
+    ----------
+    problem
+        The problem; its metric must be a ratio of linear functions (e.g. :class:`MicroF1`).
+    iterations
+        ``T``, the number of halvings.
+    inner_iterations
+        ConGDA iterations per halving.
+    seed
+        Seed of the returned classifier's draws.
+    **congda
+        Further keyword arguments of ConGDA, e.g. ``step_xi``, ``step_lambda``, ``radius``.
+
+    Returns
+    -------
+    Fit
+        The last accepted ConGDA mixture (or the feasible start), with objective and violation of
+        the ratio metric; ``history["interval"]`` is ``(T, 2)``: ``[alpha, beta]`` after each step.
+
+    Examples
+    --------
+    Micro F1 with predicted class frequencies within 0.02 of the priors: the result meets the
+    constraint on the training sample and improves on the feasible start.
+
+    >>> import numpy as np
+    >>> from streamfair.complex_metrics import Coverage, MicroF1, Problem, Sample
+    >>> from streamfair.complex_metrics.synthetic import posterior, sample_three_class
+    >>> x, y = sample_three_class(1000, seed=0)
+    >>> sample = Sample(posterior(x), y)
+    >>> problem = Problem(MicroF1(), sample, [Coverage(eps=0.02)])
+    >>> fit = constrained_bisection(problem, iterations=6, inner_iterations=100, step_xi=0.05, step_lambda=0.05)
+    >>> coverage, priors = fit.confusion.sum(axis=(0, 1)), sample.joint.sum(axis=0)
+    >>> bool(np.abs(coverage - priors).max() <= 0.02 + 1e-9), bool(fit.violation <= 1e-9)
+    (True, True)
+    >>> bool(fit.objective < problem.objective(problem.feasible_start().point))
+    True
+    >>> low, high = fit.history["interval"][-1]
+    >>> bool(high - low == 2.0**-6), bool(fit.objective <= high)
+    (True, True)
     """
     _check_ratio(problem)
     iterations = check_integer("iterations", iterations, 1)

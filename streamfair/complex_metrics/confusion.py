@@ -99,6 +99,23 @@ class Sample:
         ``"none"``, ``"aware"`` (predictions use ``groups``) or ``"unaware"`` (they use ``tau``).
     joint
         ``(m, n)``: the estimated ``P(A = a, Y = i)`` (the row sums of every confusion tensor).
+
+    Examples
+    --------
+    Two groups, observed: predictions and confusions are group-aware.
+
+    >>> import numpy as np
+    >>> proba = np.array([[0.7, 0.3], [0.2, 0.8], [0.6, 0.4], [0.1, 0.9]])
+    >>> sample = Sample(proba, y=[0, 1, 1, 1], groups=[0, 0, 1, 1])
+    >>> sample.grouping, sample.n_groups, sample.joint.tolist()      # P(A = a, Y = i)
+    ('aware', 2, [[0.25, 0.25], [0.0, 0.5]])
+    >>> predictions = sample.predict(np.tile(1.0 - np.eye(2), (2, 1)))   # the 0-1 loss in each group
+    >>> predictions.tolist()                                         # argmax of each row
+    [0, 1, 0, 1]
+    >>> (sample.confusion(predictions) * 4).tolist()                 # counts of (a, y, y_hat)
+    [[[1.0, 0.0], [0.0, 1.0]], [[0.0, 0.0], [1.0, 1.0]]]
+    >>> sample.subset([2, 3]).joint.tolist()                         # group 0 absent, still counted
+    [[0.0, 0.0], [0.0, 1.0]]
     """
 
     def __init__(self, proba: Any, y: Any = None, groups: Any = None, tau: Any = None, n_groups: int | None = None):
@@ -169,11 +186,35 @@ class Sample:
         return self.y is not None or self.soft_labels is not None
 
     def predict(self, scores: np.ndarray) -> np.ndarray:
-        """Predictions of the plug-in classifier with score matrix ``scores`` (shape ``(m n, n)``)."""
+        """Predictions of the plug-in classifier with score matrix ``scores`` (shape ``(m n, n)``).
+
+        Parameters
+        ----------
+        scores
+            The score matrix ``L``, shape ``(m n, n)``: row ``a n + i`` is the cost of each
+            prediction when the group is ``a`` and the class ``i``.
+
+        Returns
+        -------
+        ndarray of shape (N,)
+            The predicted class of each sample, ``argmin*_j`` of its expected cost (ties broken
+            towards the larger index).
+        """
         return plug_in(self.features, scores)
 
     def confusion(self, predictions: np.ndarray) -> np.ndarray:
-        """The estimated confusion tensor ``(m, n, n)`` of the given predictions on this sample."""
+        """The estimated confusion tensor ``(m, n, n)`` of the given predictions on this sample.
+
+        Parameters
+        ----------
+        predictions
+            ``(N,)`` predicted classes in ``0..n-1``, one per sample.
+
+        Returns
+        -------
+        ndarray of shape (m, n, n)
+            ``C[a, i, j]``, the estimated ``P(A = a, Y = i, Y_hat = j)``; its entries sum to one.
+        """
         n, m = self.n_classes, self.n_groups
         if self._hard_index is not None:
             counts = np.bincount(self._hard_index + predictions, minlength=m * n * n)
@@ -185,7 +226,19 @@ class Sample:
         return (weights.T @ onehot).reshape(m, n, n) / self.size
 
     def subset(self, rows: Any) -> Sample:
-        """The sample restricted to ``rows`` (an index array or a boolean mask)."""
+        """The sample restricted to ``rows`` (an index array or a boolean mask).
+
+        Parameters
+        ----------
+        rows
+            The rows kept: an index array or a boolean mask of length ``N``.
+
+        Returns
+        -------
+        Sample
+            The rows' probabilities, labels, groups and posteriors, with the same ``n_groups``
+            (a group may be absent from the subset).
+        """
         labels = self.y if self.y is not None else self.soft_labels
         labels, groups, tau = (None if part is None else part[rows] for part in (labels, self.groups, self.tau))
         return Sample(self.proba[rows], labels, groups, tau, n_groups=self.n_groups)

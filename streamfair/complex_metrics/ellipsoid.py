@@ -48,7 +48,42 @@ def jle(shape: np.ndarray, centre: np.ndarray, direction: np.ndarray) -> tuple[n
 
 
 def ellipsoid(problem: Problem, iterations: int = 1000, radius: float = 1000.0, seed: int = 0) -> Fit:
-    """Alg. 3 with ``a = radius`` (App. B.1: 1000).  Constraints of the problem are ignored (but reported)."""
+    """Alg. 3 with ``a = radius`` (App. B.1: 1000).  Constraints of the problem are ignored (but reported).
+
+    Parameters
+    ----------
+    problem
+        The problem; its metric should be convex.
+    iterations
+        Maximum number of ellipsoid steps.
+    radius
+        ``a``: the multipliers are searched in the ball of this radius (the first ellipsoid).
+    seed
+        Seed of the returned classifier's draws.
+
+    Returns
+    -------
+    Fit
+        The oracle's classifiers mixed by the final convex program; ``history["dual"]`` holds the
+        dual value ``f(lambda)`` at each oracle call.
+
+    Examples
+    --------
+    Without labels the confusions use ``eta`` (here the true posterior) in their place, so the
+    oracle is exact on the sample and every dual value is a lower bound on the optimum (weak
+    duality): it brackets the fit's min-max error.
+
+    >>> from streamfair.complex_metrics import MinMax, Problem, Sample
+    >>> from streamfair.complex_metrics.synthetic import posterior, sample_three_class
+    >>> x, _ = sample_three_class(1000, seed=0)
+    >>> problem = Problem(MinMax(), Sample(posterior(x)))
+    >>> problem.objective(problem.baseline().point)     # argmax eta never predicts class 2 here
+    1.0
+    >>> fit = ellipsoid(problem, iterations=200)
+    >>> gap = fit.objective - max(fit.history["dual"])
+    >>> bool(0 <= gap < 1e-3), round(float(fit.classifier.weights.sum()), 9)
+    (True, 1.0)
+    """
     if problem.n_constraints:
         fit = ellipsoid(Problem(problem.metric, problem.sample), iterations, radius, seed)
         assert fit.confusion is not None  # a fresh fit has its confusion (only sparse() drops it)
@@ -66,6 +101,42 @@ def constrained_ellipsoid(problem: Problem, iterations: int = 1000, radius: floa
     a negative ``mu`` is taken when ``mu`` has a negative entry (the listing prints the opposite
     test; Lemma 36 shows the intended one).  Stops early once the ellipsoid is thinner than
     ``THICKNESS`` along the cut.
+
+    Parameters
+    ----------
+    problem
+        The problem; its metric should be convex, its constraints strictly feasible.
+    iterations
+        Maximum number of ellipsoid steps.
+    radius
+        ``a``: the multipliers ``(lambda, mu)`` are searched in the ball of this radius.
+    seed
+        Seed of the returned classifier's draws.
+
+    Returns
+    -------
+    Fit
+        The oracle's classifiers mixed by the final convex program (subject to the constraints);
+        ``history["dual"]`` holds the dual value ``f(lambda, mu)`` at each oracle call.
+
+    Examples
+    --------
+    Min-max error with predicted class frequencies within 0.02 of the priors.  The oracle is exact
+    on an unlabeled sample, so the dual values are lower bounds on the constrained optimum (weak
+    duality); a ball of radius 10 holds the multipliers of this problem.
+
+    >>> import numpy as np
+    >>> from streamfair.complex_metrics import Coverage, MinMax, Problem, Sample
+    >>> from streamfair.complex_metrics.synthetic import posterior, sample_three_class
+    >>> x, _ = sample_three_class(1000, seed=0)
+    >>> sample = Sample(posterior(x))
+    >>> problem = Problem(MinMax(), sample, [Coverage(eps=0.02)])
+    >>> fit = constrained_ellipsoid(problem, iterations=600, radius=10.0)
+    >>> coverage, priors = fit.confusion.sum(axis=(0, 1)), sample.joint.sum(axis=0)
+    >>> bool(np.abs(coverage - priors).max() <= 0.02 + 1e-9), bool(fit.violation <= 1e-9)
+    (True, True)
+    >>> bool(0 <= fit.objective - max(fit.history["dual"]) < 0.05)
+    True
     """
     iterations = check_integer("iterations", iterations, 1)
     radius = check_positive("radius", radius)

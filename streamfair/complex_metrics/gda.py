@@ -46,7 +46,46 @@ def gradient_descent_ascent(
     """Alg. 2.  ``radius``: of the multiplier ball ``Lambda`` (default ``2 L``, Thm. 13).
 
     ``xi^0`` is the point of ``argmax eta_hat`` and ``lambda^0 = grad psi(xi^0)`` (the paper leaves
-    them open; the latter is where ``lambda`` settles at a saddle point).
+    them open; the latter is where ``lambda`` settles at a saddle point).  Constraints of the
+    problem, if any, are ignored while optimizing but reported in the fit's ``violation``.
+
+    Parameters
+    ----------
+    problem
+        The problem; its metric should be convex (Lipschitz; not necessarily smooth).
+    iterations
+        ``T``, the number of oracle calls; the output mixes their classifiers uniformly.
+    step_xi, step_lambda
+        ``eta_xi`` and ``eta_lambda``, the steps on the slack ``xi`` and on the multipliers.
+    radius
+        Radius of ``Lambda = {||lambda||_2 <= radius}``; ``None``: ``2 L`` with ``L`` the metric's
+        Lipschitz constant.
+    seed
+        Seed of the returned classifier's draws.
+
+    Returns
+    -------
+    Fit
+        The uniform mixture; ``history["objective"]`` is ``psi`` of the running average.
+
+    Examples
+    --------
+    >>> from streamfair.complex_metrics import Coverage, Problem, QMean, Sample
+    >>> from streamfair.complex_metrics.synthetic import posterior, sample_three_class
+    >>> x, y = sample_three_class(1000, seed=0)
+    >>> problem = Problem(QMean(), Sample(posterior(x), y))
+    >>> fit = gradient_descent_ascent(problem, iterations=200, step_xi=0.05, step_lambda=0.05)
+    >>> bool(fit.objective < problem.objective(problem.baseline().point))
+    True
+    >>> fit.classifier.n_components, round(float(fit.classifier.weights.max()), 9)   # uniform weights
+    (200, 0.005)
+
+    A coverage constraint does not change the fit; its violation is reported.
+
+    >>> constrained = Problem(QMean(), problem.sample, [Coverage(eps=0.02)])
+    >>> other = gradient_descent_ascent(constrained, iterations=200, step_xi=0.05, step_lambda=0.05)
+    >>> other.objective == fit.objective, bool(other.violation > 0.1)
+    (True, True)
     """
     if problem.n_constraints == 0:
         return constrained_gda(problem, iterations, step_xi, step_lambda, radius=radius, seed=seed)
@@ -75,6 +114,10 @@ def constrained_gda(
 
     Parameters
     ----------
+    problem
+        The problem; its metric should be convex, its constraints strictly feasible.
+    iterations
+        ``T``, the number of oracle calls.
     step_xi, step_lambda, step_mu
         ``eta_xi``, ``eta_lambda`` and ``eta_mu`` (App. B.1: ``eta_mu = eta_lambda``, the default).
     radius, mu_radius
@@ -83,6 +126,33 @@ def constrained_gda(
         margin of :func:`strict_feasibility` (``r = inf`` without constraints).
     pruning
         Apply the pruning LP to the uniform mixture (constrained problems).
+    seed
+        Seed of the returned classifier's draws.
+
+    Returns
+    -------
+    Fit
+        The (pruned) mixture; ``history`` holds ``"objective"`` (``psi`` of the running average of
+        the oracle's vectors), ``"mu_norm"`` (``||mu||_1`` per iteration) and ``"radii"``.
+
+    Examples
+    --------
+    Q-mean with predicted class frequencies within 0.02 of the priors: after pruning, the
+    mixture meets the constraint on the training sample with at most ``K + 1`` classifiers
+    (``K = 6`` one-sided rows).
+
+    >>> import numpy as np
+    >>> from streamfair.complex_metrics import Coverage, Problem, QMean, Sample
+    >>> from streamfair.complex_metrics.synthetic import posterior, sample_three_class
+    >>> x, y = sample_three_class(1000, seed=0)
+    >>> sample = Sample(posterior(x), y)
+    >>> problem = Problem(QMean(), sample, [Coverage(eps=0.02)])
+    >>> fit = constrained_gda(problem, iterations=200, step_xi=0.05, step_lambda=0.05)
+    >>> coverage, priors = fit.confusion.sum(axis=(0, 1)), sample.joint.sum(axis=0)
+    >>> bool(np.abs(coverage - priors).max() <= 0.02 + 1e-9), bool(fit.violation <= 1e-9)
+    (True, True)
+    >>> problem.n_constraints, fit.classifier.n_components <= problem.n_constraints + 1
+    (6, True)
     """
     iterations = check_integer("iterations", iterations, 1)
     step_xi, step_lambda = check_positive("step_xi", step_xi), check_positive("step_lambda", step_lambda)
@@ -112,5 +182,5 @@ def constrained_gda(
         objective[t], mu_norm[t] = problem.objective(running), float(mu.sum())
     weights = np.full(iterations, 1.0 / iterations)
     if pruning and problem.n_constraints:
-        weights = prune(problem, components, weights)
+        weights = prune(problem, components)
     return make_fit(problem, components, weights, seed, objective=objective, mu_norm=mu_norm, radii=[radius, mu_radius])

@@ -47,6 +47,28 @@ class RandomizedClassifier:
         the group posterior ``tau``).
     seed
         Seed of the component draws.
+
+    Examples
+    --------
+    "Always 1" with probability 0.25, "always 0" with probability 0.75: on any sample the expected
+    confusion is the same mixture of the two components' confusions.
+
+    >>> import numpy as np
+    >>> from streamfair.complex_metrics import Sample
+    >>> always_1 = np.array([[1.0, 0.0], [1.0, 0.0]])     # predicting 0 costs 1, predicting 1 costs 0
+    >>> always_0 = np.array([[0.0, 1.0], [0.0, 1.0]])
+    >>> h = RandomizedClassifier([0.25, 0.75], [always_1, always_0], seed=3)
+    >>> sample = Sample(np.array([[0.9, 0.1], [0.2, 0.8]]), y=[0, 1])
+    >>> h.component_predictions(sample).tolist()
+    [[1, 1], [0, 0]]
+    >>> h.confusion(sample)[0].tolist()                   # 0.25 [[0, .5], [0, .5]] + 0.75 [[.5, 0], [.5, 0]]
+    [[0.375, 0.125], [0.375, 0.125]]
+    >>> h.predict_one([0.9, 0.1], key="order-7") == [1, 0][h.draw("order-7")]   # the key's component
+    True
+    >>> copy = RandomizedClassifier.from_state_dict(h.state_dict())
+    >>> rows = np.full((50, 2), 0.5)
+    >>> bool(np.array_equal(copy.predict_many(rows, keys=range(50)), h.predict_many(rows, keys=range(50))))
+    True
     """
 
     def __init__(self, weights: Sequence[float] | np.ndarray, scores: Any, grouping: str = "none", seed: int = 0):
@@ -104,7 +126,19 @@ class RandomizedClassifier:
         return proba
 
     def draw(self, key: Key) -> int:
-        """The component used for the message ``key``."""
+        """The component used for the message ``key``.
+
+        Parameters
+        ----------
+        key
+            The message's key (e.g. its id).
+
+        Returns
+        -------
+        int
+            Index ``t`` of the component in ``weights`` and ``scores``, drawn with probability
+            ``weights[t]``; always the same for the same ``seed`` and ``key``.
+        """
         return int(sample_indices(self.weights[None, :], np.array([keyed_uniform(self.seed, key)]))[0])
 
     def _keys(self, n: int, keys: Sequence[Key] | None) -> Sequence[Key]:
@@ -118,7 +152,25 @@ class RandomizedClassifier:
     def predict_many(
         self, proba: Any, groups: Any = None, tau: Any = None, keys: Sequence[Key] | None = None
     ) -> np.ndarray:
-        """Class predictions (indices) for ``n`` samples, one component draw per key."""
+        """Class predictions (indices) for ``n`` samples, one component draw per key.
+
+        Parameters
+        ----------
+        proba
+            ``(n, n_classes)`` class probabilities ``eta_hat(x)``.
+        groups
+            ``(n,)`` groups in ``0..m-1``; required when the grouping is ``"aware"``.
+        tau
+            ``(n, m)`` group posteriors; required when the grouping is ``"unaware"``.
+        keys
+            One key per sample (the message ids); ``None``: the keys ``"draw:<i>"`` of an internal
+            counter, which continues across calls.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The predicted classes.
+        """
         features = self._features(proba, groups, tau, None)
         components = np.array([self.draw(key) for key in self._keys(features.shape[0], keys)], dtype=np.intp)
         predictions = np.empty(features.shape[0], dtype=np.intp)
@@ -128,19 +180,59 @@ class RandomizedClassifier:
         return predictions
 
     def predict_one(self, proba: Any, group: int | None = None, tau: Any = None, key: Key | None = None) -> int:
-        """The class prediction (index) for one sample; pass the message id as ``key``."""
+        """The class prediction (index) for one sample; pass the message id as ``key``.
+
+        Parameters
+        ----------
+        proba
+            ``(n_classes,)`` class probabilities ``eta_hat(x)``.
+        group
+            The sample's group; required when the grouping is ``"aware"``.
+        tau
+            ``(m,)`` group posterior; required when the grouping is ``"unaware"``.
+        key
+            The message's key: the same key draws the same component.  ``None``: the next key of
+            the internal counter (as in :meth:`predict_many`).
+
+        Returns
+        -------
+        int
+            The predicted class.
+        """
         features = self._features([proba], None if group is None else [group], None if tau is None else [tau], 1)
         (key,) = self._keys(1, None if key is None else [key])
         return int(plug_in(features, self.scores[self.draw(key)])[0])
 
     # ------------------------------------------------------------------ evaluation
     def component_predictions(self, sample: Sample) -> np.ndarray:
-        """``(k, N)``: every component's predictions on ``sample``."""
+        """``(k, N)``: every component's predictions on ``sample``.
+
+        Parameters
+        ----------
+        sample
+            A sample with this classifier's classes, groups and grouping.
+
+        Returns
+        -------
+        ndarray of shape (k, N)
+            Row ``t``: the predictions of the deterministic component ``t``.
+        """
         self._check_sample(sample)
         return np.stack([sample.predict(scores) for scores in self.scores])
 
     def confusion(self, sample: Sample) -> np.ndarray:
-        """The mixture's expected confusion tensor on ``sample``: ``sum_t alpha_t C[h_t]`` (Prop. 7)."""
+        """The mixture's expected confusion tensor on ``sample``: ``sum_t alpha_t C[h_t]`` (Prop. 7).
+
+        Parameters
+        ----------
+        sample
+            A sample with this classifier's classes, groups and grouping.
+
+        Returns
+        -------
+        ndarray of shape (m, n, n)
+            The confusion tensor, an expectation over the component draws.
+        """
         self._check_sample(sample)
         return sum(w * sample.confusion(sample.predict(s)) for w, s in zip(self.weights, self.scores, strict=True))
 
@@ -154,7 +246,14 @@ class RandomizedClassifier:
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:
-        """Configuration, components and the draw counter."""
+        """Configuration, components and the draw counter.
+
+        Returns
+        -------
+        dict
+            ``version``, ``class``, ``weights``, ``scores`` (copies), ``grouping``, ``seed`` and
+            ``draws`` (the counter of the keys that :meth:`predict_many` makes up).
+        """
         return {
             "version": STATE_VERSION,
             "class": type(self).__name__,
@@ -167,7 +266,18 @@ class RandomizedClassifier:
 
     @classmethod
     def from_state_dict(cls, state: dict) -> RandomizedClassifier:
-        """The classifier whose :meth:`state_dict` was taken."""
+        """The classifier whose :meth:`state_dict` was taken.
+
+        Parameters
+        ----------
+        state
+            A :meth:`state_dict` of this class.
+
+        Returns
+        -------
+        RandomizedClassifier
+            A classifier that predicts as the original did (same components, seed and counter).
+        """
         if state.get("version") != STATE_VERSION or state.get("class") != cls.__name__:
             raise ValueError(
                 f"state is for {state.get('class')!r} version {state.get('version')!r}, expected {cls.__name__!r}"

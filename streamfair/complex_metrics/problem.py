@@ -95,6 +95,35 @@ class Problem:
         The labelled sample (labels may be missing for label-free coordinates).
     constraints
         Linear constraints (possibly none: OP1).
+
+    Attributes
+    ----------
+    matrix, lower, upper
+        The stacked ``Phi`` (shape ``(d, m n n)``, the metric's block first) and the box of ``v``.
+    metric_size
+        The length of the metric's block of ``v``.
+    A, b
+        The one-sided constraint rows ``A v <= b``, shapes ``(K, d)`` and ``(K,)``.
+
+    Examples
+    --------
+    Q-mean under a coverage constraint, on four samples: the plug-in ``argmax eta_hat`` predicts
+    0, 0, 1, 0, i.e. recalls ``(1, 0.5)`` and coverage ``(0.75, 0.25)`` against priors
+    ``(0.5, 0.5)``.
+
+    >>> import numpy as np
+    >>> from streamfair.complex_metrics import Coverage, QMean, Sample
+    >>> proba = np.array([[0.9, 0.1], [0.6, 0.4], [0.3, 0.7], [0.8, 0.2]])
+    >>> problem = Problem(QMean(), Sample(proba, y=[0, 1, 1, 0]), [Coverage(eps=0.1)])
+    >>> problem.dimension, problem.n_constraints        # 2 recalls and 2 rates; 4 one-sided rows
+    (4, 4)
+    >>> base = problem.baseline()
+    >>> base.point.tolist()
+    [1.0, 0.5, 0.75, 0.25]
+    >>> round(problem.objective(base.point), 6), round(problem.violation(base.point), 6)
+    (0.353553, 0.15)
+    >>> round(problem.violation(problem.feasible_start().point), 6)    # the least possible: -eps
+    -0.1
     """
 
     def __init__(self, metric: Metric, sample: Sample, constraints: Sequence[LinearConstraint] = ()):
@@ -116,34 +145,114 @@ class Problem:
         return self.b.size
 
     def with_metric(self, metric: Metric) -> Problem:
-        """The same sample and constraints with another objective."""
+        """The same sample and constraints with another objective.
+
+        Parameters
+        ----------
+        metric
+            The new objective.
+
+        Returns
+        -------
+        Problem
+            A new problem; this one is unchanged.
+        """
         return Problem(metric, self.sample, self.constraints)
 
     # ------------------------------------------------------------------ functions of v
     def objective(self, v: np.ndarray) -> float:
-        """``psi(v)``."""
+        """``psi(v)``.
+
+        Parameters
+        ----------
+        v
+            A generalized confusion vector, shape ``(d,)``.
+
+        Returns
+        -------
+        float
+            The metric, read from the first :attr:`metric_size` entries of ``v``.
+        """
         return self.metric.value(v[: self.metric_size])
 
     def objective_gradient(self, v: np.ndarray) -> np.ndarray:
-        """``grad psi(v)`` padded with zeros on the constraint coordinates."""
+        """``grad psi(v)`` padded with zeros on the constraint coordinates.
+
+        Parameters
+        ----------
+        v
+            A generalized confusion vector, shape ``(d,)``.
+
+        Returns
+        -------
+        ndarray of shape (d,)
+            The gradient.
+        """
         gradient = np.zeros(self.dimension)
         gradient[: self.metric_size] = self.metric.gradient(v[: self.metric_size])
         return gradient
 
     def constraint_values(self, v: np.ndarray) -> np.ndarray:
-        """``A v - b``: feasible iff every entry is ``<= 0``."""
+        """``A v - b``: feasible iff every entry is ``<= 0``.
+
+        Parameters
+        ----------
+        v
+            A generalized confusion vector, shape ``(d,)``.
+
+        Returns
+        -------
+        ndarray of shape (K,)
+            One value per one-sided constraint row.
+        """
         return self.A @ v - self.b
 
     def violation(self, v: np.ndarray) -> float:
-        """``max_k phi_k(v)`` (0 for an unconstrained problem)."""
+        """``max_k phi_k(v)`` (0 for an unconstrained problem).
+
+        Parameters
+        ----------
+        v
+            A generalized confusion vector, shape ``(d,)``.
+
+        Returns
+        -------
+        float
+            The largest entry of :meth:`constraint_values`: feasible iff ``<= 0``.
+        """
         return float(self.constraint_values(v).max()) if self.n_constraints else 0.0
 
     def point(self, confusion: np.ndarray) -> np.ndarray:
-        """``v = Phi vec(C)``."""
+        """``v = Phi vec(C)``.
+
+        Parameters
+        ----------
+        confusion
+            A confusion tensor ``C``, shape ``(m, n, n)``.
+
+        Returns
+        -------
+        ndarray of shape (d,)
+            Its generalized confusion vector.
+        """
         return self.matrix @ confusion.ravel()
 
     def conjugate_argmin(self, g: np.ndarray) -> np.ndarray:
-        """``argmin_{lower <= v <= upper} psi(v) - g . v`` (psi reads only the metric block)."""
+        """``argmin_{lower <= v <= upper} psi(v) - g . v`` (psi reads only the metric block).
+
+        Outside the metric block the minimizer is the upper bound where ``g > 0`` and the lower
+        bound elsewhere.
+
+        Parameters
+        ----------
+        g
+            The linear term, shape ``(d,)``.
+
+        Returns
+        -------
+        ndarray of shape (d,)
+            The minimizer.
+        """
         k = self.metric_size
         v = np.where(g > 0, self.upper, self.lower)
         v[:k] = self.metric.conjugate_argmin(g[:k], self.lower[:k], self.upper[:k])
@@ -151,26 +260,76 @@ class Problem:
 
     # ------------------------------------------------------------------ oracles
     def scores(self, w: np.ndarray) -> np.ndarray:
-        """The score matrix ``Phi^T w`` of the linear objective ``<w, v>``, shape ``(m n, n)``."""
+        """The score matrix ``Phi^T w`` of the linear objective ``<w, v>``, shape ``(m n, n)``.
+
+        Parameters
+        ----------
+        w
+            The weights of the linear objective, shape ``(d,)``.
+
+        Returns
+        -------
+        ndarray of shape (m n, n)
+            The scores ``L[a n + i, j]`` of predicting ``j`` for group ``a`` and label ``i``.
+        """
         n = self.sample.n_classes
         return (self.matrix.T @ w).reshape(-1, n)
 
     def oracle(self, scores: np.ndarray) -> Component:
-        """The deterministic plug-in classifier with this score matrix, placed on the sample."""
+        """The deterministic plug-in classifier with this score matrix, placed on the sample.
+
+        Parameters
+        ----------
+        scores
+            A score matrix, shape ``(m n, n)``.
+
+        Returns
+        -------
+        Component
+            The classifier (one plug-in, weight 1), its ``v`` and its confusion tensor on the sample.
+        """
         confusion = self.sample.confusion(self.sample.predict(scores))
         point = self.point(confusion)
         return Component(scores[None].copy(), np.ones(1), point[None], point, confusion)
 
     def lmo(self, w: np.ndarray) -> Component:
-        """Alg. 9/10: the plug-in classifier for the linear objective ``<w, v>``."""
+        """Alg. 9/10: the plug-in classifier for the linear objective ``<w, v>``.
+
+        Parameters
+        ----------
+        w
+            The weights of the linear objective, shape ``(d,)``.
+
+        Returns
+        -------
+        Component
+            The plug-in classifier with the scores :meth:`scores` of ``w``, placed on the sample.
+        """
         return self.oracle(self.scores(w))
 
     def baseline(self) -> Component:
-        """The plug-in ``argmax eta_hat`` (the arbitrary first oracle call of the algorithms)."""
+        """The plug-in ``argmax eta_hat`` (the arbitrary first oracle call of the algorithms).
+
+        Returns
+        -------
+        Component
+            The classifier, placed on the sample.
+        """
         return self.oracle(zero_one_scores(self.sample.n_classes, self.sample.n_groups))
 
     def constant(self, j: int) -> Component:
-        """The classifier that always predicts class ``j`` (exactly fair; coverage ``e_j``)."""
+        """The classifier that always predicts class ``j`` (exactly fair; coverage ``e_j``).
+
+        Parameters
+        ----------
+        j
+            The class, in ``0..n-1``.
+
+        Returns
+        -------
+        Component
+            The classifier, placed on the sample.
+        """
         n, m = self.sample.n_classes, self.sample.n_groups
         scores = np.ones((m * n, n))
         scores[:, j] = 0.0
@@ -182,6 +341,12 @@ class Problem:
         Constant classifiers satisfy demographic parity, equal opportunity and equalized odds
         exactly, and mixing them with weights ``tau`` meets any coverage target, so this is the
         strictly feasible start that ConEllipsoid and ConBisection need.
+
+        Returns
+        -------
+        Component
+            The mixture, from a linear program minimizing ``max_k phi_k``; ``argmax eta_hat`` alone
+            when there are no constraints.
         """
         candidates = [self.baseline()] + [self.constant(j) for j in range(self.sample.n_classes)]
         if not self.n_constraints:

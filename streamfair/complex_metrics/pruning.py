@@ -68,8 +68,38 @@ def _relaxation(problem: Problem, points: np.ndarray) -> np.ndarray:
     return values
 
 
-def prune(problem: Problem, components: Sequence[Component], weights: np.ndarray | None = None) -> np.ndarray:
-    """The pruning LP of Sec. 8.2: new weights for ``components`` (same order)."""
+def prune(problem: Problem, components: Sequence[Component]) -> np.ndarray:
+    """The pruning LP of Sec. 8.2: new weights for ``components`` (same order).
+
+    Parameters
+    ----------
+    problem
+        The problem whose objective and constraint rows are used.
+    components
+        The candidate classifiers, placed on ``problem``'s sample (the LP searches the whole
+        simplex of their weights, whatever the current mixture).
+
+    Returns
+    -------
+    ndarray of shape (k,)
+        Weights summing to one, at most ``K + 1`` of them non-zero (components with the same
+        vector share one weight, on the first of them).
+
+    Examples
+    --------
+    Always predicting 0 has 0-1 error ``P(Y = 1) = 0.75``, always predicting 1 has 0.25; predicting
+    0 at a rate within 0.01 of 0.3 forces a weight of at least 0.29 on the worse one.
+
+    >>> import numpy as np
+    >>> from streamfair.complex_metrics import Coverage, Problem, Sample, ZeroOneError
+    >>> sample = Sample(np.full((4, 2), 0.5), y=[0, 1, 1, 1])
+    >>> free = Problem(ZeroOneError(), sample)
+    >>> prune(free, [free.constant(0), free.constant(1)]).tolist()
+    [0.0, 1.0]
+    >>> problem = Problem(ZeroOneError(), sample, [Coverage(eps=0.01, target=[0.3, 0.7])])
+    >>> prune(problem, [problem.constant(0), problem.constant(1)]).round(6).tolist()
+    [0.29, 0.71]
+    """
     points = np.stack([c.point for c in components])
     unique, first, _ = _unique_points(points)
     objectives = np.array([problem.objective(v) for v in unique])
@@ -108,7 +138,44 @@ def _line_search(f, a: np.ndarray, b: np.ndarray, steps: int = 60) -> float:
 def best_mixture(
     problem: Problem, components: Sequence[Component], iterations: int = 2000, tolerance: float = 1e-7
 ) -> np.ndarray:
-    """Weights minimizing ``psi(sum_t alpha_t v_t)`` subject to the constraints (relaxed if infeasible)."""
+    """Weights minimizing ``psi(sum_t alpha_t v_t)`` subject to the constraints (relaxed if infeasible).
+
+    Parameters
+    ----------
+    problem
+        The problem whose objective and constraint rows are used.
+    components
+        The classifiers to mix, placed on ``problem``'s sample.
+    iterations
+        Maximum Frank-Wolfe steps over the weights (metrics that are not piecewise linear; for the
+        others the program is one LP).
+    tolerance
+        Frank-Wolfe stops once its duality gap is below this.
+
+    Returns
+    -------
+    ndarray of shape (k,)
+        Weights summing to one (components with the same vector share one weight, on the first
+        of them).
+
+    Examples
+    --------
+    The constant classifiers have recalls ``e_j``, so their mixture has recalls ``alpha``: the
+    worst-class error ``max_i (1 - alpha_i)`` and the Q-mean are smallest at ``alpha = 1/3``.
+
+    >>> import numpy as np
+    >>> from streamfair.complex_metrics import MinMax, Problem, QMean, Sample
+    >>> from streamfair.complex_metrics.synthetic import posterior, sample_three_class
+    >>> x, y = sample_three_class(1000, seed=0)
+    >>> problem = Problem(MinMax(), Sample(posterior(x), y))
+    >>> constants = [problem.constant(j) for j in range(3)]
+    >>> weights = best_mixture(problem, constants)               # an LP: MinMax is piecewise linear
+    >>> weights.round(6).tolist(), round(problem.objective(weights @ np.stack([c.point for c in constants])), 6)
+    ([0.333333, 0.333333, 0.333333], 0.666667)
+    >>> smooth = problem.with_metric(QMean())                    # Frank-Wolfe on the weights
+    >>> best_mixture(smooth, [smooth.constant(j) for j in range(3)]).round(3).tolist()
+    [0.333, 0.333, 0.333]
+    """
     points = np.stack([c.point for c in components])
     unique, first, _ = _unique_points(points)
     u, k = unique.shape[0], problem.metric_size
@@ -150,7 +217,29 @@ def best_mixture(
 
 
 def sparsify(points: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Weights with at most ``d + 1`` non-zeros and the same mixture point ``sum_t w_t points[t]``."""
+    """Weights with at most ``d + 1`` non-zeros and the same mixture point ``sum_t w_t points[t]``.
+
+    Parameters
+    ----------
+    points
+        ``(k, d)``: the vector of each component.
+    weights
+        ``(k,)`` non-negative mixture weights summing to one.
+
+    Returns
+    -------
+    ndarray of shape (k,)
+        Weights summing to one with the same mixture point, non-zero on at most ``d + 1`` distinct
+        points (if the LP fails numerically, only duplicate points are merged).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> points = np.array([[0.0], [1.0], [2.0]])
+    >>> sparse = sparsify(points, np.full(3, 1 / 3))
+    >>> int(np.count_nonzero(sparse)) <= 2, (sparse @ points).round(9).tolist(), round(float(sparse.sum()), 9)
+    (True, [1.0], 1.0)
+    """
     weights = np.asarray(weights, dtype=float)
     support = np.flatnonzero(weights > 0)
     unique, first, inverse = _unique_points(np.asarray(points, dtype=float)[support])

@@ -44,9 +44,10 @@ Examples
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple, Self
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..validation import check_finite, check_positive
 from .group_losses import check_rate
@@ -95,11 +96,37 @@ class DivergenceTracker:
 
     # -------------------------------------------------------------- per-variant formulas
     def weight(self, loss: float, eta: float | None = None) -> float:
-        """The density ratio ``w(l; eta)`` (at the current ``eta`` by default)."""
+        """The density ratio ``w(l; eta)`` (at the current ``eta`` by default).
+
+        Parameters
+        ----------
+        loss
+            A sample's loss ``l``.
+        eta
+            The dual variable; ``None``: the tracked :attr:`eta`.
+
+        Returns
+        -------
+        float
+            The sample's weight, non-negative, of mean one under the stream's law at the optimal ``eta``.
+        """
         raise NotImplementedError
 
     def dual_value(self, loss: float, eta: float) -> float:
-        """The per-sample dual value ``v(l; eta)`` whose mean is minimized by the optimal ``eta``."""
+        """The per-sample dual value ``v(l; eta)`` whose mean is minimized by the optimal ``eta``.
+
+        Parameters
+        ----------
+        loss
+            A sample's loss ``l``.
+        eta
+            The dual variable.
+
+        Returns
+        -------
+        float
+            ``v(l; eta)``; its mean at the optimal ``eta`` is the robust risk.
+        """
         raise NotImplementedError
 
     def _step_extra(self, w: float, gamma: float) -> None:
@@ -112,7 +139,20 @@ class DivergenceTracker:
 
     # -------------------------------------------------------------- generic machinery
     def update(self, loss: float) -> tuple[float, DualReceipt]:
-        """Learn one loss; return its weight ``w(l; eta_t)`` (the DRO sample weight) and a receipt."""
+        """Learn one loss; return its weight ``w(l; eta_t)`` (the DRO sample weight) and a receipt.
+
+        Parameters
+        ----------
+        loss
+            The sample's loss (finite), possibly a surrogate to be corrected by :meth:`correct`.
+
+        Returns
+        -------
+        weight : float
+            ``w(l; eta_t)`` at the dual variable before this update.
+        receipt : DualReceipt
+            What the update used, for :meth:`correct`.
+        """
         loss = float(loss)
         if not math.isfinite(loss):
             raise ValueError(f"loss must be finite, got {loss!r}")
@@ -120,8 +160,19 @@ class DivergenceTracker:
         w, gamma, rate = self._advance(loss)
         return w, DualReceipt(t, loss, eta, lam, gamma, rate, self._log_keep)
 
-    def update_many(self, losses) -> np.ndarray:
-        """Learn ``n`` losses in order (no receipts); return their weights."""
+    def update_many(self, losses: ArrayLike) -> np.ndarray:
+        """Learn ``n`` losses in order (no receipts); return their weights.
+
+        Parameters
+        ----------
+        losses
+            The losses, shape ``(n,)``, in stream order.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            Each sample's weight ``w(l_t; eta_t)``, as :meth:`update` returns them.
+        """
         advance = self._advance
         return np.array([advance(loss)[0] for loss in _check_losses(losses).tolist()])
 
@@ -141,7 +192,18 @@ class DivergenceTracker:
         return w, gamma, rate
 
     def correct(self, receipt: DualReceipt, loss: float) -> None:
-        """Replace the loss recorded in ``receipt`` by ``loss`` (e.g. a surrogate by its delayed true loss)."""
+        """Replace the loss recorded in ``receipt`` by ``loss`` (e.g. a surrogate by its delayed true loss).
+
+        The value average is corrected exactly; ``eta`` (and chi-square's ``lam``) exactly when no
+        sample was learned since the receipt's, approximately otherwise.
+
+        Parameters
+        ----------
+        receipt
+            The receipt :meth:`update` returned for the sample.
+        loss
+            The sample's true loss.
+        """
         loss = float(check_finite("loss", loss)[0])
         if not 0 <= receipt.index < self.n_samples:
             raise ValueError(f"receipt.index must be a past sample in [0, {self.n_samples}), got {receipt.index}")
@@ -160,7 +222,14 @@ class DivergenceTracker:
     def _config(self) -> dict:
         return {"step": self.step, "power": self.power, "value_rate": self.value_rate}
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
+        """The configuration and the state (duals, value, counters), as plain numbers.
+
+        Returns
+        -------
+        dict
+            What :meth:`from_state_dict` restores from.
+        """
         return {
             "class": type(self).__name__,
             "config": self._config(),
@@ -172,7 +241,19 @@ class DivergenceTracker:
         }
 
     @classmethod
-    def from_state_dict(cls, state: dict):
+    def from_state_dict(cls, state: dict[str, Any]) -> Self:
+        """A tracker that continues exactly as the one whose :meth:`state_dict` was taken.
+
+        Parameters
+        ----------
+        state
+            A :meth:`state_dict` of a tracker of this class.
+
+        Returns
+        -------
+        DivergenceTracker
+            The restored tracker, of the class ``from_state_dict`` is called on.
+        """
         if state.get("class") != cls.__name__:
             raise ValueError(f"state is for {state.get('class')!r}, expected {cls.__name__!r}")
         obj = cls(**state["config"])
@@ -188,9 +269,46 @@ class CVaRTracker(DivergenceTracker):
     ``P(l > eta) = alpha``.  The weights are then discontinuous at ``l = eta``, so a noisy
     (surrogate) loss flips them; a temperature ``T > 0`` bounds the multiplicative sensitivity of
     the weights by ``exp(2 delta / T)`` for a loss error ``delta`` (Lemmas 4-5).
+
+    Parameters
+    ----------
+    alpha
+        The level, in ``(0, 1]``: the share of worst samples the CVaR averages.
+    temperature
+        ``T >= 0``, in the losses' units (0: the unregularized CVaR).
+    **kwargs
+        ``step``, ``power``, ``value_rate`` and ``eta`` of :class:`DivergenceTracker`.
+
+    Examples
+    --------
+    On uniform losses on ``[0, 1]`` the VaR at ``alpha = 0.2`` is 0.8 and the CVaR 0.9:
+
+    >>> import numpy as np
+    >>> losses = np.random.default_rng(0).uniform(size=20_000)
+    >>> tracker = CVaRTracker(alpha=0.2, step=1.0, power=1.0)
+    >>> weights = tracker.update_many(losses)
+    >>> round(tracker.threshold, 2), round(tracker.value, 2)
+    (0.8, 0.9)
+    >>> sorted(set(weights.tolist()))                    # 0 below eta, 1 / alpha above
+    [0.0, 5.0]
+
+    A surrogate loss corrected before the next sample leaves the state the true loss gives:
+
+    >>> on_time = CVaRTracker.from_state_dict(tracker.state_dict())
+    >>> weight, receipt = tracker.update(0.99)
+    >>> tracker.correct(receipt, 0.1)
+    >>> _ = on_time.update(0.1)
+    >>> bool(np.isclose(tracker.eta, on_time.eta) and np.isclose(tracker.value, on_time.value))
+    True
+
+    With a temperature the weights are smooth: ``min(1 / alpha, exp((l - eta) / T - 1))``.
+
+    >>> smooth = CVaRTracker(alpha=0.5, temperature=1.0)
+    >>> smooth.weight(3.0, eta=2.0), smooth.dual_value(3.0, eta=2.0)   # e^0 = 1; 2 + 1 * 1 - 0
+    (1.0, 3.0)
     """
 
-    def __init__(self, alpha: float, temperature: float = 0.0, **kwargs):
+    def __init__(self, alpha: float, temperature: float = 0.0, **kwargs: float):
         self.alpha = check_positive("alpha", alpha)
         if self.alpha > 1.0:
             raise ValueError(f"alpha must be in (0, 1], got {alpha!r}")
@@ -199,14 +317,42 @@ class CVaRTracker(DivergenceTracker):
         self.temperature = float(temperature)
         super().__init__(**kwargs)
 
-    def weight(self, loss, eta=None):
+    def weight(self, loss: float, eta: float | None = None) -> float:
+        """The CVaR weight: ``1{l > eta} / alpha``, or ``min(1 / alpha, exp((l - eta) / T - 1))``.
+
+        Parameters
+        ----------
+        loss
+            A sample's loss ``l``.
+        eta
+            The dual variable; ``None``: the tracked :attr:`eta`.
+
+        Returns
+        -------
+        float
+            The weight, in ``[0, 1 / alpha]``.
+        """
         eta = self.eta if eta is None else eta
         if self.temperature == 0.0:
             return 1.0 / self.alpha if loss > eta else 0.0
         exponent = (loss - eta) / self.temperature - 1.0
         return 1.0 / self.alpha if exponent >= -math.log(self.alpha) else math.exp(exponent)
 
-    def dual_value(self, loss, eta):
+    def dual_value(self, loss: float, eta: float) -> float:
+        """The Rockafellar-Uryasev term ``eta + (l - eta)_+ / alpha`` (or ``eta + w (l - eta) - T w log w``).
+
+        Parameters
+        ----------
+        loss
+            A sample's loss ``l``.
+        eta
+            The dual variable.
+
+        Returns
+        -------
+        float
+            ``v(l; eta)``; its mean at the VaR is the CVaR.
+        """
         if self.temperature == 0.0:
             return eta + max(loss - eta, 0.0) / self.alpha
         w = self.weight(loss, eta)
@@ -228,20 +374,69 @@ class ChiSquareTracker(DivergenceTracker):
         The penalty coefficient (penalized form), or the initial multiplier (constrained form).
     lam_min
         Floor of the tracked multiplier (weights are ``<= B / lam_min`` for losses in ``[0, B]``).
+    **kwargs
+        ``step``, ``power``, ``value_rate`` and ``eta`` of :class:`DivergenceTracker`.
+
+    Examples
+    --------
+    For uniform losses on ``[0, 1]`` and ``rho = 5/6`` the worst case is ``w = 8 (l - 1/2)_+``:
+    ``eta = 1/2``, ``lam = 1/8`` and the robust risk ``E[w l] = 5/6``.
+
+    >>> import numpy as np
+    >>> losses = np.random.default_rng(0).uniform(size=20_000)
+    >>> tracker = ChiSquareTracker(rho=5 / 6)
+    >>> _ = tracker.update_many(losses)
+    >>> bool(abs(tracker.threshold - 0.5) < 0.01), bool(abs(tracker.value - 5 / 6) < 0.01)
+    (True, True)
+
+    The penalized form at that ``lam``: ``w = (l - eta)_+ / lam``,
+    ``v = eta + lam / 2 + (l - eta)_+^2 / (2 lam)``.
+
+    >>> penalized = ChiSquareTracker(lam=0.125)
+    >>> penalized.weight(0.75, eta=0.5), penalized.dual_value(0.75, eta=0.5)   # 0.25 / 0.125; 0.5 + 0.0625 + 0.25
+    (2.0, 0.8125)
     """
 
-    def __init__(self, rho: float | None = None, lam: float = 1.0, lam_min: float = 1e-3, **kwargs):
+    def __init__(self, rho: float | None = None, lam: float = 1.0, lam_min: float = 1e-3, **kwargs: float):
         self.rho = None if rho is None else check_positive("rho", rho)
         self.lam_min = check_positive("lam_min", lam_min)
         super().__init__(**kwargs)
         self.lam = check_positive("lam", lam)
         self._lam_initial = self.lam
 
-    def weight(self, loss, eta=None):
+    def weight(self, loss: float, eta: float | None = None) -> float:
+        """The chi-square weight ``(l - eta)_+ / lam`` (at the current ``lam``).
+
+        Parameters
+        ----------
+        loss
+            A sample's loss ``l``.
+        eta
+            The dual variable; ``None``: the tracked :attr:`eta`.
+
+        Returns
+        -------
+        float
+            The weight, non-negative.
+        """
         eta = self.eta if eta is None else eta
         return max(loss - eta, 0.0) / self.lam
 
-    def dual_value(self, loss, eta):
+    def dual_value(self, loss: float, eta: float) -> float:
+        """``eta + lam c + (l - eta)_+^2 / (2 lam)``, ``c = 1/2`` (penalized) or ``rho + 1/2`` (constrained).
+
+        Parameters
+        ----------
+        loss
+            A sample's loss ``l``.
+        eta
+            The dual variable.
+
+        Returns
+        -------
+        float
+            ``v(l; eta)`` at the current ``lam``.
+        """
         size = 0.5 if self.rho is None else self.rho + 0.5
         return eta + self.lam * size + max(loss - eta, 0.0) ** 2 / (2.0 * self.lam)
 
@@ -262,17 +457,71 @@ class KLTracker(DivergenceTracker):
 
     The average of ``exp(l / T)`` is kept in log space (``m <- logaddexp(m + log(1 - k), log k + l / T)``),
     so large ``l / T`` cannot overflow; the value is ``eta`` itself and corrections are exact.
+
+    Parameters
+    ----------
+    temperature
+        ``T > 0``, in the losses' units.
+    value_rate
+        Floor of the averaging rate of ``exp(l / T)`` (0: the running mean, which makes ``value``
+        exactly :func:`~streamfair.dro.kl_penalized`'s value of the losses seen).
+
+    Examples
+    --------
+    The mean of ``exp(l)`` over ``l = (0, log 3)`` is 2, so ``eta = log 2``; a third loss of 5
+    corrected to ``log 4`` makes it ``log(8 / 3)``:
+
+    >>> import math
+    >>> tracker = KLTracker(temperature=1.0)
+    >>> tracker.update_many([0.0, math.log(3.0)]).round(6).tolist()     # the second at eta = 0
+    [1.0, 3.0]
+    >>> round(tracker.value, 6), round(math.log(2.0), 6)
+    (0.693147, 0.693147)
+    >>> weight, receipt = tracker.update(5.0)
+    >>> tracker.correct(receipt, math.log(4.0))
+    >>> round(tracker.value, 6), round(math.log(8 / 3), 6)
+    (0.980829, 0.980829)
+    >>> round(tracker.weight(math.log(4.0)), 6)                 # 4 / (8 / 3)
+    1.5
     """
 
     def __init__(self, temperature: float, value_rate: float = 0.0):
         self.temperature = check_positive("temperature", temperature)
         super().__init__(value_rate=value_rate)
 
-    def weight(self, loss, eta=None):
+    def weight(self, loss: float, eta: float | None = None) -> float:
+        """The KL weight ``exp((l - eta) / T)`` (the exponent capped at 700 against overflow).
+
+        Parameters
+        ----------
+        loss
+            A sample's loss ``l``.
+        eta
+            The dual variable; ``None``: the tracked :attr:`eta`.
+
+        Returns
+        -------
+        float
+            The weight, positive.
+        """
         eta = self.eta if eta is None else eta
         return math.exp(min((loss - eta) / self.temperature, 700.0))
 
-    def dual_value(self, loss, eta):
+    def dual_value(self, loss: float, eta: float) -> float:
+        """``eta`` itself: the KL value needs no per-sample term.
+
+        Parameters
+        ----------
+        loss
+            A sample's loss (unused).
+        eta
+            The dual variable.
+
+        Returns
+        -------
+        float
+            ``eta``.
+        """
         return eta
 
     def _advance(self, loss):
@@ -289,7 +538,16 @@ class KLTracker(DivergenceTracker):
         self.n_samples = t + 1
         return w, 0.0, rate
 
-    def correct(self, receipt, loss):
+    def correct(self, receipt: DualReceipt, loss: float) -> None:
+        """Replace the loss recorded in ``receipt`` by ``loss``, exactly (the average is linear in ``exp(l / T)``).
+
+        Parameters
+        ----------
+        receipt
+            The receipt :meth:`update` returned for the sample.
+        loss
+            The sample's true loss.
+        """
         loss = float(check_finite("loss", loss)[0])
         if not 0 <= receipt.index < self.n_samples:
             raise ValueError(f"receipt.index must be a past sample in [0, {self.n_samples}), got {receipt.index}")

@@ -41,8 +41,10 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..validation import check_distribution, check_positive
 from .group_losses import GroupLosses, Receipt, Receipts
@@ -58,6 +60,7 @@ class _RunningGroupStats:
 
     @property
     def n_groups(self) -> int:
+        """``M``, the number of groups."""
         return self.stats.n_groups
 
     @property
@@ -80,6 +83,24 @@ class SoftmaxGroupWeights(_RunningGroupStats):
         keeps the weights stable.
     forgetting, prior_weight, prior_loss
         See :class:`~streamfair.dro.group_losses.GroupLosses`.
+
+    Examples
+    --------
+    Running group losses ``L = (0, 2)``, then the last loss corrected from 3 to 1: ``L = (0, 1)``,
+    whose weights at ``T = 1`` are ``(1, e) / (1 + e)`` and value ``log(1 + e)``.
+
+    >>> import numpy as np
+    >>> soft = SoftmaxGroupWeights(2, temperature=1.0, prior_weight=0.0)
+    >>> receipts = soft.update_many([0.0, 1.0, 3.0], np.eye(2)[[0, 1, 1]])   # one-hot groups
+    >>> soft.losses.tolist()
+    [0.0, 2.0]
+    >>> soft.correct(receipts.row(2), 1.0)
+    >>> soft.losses.tolist(), soft.weights.round(6).tolist(), round(soft.value, 6)
+    ([0.0, 1.0], [0.268941, 0.731059], 1.313262)
+    >>> receipt = soft.update(1.0, [0.0, 1.0])        # one more sample of group 1's mean loss
+    >>> restored = SoftmaxGroupWeights.from_state_dict(soft.state_dict())
+    >>> bool(np.array_equal(restored.weights, soft.weights))
+    True
     """
 
     def __init__(
@@ -103,21 +124,76 @@ class SoftmaxGroupWeights(_RunningGroupStats):
         """Robust value ``T log sum_g exp(L_g / T)`` in ``[max L, max L + T log M]``."""
         return self.temperature * log_sum_exp(self.losses / self.temperature)
 
-    def update(self, loss: float, tau: Sequence[float]) -> Receipt:
+    def update(self, loss: float, tau: Sequence[float] | np.ndarray) -> Receipt:
+        """Fold one sample into the running group losses (and so into :attr:`weights`).
+
+        Parameters
+        ----------
+        loss
+            The sample's loss, possibly a surrogate to be corrected by :meth:`correct`.
+        tau
+            Its group attribution, shape ``(M,)``: one-hot, or the group posterior.
+
+        Returns
+        -------
+        Receipt
+            What the update used, for :meth:`correct`.
+        """
         return self.stats.update(loss, tau)
 
-    def update_many(self, losses, tau) -> Receipts:
+    def update_many(self, losses: ArrayLike, tau: ArrayLike) -> Receipts:
+        """Fold ``n`` samples in order, as ``n`` calls to :meth:`update`.
+
+        Parameters
+        ----------
+        losses
+            The losses, shape ``(n,)``.
+        tau
+            Their group attributions, shape ``(n, M)``.
+
+        Returns
+        -------
+        Receipts
+            The receipts as arrays; ``receipts.row(i)`` is sample ``i``'s.
+        """
         return self.stats.update_many(losses, tau)
 
     def correct(self, receipt: Receipt, loss: float) -> None:
-        """Replace a recorded (surrogate) loss by the true one; exact for ``L``, hence for ``q``."""
+        """Replace a recorded (surrogate) loss by the true one; exact for ``L``, hence for ``q``.
+
+        Parameters
+        ----------
+        receipt
+            The sample's receipt, from :meth:`update` or ``update_many(...).row(i)``.
+        loss
+            Its true loss.
+        """
         self.stats.correct(receipt, loss)
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
+        """The temperature and the running group losses, as plain numbers and lists.
+
+        Returns
+        -------
+        dict
+            What :meth:`from_state_dict` restores from.
+        """
         return {"temperature": self.temperature, "stats": self.stats.state_dict()}
 
     @classmethod
-    def from_state_dict(cls, state: dict) -> SoftmaxGroupWeights:
+    def from_state_dict(cls, state: dict[str, Any]) -> SoftmaxGroupWeights:
+        """An updater that continues exactly as the one whose :meth:`state_dict` was taken.
+
+        Parameters
+        ----------
+        state
+            A :meth:`state_dict` of a :class:`SoftmaxGroupWeights`.
+
+        Returns
+        -------
+        SoftmaxGroupWeights
+            The restored updater.
+        """
         obj = cls(state["stats"]["config"]["n_groups"], state["temperature"])
         obj.stats = GroupLosses.from_state_dict(state["stats"])
         return obj
@@ -144,6 +220,23 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
         Steps are clipped to ``[-clip, clip]`` (App. A.1 uses 1).
     forgetting
         Forgetting of the running group losses behind :attr:`value` (``q`` itself does not forget).
+
+    Examples
+    --------
+    With ``p = (1/2, 1/2)`` and ``step = 1/2`` a loss of 1 in group 1 moves ``theta`` by
+    ``clip(step l / p_1) = 1``: ``q = softmax(0, 1)``.  Correcting the loss to 0 undoes the step.
+
+    >>> import numpy as np
+    >>> mirror = ExponentiatedGroupWeights(2, step=0.5, p=[0.5, 0.5])
+    >>> receipt = mirror.update(1.0, [0.0, 1.0])
+    >>> mirror.weights.round(6).tolist()
+    [0.268941, 0.731059]
+    >>> mirror.correct(receipt, 0.0)
+    >>> mirror.weights.tolist()
+    [0.5, 0.5]
+    >>> _ = mirror.update_many([1.0, 1.0], np.eye(2))      # equal steps on both groups
+    >>> mirror.weights.tolist()
+    [0.5, 0.5]
     """
 
     def __init__(
@@ -187,15 +280,42 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
         p = (counts + self.prior_count) / (n + self.prior_count * self.n_groups)[:, None]
         return self.step * tau / p
 
-    def update_many(self, losses, tau) -> Receipts:
-        """``n`` samples in order: the steps do not depend on ``theta``, so they are summed at once."""
+    def update_many(self, losses: ArrayLike, tau: ArrayLike) -> Receipts:
+        """``n`` samples in order: the steps do not depend on ``theta``, so they are summed at once.
+
+        Parameters
+        ----------
+        losses
+            The losses, shape ``(n,)``.
+        tau
+            Their group attributions, shape ``(n, M)``: one-hot rows, or group posteriors.
+
+        Returns
+        -------
+        Receipts
+            The receipts as arrays; ``receipts.row(i)`` is sample ``i``'s.
+        """
         losses, tau = self.stats._check(losses, tau)
         scales = self._scales(tau)
         self.theta += np.clip(scales * losses[:, None], -self.clip, self.clip).sum(axis=0)
         self.theta -= self.theta.max()  # softmax is shift invariant; keeps theta bounded
         return self.stats.update_many(losses, tau, scales)
 
-    def update(self, loss: float, tau: Sequence[float]) -> Receipt:
+    def update(self, loss: float, tau: Sequence[float] | np.ndarray) -> Receipt:
+        """One mirror-ascent step ``theta_g += clip(step l tau_g / p_g, -clip, clip)``.
+
+        Parameters
+        ----------
+        loss
+            The sample's loss, possibly a surrogate to be corrected by :meth:`correct`.
+        tau
+            Its group attribution, shape ``(M,)``: one-hot, or the group posterior.
+
+        Returns
+        -------
+        Receipt
+            What the update used (with its per-group step multiplier), for :meth:`correct`.
+        """
         value, row = self.stats._check_one(loss, tau)
         if not self.correct_arrivals:
             scale = self.step * row
@@ -210,13 +330,28 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
         return self.stats._fold_one(value, row, scale)
 
     def correct(self, receipt: Receipt, loss: float) -> None:
-        """Replace a recorded loss: ``theta += clip(s l) - clip(s l_old)``, exact for ``q``."""
+        """Replace a recorded loss: ``theta += clip(s l) - clip(s l_old)``, exact for ``q``.
+
+        Parameters
+        ----------
+        receipt
+            The sample's receipt, from :meth:`update` or ``update_many(...).row(i)``.
+        loss
+            Its true loss.
+        """
         self.stats.correct(receipt, loss)
         new = np.clip(receipt.scale * loss, -self.clip, self.clip)
         self.theta += new - np.clip(receipt.scale * receipt.loss, -self.clip, self.clip)
         self.theta -= self.theta.max()
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
+        """The configuration, ``theta``, the arrival counts and the running group losses.
+
+        Returns
+        -------
+        dict
+            What :meth:`from_state_dict` restores from (plain numbers and lists).
+        """
         return {
             "config": {
                 "n_groups": self.n_groups,
@@ -233,7 +368,19 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
         }
 
     @classmethod
-    def from_state_dict(cls, state: dict) -> ExponentiatedGroupWeights:
+    def from_state_dict(cls, state: dict[str, Any]) -> ExponentiatedGroupWeights:
+        """An updater that continues exactly as the one whose :meth:`state_dict` was taken.
+
+        Parameters
+        ----------
+        state
+            A :meth:`state_dict` of an :class:`ExponentiatedGroupWeights`.
+
+        Returns
+        -------
+        ExponentiatedGroupWeights
+            The restored updater.
+        """
         obj = cls(**state["config"])
         obj.theta = np.array(state["theta"], dtype=float)
         obj.tau_sum = np.array(state["tau_sum"], dtype=float)

@@ -27,6 +27,7 @@ Examples
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -86,7 +87,23 @@ class GroupSet:
 
 
 class CVaRSet:
-    """CVaR at level ``alpha``: the uniform distribution on the worst ``alpha`` fraction."""
+    """CVaR at level ``alpha``: the uniform distribution on the worst ``alpha`` fraction.
+
+    Parameters
+    ----------
+    alpha
+        The level, ``> 0``; it must lie in ``[1 / N, 1]`` for a problem of ``N`` samples.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> robust = CVaRSet(0.5)
+    >>> weights, value = robust.worst_case(np.array([1.0, 2.0, 3.0, 4.0]))   # the worst half
+    >>> weights.tolist(), value
+    ([0.0, 0.0, 0.5, 0.5], 3.5)
+    >>> robust.entropic_penalty(n=4, eps=0.1).cap                            # 1 / (alpha n)
+    0.5
+    """
 
     kind = "cvar"
 
@@ -94,12 +111,39 @@ class CVaRSet:
         self.alpha = check_positive("alpha", alpha)
 
     def worst_case(self, losses: np.ndarray) -> tuple[np.ndarray, float]:
+        """The CVaR's worst-case weights and value (:func:`~streamfair.dro.cvar`).
+
+        Parameters
+        ----------
+        losses
+            Per-sample losses, shape ``(N,)``.
+
+        Returns
+        -------
+        weights : ndarray of shape (N,)
+            At most ``1 / (alpha N)`` each, on the largest losses.
+        value : float
+            The CVaR.
+        """
         _check_alpha(self.alpha, losses.size)
         worst = cvar(losses, self.alpha)
         return worst.weights, worst.value
 
     def entropic_penalty(self, n: int, eps: float) -> EntropicPenalty:
-        """``psi_eps`` of this set (CVaR is already of penalized form: no ``nu``-search)."""
+        """``psi_eps`` of this set (CVaR is already of penalized form: no ``nu``-search).
+
+        Parameters
+        ----------
+        n
+            ``N``, the number of samples.
+        eps
+            The entropy coefficient ``eps'`` of :class:`~streamfair.dro.entropic.EntropicPenalty`.
+
+        Returns
+        -------
+        EntropicPenalty
+            The capped-softmax penalty :class:`~streamfair.dro.entropic.EntropicCVaR`.
+        """
         return EntropicCVaR(self.alpha, n, eps)
 
 
@@ -249,7 +293,7 @@ class LinearDROProblem:
 def make_synthetic(
     n: int,
     dim: int,
-    robust,
+    robust: Any,
     seed: int,
     loss: str = "hinge",
     radius: float = 1.0,
@@ -261,6 +305,39 @@ def make_synthetic(
     first one by ``g / M`` of a half turn in the first two coordinates), then flipped with
     probability ``flip``.  The groups are those of a :class:`GroupSet` (see :func:`imbalanced_groups`);
     other sets use one planted direction.
+
+    Parameters
+    ----------
+    n, dim
+        ``N`` samples in dimension ``d``, both at least 2.
+    robust
+        The uncertainty set or penalty (one of the classes of :class:`LinearDROProblem`'s
+        ``robust``); a :class:`GroupSet` must label the ``n`` samples.
+    seed
+        Seed of the features, the planted directions and the flips.
+    loss, radius
+        The loss (``"hinge"`` or ``"logistic"``) and the box half-width of :class:`LinearDROProblem`.
+    flip
+        Probability of flipping each label (0: separable within each group).
+
+    Returns
+    -------
+    LinearDROProblem
+        The problem, with ``G = max ||a_i|| = 1``.
+
+    Examples
+    --------
+    At ``x = 0`` every margin is 0: the hinge losses are all 1 and the logistic ones ``log 2``,
+    so any robust risk equals them.
+
+    >>> import numpy as np
+    >>> problem = make_synthetic(n=40, dim=3, robust=imbalanced_groups(40, 3), seed=0, loss="logistic")
+    >>> problem.n, problem.dim, problem.lipschitz
+    (40, 3, 1.0)
+    >>> round(problem.objective(np.zeros(3)), 6), round(float(np.log(2)), 6)
+    (0.693147, 0.693147)
+    >>> sorted(set(problem.labels.tolist()))
+    [-1.0, 1.0]
     """
     n = check_integer("n", n, 2)
     dim = check_integer("dim", dim, 2)
@@ -288,8 +365,36 @@ def make_synthetic(
 def imbalanced_groups(n: int, n_groups: int, decay: float = 0.5) -> GroupSet:
     """A :class:`GroupSet` whose group ``g`` holds about ``decay^g`` of the mass (each at least 1 sample).
 
+    Each group gets ``max(1, floor(n decay^g / sum_h decay^h))`` samples and group 0 the rest; the
+    samples are in group order.
+
+    Parameters
+    ----------
+    n
+        The number of samples.
+    n_groups
+        ``M >= 2``.
+    decay
+        The ratio of consecutive group masses, ``> 0``.
+
+    Returns
+    -------
+    GroupSet
+        The partition of the ``n`` samples.
+
+    Raises
+    ------
+    ValueError
+        If ``n`` is too small to give every group a sample.
+
+    Examples
+    --------
+    The masses ``(4, 2, 1) / 7`` of 10 samples floor to ``(5, 2, 1)``; group 0 takes the 2 left over:
+
     >>> imbalanced_groups(10, 3).sizes
     array([7, 2, 1])
+    >>> imbalanced_groups(6, 2, decay=1.0).groups.tolist()
+    [0, 0, 0, 1, 1, 1]
     """
     n_groups = check_integer("n_groups", n_groups, 2)
     mass = check_positive("decay", decay) ** np.arange(n_groups)

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -91,9 +91,8 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
 
     Parameters
     ----------
-    *args, **kwargs
-        The parameters of :class:`~streamfair.FairRegressionPostProcessor` (``B``, ``L``, ``eps``,
-        ``beta``, ``p``, ...).
+    *args
+        The positional parameters of :class:`~streamfair.FairRegressionPostProcessor` (``B``, ``L``).
     updater
         ``"softmax"``: ``q`` the softmax of running group risks (closed form, default; see ``temperature``);
         ``"exponentiated"``: clipped mirror ascent with step ``step`` and arrival correction.
@@ -111,6 +110,9 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         Samples between refreshes of the weights used in the costs.
     max_pending
         Keyed samples kept waiting for their label (oldest dropped first).
+    **kwargs
+        The keyword parameters of :class:`~streamfair.FairRegressionPostProcessor` (``ks``, ``eps``,
+        ``beta``, ``p``, ...).
 
     Examples
     --------
@@ -121,7 +123,11 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
     >>> eta = np.clip(np.where(s == 1, 0.5, -0.3) + 0.1 * rng.standard_normal(6000), -1, 1)
     >>> robust = GroupRobustFairRegressionPostProcessor(L=15, p=[0.85, 0.15], temperature=0.01)
     >>> robust.learn_many(eta, tau)
-    >>> bool(robust.dro_diagnostics().weights[1] > 0.5)           # the minority is the worst-off group
+    >>> report = robust.dro_diagnostics()
+    >>> bool(report.weights[1] > 0.5)                             # the minority is the worst-off group
+    True
+    >>> top = report.group_risks.max()                            # within T log K of the worst risk (B = 1)
+    >>> bool(top <= report.robust_value <= top + 0.01 * np.log(2))
     True
     >>> robust.learn_one(0.4, [0.05, 0.95], key="msg-7")
     >>> robust.learn_label("msg-7", 0.45)
@@ -176,7 +182,27 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
 
     # ------------------------------------------------------------------ the weighting hooks
     def sample_weights(self, tau: np.ndarray) -> np.ndarray:
-        """``omega_q(x) = sum_g q_g tau_g(x) / p_g`` for each row of ``tau`` (mean one under ``p``)."""
+        """``omega_q(x) = sum_g q_g tau_g(x) / p_g`` for each row of ``tau`` (mean one under ``p``).
+
+        Parameters
+        ----------
+        tau
+            Group posteriors, shape ``(n, K)``, one row per sample.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The cost weight of each sample under the current worst-case weights ``q``.
+
+        Examples
+        --------
+        Before any sample ``q`` is uniform, so ``omega = (1/2) / p``, of mean one under ``p``:
+
+        >>> import numpy as np
+        >>> robust = GroupRobustFairRegressionPostProcessor(L=10, p=[0.75, 0.25])
+        >>> robust.sample_weights(np.eye(2)).round(6).tolist()       # 0.5 / 0.75, 0.5 / 0.25
+        [0.666667, 2.0]
+        """
         return (np.asarray(tau, dtype=float) * (self._q / self.p)).sum(axis=1)  # row-wise: same bits for any n
 
     def _sample_weights(self, tau: np.ndarray, p: np.ndarray | None) -> np.ndarray:
@@ -204,6 +230,17 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
 
         Predictions use the last *completed* epoch's dual, which stays put for a whole epoch; the
         surrogate losses must follow the policy being learned, so they use this one.
+
+        Parameters
+        ----------
+        predictions, tau
+            The base model's predictions and the group posteriors, one row per sample, as for
+            :meth:`learn_many`.
+
+        Returns
+        -------
+        ndarray of shape (n, m)
+            Row ``i`` is ``pi(. | x_i)`` over :attr:`atoms`.  Nothing is learned.
         """
         predictions = self._check_predictions(predictions, None)
         return self._learning_proba(predictions, self._check_tau(tau, predictions.shape[0]))
@@ -241,7 +278,18 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
     def learn_label(self, key: Hashable, y: float) -> bool:
         """The label of the sample learned with ``key``: replace its surrogate loss by the true one (``uses_labels``).
 
-        Returns ``False`` if the key is unknown (never learned with a key, expired, or already labelled).
+        Parameters
+        ----------
+        key
+            The key the sample was learned with.
+        y
+            Its label, in the target's units.
+
+        Returns
+        -------
+        bool
+            ``True`` if the label was used; ``False`` if the key is unknown (never learned with a
+            key, expired, or already labelled).
         """
         y = float(check_finite("y", y)[0])
         waiting = self._pending.pop(key)
@@ -256,7 +304,13 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         return False
 
     def dro_diagnostics(self) -> RobustDiagnostics:
-        """Weights, group risks, robust value and label bookkeeping."""
+        """Weights, group risks, robust value and label bookkeeping.
+
+        Returns
+        -------
+        RobustDiagnostics
+            A snapshot of the DRO state (the arrays are copies or fresh).
+        """
         folded = self.dro.stats.n_samples
         return RobustDiagnostics(
             weights=self._q.copy(),
@@ -269,7 +323,15 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         )
 
     # ------------------------------------------------------------------ state
-    def get_params(self) -> dict:
+    def get_params(self) -> dict[str, Any]:
+        """The constructor arguments that rebuild an equivalent fresh object, with the DRO settings.
+
+        Returns
+        -------
+        dict
+            :meth:`FairRegressionPostProcessor.get_params` plus ``updater``, ``temperature``,
+            ``step``, ``forgetting``, ``refresh`` and ``max_pending``.
+        """
         return {
             **super().get_params(),
             "updater": self.updater,
@@ -280,7 +342,14 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
             "max_pending": self.max_pending,
         }
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly, the DRO state included (updater, block, pending labels).
+
+        Returns
+        -------
+        dict
+            What :meth:`from_state_dict` restores from.
+        """
         state = super().state_dict()
         state["dro"] = {
             "updater": self.dro.state_dict(),
@@ -297,7 +366,19 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         return state
 
     @classmethod
-    def from_state_dict(cls, state: dict):
+    def from_state_dict(cls, state: dict[str, Any]) -> Self:
+        """A new object that continues exactly as the one whose :meth:`state_dict` was taken.
+
+        Parameters
+        ----------
+        state
+            A :meth:`state_dict` of this class.
+
+        Returns
+        -------
+        GroupRobustFairRegressionPostProcessor
+            The restored post-processor.
+        """
         obj = super().from_state_dict(state)
         extra = state["dro"]
         obj.dro = type(obj.dro).from_state_dict(extra["updater"])

@@ -28,7 +28,27 @@ __all__ = ["log_sum_exp", "softmax", "project_simplex", "project_capped_simplex"
 
 
 def log_sum_exp(values: np.ndarray) -> float:
-    """``log(sum(exp(values)))`` of a 1-d array without overflow."""
+    """``log(sum(exp(values)))`` of a 1-d array without overflow.
+
+    Parameters
+    ----------
+    values
+        The exponents, shape ``(n,)``, ``n >= 1``.
+
+    Returns
+    -------
+    float
+        ``max(values) + log(sum(exp(values - max(values))))``; the maximum itself when it is not
+        finite (``-inf`` for all-``-inf`` values).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> round(log_sum_exp(np.array([0.0, np.log(3.0)])), 6)       # log(1 + 3) = log 4
+    1.386294
+    >>> round(log_sum_exp(np.array([1000.0, 1000.0])), 6)          # 1000 + log 2, no overflow
+    1000.693147
+    """
     top = float(np.max(values))
     if not np.isfinite(top):
         return top
@@ -43,6 +63,24 @@ def project_simplex(v: np.ndarray) -> np.ndarray:
     The threshold ``theta`` is the one for which ``sum(max(v - theta, 0)) = 1``; with ``v`` sorted
     in decreasing order it is ``(sum of the top k entries - 1) / k`` for the largest ``k`` whose
     ``k``-th entry stays above it.
+
+    Parameters
+    ----------
+    v
+        The point to project, shape ``(n,)``.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        The closest probability vector to ``v`` (non-negative, summing to one).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> project_simplex(np.array([0.5, 0.9, -1.0]))                # theta = (0.9 + 0.5 - 1) / 2
+    array([0.3, 0.7, 0. ])
+    >>> project_simplex(np.array([0.25, 0.25, 0.5])).tolist()      # already on the simplex
+    [0.25, 0.25, 0.5]
     """
     v = np.asarray(v, dtype=float)
     ordered = np.sort(v)[::-1]
@@ -60,6 +98,35 @@ def project_capped_simplex(v: np.ndarray, cap: float) -> np.ndarray:
     is continuous, piecewise linear and non-increasing with kinks at ``v_i`` and ``v_i - cap``.  A
     binary search over the sorted kinks finds the linear piece containing ``s = 1``, which is then
     solved exactly.
+
+    Parameters
+    ----------
+    v
+        The point to project, shape ``(n,)``.
+    cap
+        The largest entry allowed, at least ``1 / n`` (``1 / n`` leaves only the uniform vector;
+        ``cap >= 1`` is :func:`project_simplex`).
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        The closest probability vector to ``v`` whose entries are at most ``cap``.
+
+    Raises
+    ------
+    ValueError
+        If ``cap < 1 / n``: the set is empty.
+
+    Examples
+    --------
+    With ``theta = -1/6``, ``clip(v - theta, 0, 1/2)`` sums to one:
+
+    >>> import numpy as np
+    >>> project_capped_simplex(np.array([3.0, 0.0, 0.0, 0.0]), cap=0.5).round(6).tolist()
+    [0.5, 0.166667, 0.166667, 0.166667]
+    >>> v = np.array([0.5, 0.9, -1.0])
+    >>> bool(np.allclose(project_capped_simplex(v, cap=1.0), project_simplex(v)))
+    True
     """
     v = np.asarray(v, dtype=float)
     if cap * v.size < 1.0 - 1e-12:

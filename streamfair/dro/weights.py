@@ -40,6 +40,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..validation import check_finite, check_integer, check_positive
 from .simplex import log_sum_exp, project_simplex, softmax
@@ -64,14 +65,34 @@ BISECTION_TOLERANCE = 1e-15
 
 
 class WorstCase(NamedTuple):
-    """The maximizing distribution, the robust value and the optimal dual variable."""
+    """The maximizing distribution, the robust value and the optimal dual variable.
+
+    What every oracle of this module returns; it unpacks as ``weights, value, dual``.
+
+    Parameters
+    ----------
+    weights
+        The worst-case distribution ``q``, shape ``(n,)`` (one entry per loss), summing to one.
+    value
+        The robust risk ``q . l - penalty(q)`` at ``q``.
+    dual
+        The optimal dual variable (``eta`` of the oracle's dual form, or the temperature for
+        :func:`kl_constrained`); see each oracle.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> weights, value, dual = group_max(np.array([1.0, 3.0, 3.0]))
+    >>> weights.tolist(), value, dual
+    ([0.0, 0.5, 0.5], 3.0, 3.0)
+    """
 
     weights: np.ndarray
     value: float
     dual: float
 
 
-def _check_losses(losses) -> np.ndarray:
+def _check_losses(losses: ArrayLike) -> np.ndarray:
     array = check_finite("losses", losses)
     if array.size == 0:
         raise ValueError("losses must not be empty")
@@ -90,9 +111,25 @@ def _entropy(q: np.ndarray) -> float:
     return float(-(positive * np.log(positive)).sum())
 
 
-def group_means(losses, groups, n_groups: int) -> np.ndarray:
+def group_means(losses: ArrayLike, groups: ArrayLike, n_groups: int) -> np.ndarray:
     """Per-group mean loss ``L_g`` when the groups partition the samples (every group non-empty).
 
+    Parameters
+    ----------
+    losses
+        Per-sample losses, shape ``(n,)``.
+    groups
+        The group of each sample, ``n`` integers in ``[0, n_groups)``.
+    n_groups
+        ``M``, the number of groups; each must hold at least one sample.
+
+    Returns
+    -------
+    ndarray of shape (n_groups,)
+        The mean loss of each group.
+
+    Examples
+    --------
     >>> group_means([1.0, 3.0, 5.0], [0, 0, 1], 2)
     array([2., 5.])
     """
@@ -107,19 +144,56 @@ def group_means(losses, groups, n_groups: int) -> np.ndarray:
     return np.bincount(ids, weights=losses, minlength=n_groups) / counts
 
 
-def group_max(group_losses) -> WorstCase:
-    """Group DRO (paper eq. (2)): value ``max_g L_g``, weights uniform on the maximizers."""
+def group_max(group_losses: ArrayLike) -> WorstCase:
+    """Group DRO (paper eq. (2)): value ``max_g L_g``, weights uniform on the maximizers.
+
+    Parameters
+    ----------
+    group_losses
+        The group losses ``L_g``, shape ``(M,)`` (e.g. from :func:`group_means`).
+
+    Returns
+    -------
+    WorstCase
+        Weights uniform on the groups of largest loss; value and dual both ``max_g L_g``.
+
+    Examples
+    --------
+    >>> group_max([1.0, 3.0, 3.0])
+    WorstCase(weights=array([0. , 0.5, 0.5]), value=3.0, dual=3.0)
+    """
     losses = _check_losses(group_losses)
     top = losses.max()
     q = (losses == top) / np.count_nonzero(losses == top)
     return WorstCase(q, float(top), float(top))
 
 
-def group_softmax(group_losses, temperature: float) -> WorstCase:
+def group_softmax(group_losses: ArrayLike, temperature: float) -> WorstCase:
     """Entropy-smoothed group DRO (paper eq. (6)): ``max_q q . L + T H(q)`` = ``T log sum exp(L / T)``.
 
     The value lies in ``[max_g L_g, max_g L_g + T log M]`` (Lemma 11); the paper's temperature is
     ``eps / (2 log M)``.  The dual is the value itself: ``q_g = exp((L_g - value) / T)``.
+
+    Parameters
+    ----------
+    group_losses
+        The group losses ``L_g``, shape ``(M,)``.
+    temperature
+        ``T > 0``, in the losses' units.
+
+    Returns
+    -------
+    WorstCase
+        Weights ``softmax(L / T)``; value and dual ``T log sum_g exp(L_g / T)``.
+
+    Examples
+    --------
+    At ``L = (0, log 3)`` and ``T = 1`` the weights are ``(1, 3) / 4`` and the value ``log 4``:
+
+    >>> import numpy as np
+    >>> worst = group_softmax(np.array([0.0, np.log(3.0)]), temperature=1.0)
+    >>> worst.weights.round(6).tolist(), round(worst.value, 6)
+    ([0.25, 0.75], 1.386294)
     """
     losses = _check_losses(group_losses)
     temperature = check_positive("temperature", temperature)
@@ -128,11 +202,36 @@ def group_softmax(group_losses, temperature: float) -> WorstCase:
     return WorstCase(softmax(scaled), value, value)
 
 
-def cvar(losses, alpha: float) -> WorstCase:
+def cvar(losses: ArrayLike, alpha: float) -> WorstCase:
     """CVaR at level ``alpha``: the ``floor(alpha n)`` largest losses get ``1 / (alpha n)``, the next the rest.
 
     The value equals the Rockafellar-Uryasev dual ``min_eta eta + sum(l - eta)_+ / (alpha n)``,
     attained at the dual ``eta = VaR`` (the ``ceil(alpha n)``-th largest loss).
+
+    Parameters
+    ----------
+    losses
+        Per-sample losses, shape ``(n,)``.
+    alpha
+        The level, in ``[1 / n, 1]``: the share of worst samples averaged (1: the mean loss).
+
+    Returns
+    -------
+    WorstCase
+        The weights (at most ``1 / (alpha n)`` each), the CVaR and the VaR.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> worst = cvar(np.array([1.0, 2.0, 3.0, 4.0]), alpha=0.5)       # mean of the worst half
+    >>> worst.weights.tolist(), worst.value, worst.dual
+    ([0.0, 0.0, 0.5, 0.5], 3.5, 3.0)
+
+    At ``alpha n = 1.5`` the largest loss gets ``2/3`` and the next ``1/3``:
+
+    >>> worst = cvar(np.array([1.0, 2.0, 3.0, 4.0]), alpha=0.375)
+    >>> round(worst.value, 6), round(worst.dual + (4.0 - worst.dual) / 1.5, 6)   # = 11/3, its dual form
+    (3.666667, 3.666667)
     """
     losses = _check_losses(losses)
     n = losses.size
@@ -148,13 +247,44 @@ def cvar(losses, alpha: float) -> WorstCase:
     return WorstCase(q, float(q @ losses), float(var))
 
 
-def capped_softmax(losses, alpha: float, temperature: float) -> WorstCase:
+def capped_softmax(losses: ArrayLike, alpha: float, temperature: float) -> WorstCase:
     """Entropy-regularized CVaR: ``max q . l + T H(q)`` over ``{q in simplex, q_i <= 1 / (alpha n)}``.
 
     The maximizer is ``q_i = min(u, c exp(l_i / T))`` with ``u = 1 / (alpha n)``: going down the
     sorted losses, the top ``k`` are capped for the first ``k`` at which the uncapped remainder
     ``(1 - k u) softmax`` stays below ``u``.  The value lies in ``[CVaR, CVaR + T log n]``.  The dual
     is ``eta`` with ``q_i = min(u, exp((l_i - eta) / T - 1))`` (the paper's ``psi_eps*'``).
+
+    Parameters
+    ----------
+    losses
+        Per-sample losses, shape ``(n,)``.
+    alpha
+        The CVaR level, in ``[1 / n, 1]``.
+    temperature
+        ``T > 0``, in the losses' units.
+
+    Returns
+    -------
+    WorstCase
+        The weights, the regularized value ``q . l + T H(q)`` and the dual ``eta``.
+
+    Examples
+    --------
+    At ``alpha = 1/2`` the cap ``2/3`` binds on the largest loss; the other two share the rest:
+
+    >>> import numpy as np
+    >>> worst = capped_softmax(np.array([0.0, 0.0, 10.0]), alpha=0.5, temperature=1.0)
+    >>> worst.weights.round(6).tolist()
+    [0.166667, 0.166667, 0.666667]
+    >>> round(worst.value, 6)                       # 20/3 + H(1/6, 1/6, 2/3)
+    7.53423
+
+    With the cap at 1 (``alpha = 1 / n``) it is the plain softmax of :func:`group_softmax`:
+
+    >>> losses = np.array([0.0, np.log(3.0)])
+    >>> bool(np.isclose(capped_softmax(losses, 0.5, 1.0).value, group_softmax(losses, 1.0).value))
+    True
     """
     losses = _check_losses(losses)
     n = losses.size
@@ -181,13 +311,31 @@ def capped_softmax(losses, alpha: float, temperature: float) -> WorstCase:
     return WorstCase(q, float(q @ losses + temperature * _entropy(q)), float(eta))
 
 
-def chi_square_divergence(q) -> float:
-    """``D_chi2(q, unif) = (1 / 2n) sum_i (n q_i - 1)^2``."""
+def chi_square_divergence(q: ArrayLike) -> float:
+    """``D_chi2(q, unif) = (1 / 2n) sum_i (n q_i - 1)^2``.
+
+    Parameters
+    ----------
+    q
+        A distribution over ``n`` points, shape ``(n,)``.
+
+    Returns
+    -------
+    float
+        Its chi-square divergence from the uniform distribution, in the paper's normalization.
+
+    Examples
+    --------
+    >>> chi_square_divergence([0.5, 0.5, 0.0, 0.0])         # (1 + 1 + 1 + 1) / 8
+    0.5
+    >>> chi_square_divergence([0.25, 0.25, 0.25, 0.25])
+    0.0
+    """
     q = np.asarray(q, dtype=float)
     return float(0.5 * np.mean((q.size * q - 1.0) ** 2))
 
 
-def chi_square(losses, rho: float) -> WorstCase:
+def chi_square(losses: ArrayLike, rho: float) -> WorstCase:
     """Chi-square DRO: ``max q . l`` over ``{q in simplex, D_chi2(q, unif) <= rho}``, exactly.
 
     If the uniform distribution on the largest losses is feasible it is optimal.  Otherwise the
@@ -196,6 +344,37 @@ def chi_square(losses, rho: float) -> WorstCase:
     ``q_i = 1/k + d_i / c`` with ``c = ||d|| / sqrt((1 + 2 rho) / n - 1/k)`` and ``eta = m - c / k``; the
     right ``k`` is the one whose ``eta`` lies between the ``(k+1)``-th and ``k``-th largest loss.  The
     value equals ``min_eta eta + sqrt((1 + 2 rho) / n) ||(l - eta)_+||``.
+
+    Parameters
+    ----------
+    losses
+        Per-sample losses, shape ``(n,)``.
+    rho
+        The ball's size ``rho > 0``.
+
+    Returns
+    -------
+    WorstCase
+        The weights, the robust value and the dual ``eta`` (the largest loss when the argmax vertex
+        is feasible).
+
+    Examples
+    --------
+    For ``l = (1, 4, 2, 3)`` and ``rho = 1/2`` the support is the top three losses (mean 3,
+    ``||d||^2 = 2``, ``c = sqrt(12)``), so the value is ``3 + ||d||^2 / c = 3 + 1 / sqrt(3)``:
+
+    >>> import numpy as np
+    >>> losses = np.array([1.0, 4.0, 2.0, 3.0])
+    >>> worst = chi_square(losses, rho=0.5)
+    >>> round(worst.value, 6), round(3 + 1 / 3 ** 0.5, 6)
+    (3.57735, 3.57735)
+    >>> round(chi_square_divergence(worst.weights), 6)     # the constraint is tight
+    0.5
+    >>> eta = worst.dual                                    # the dual form attains the value
+    >>> round(float(eta + np.sqrt(2 / 4) * np.linalg.norm(np.maximum(losses - eta, 0))), 6)
+    3.57735
+    >>> chi_square(losses, rho=1.5).weights.tolist()       # the argmax vertex is feasible
+    [0.0, 1.0, 0.0, 0.0]
     """
     losses = _check_losses(losses)
     rho = check_positive("rho", rho)
@@ -228,11 +407,35 @@ def chi_square(losses, rho: float) -> WorstCase:
     return WorstCase(q, float(q @ losses), float(top + shifted[:support].mean() - c / support))
 
 
-def chi_square_penalized(losses, lam: float) -> WorstCase:
+def chi_square_penalized(losses: ArrayLike, lam: float) -> WorstCase:
     """``max_q q . l - lam D_chi2(q, unif)``: ``q = proj_simplex(1/n + l / (lam n))``.
 
     The dual is the ``eta`` with ``n q_i = (l_i - eta)_+ / lam`` (the density ratio), which attains
     ``value = min_eta eta + lam / 2 + sum_i (l_i - eta)_+^2 / (2 lam n)``.
+
+    Parameters
+    ----------
+    losses
+        Per-sample losses, shape ``(n,)``.
+    lam
+        The penalty coefficient ``lam > 0``, in the losses' units.
+
+    Returns
+    -------
+    WorstCase
+        The weights, the penalized value and the dual ``eta``.
+
+    Examples
+    --------
+    ``1/4 + l/4 = (0.5, 1.25, 0.75, 1)`` projects with threshold ``2/3``; then ``q . l = 3.5``,
+    ``D_chi2 = 5/12`` and the value is ``37/12``, with ``eta = 4 - 4 q_2 = 5/3``:
+
+    >>> import numpy as np
+    >>> worst = chi_square_penalized(np.array([1.0, 4.0, 2.0, 3.0]), lam=1.0)
+    >>> worst.weights.round(6).tolist()
+    [0.0, 0.583333, 0.083333, 0.333333]
+    >>> round(worst.value, 6), round(37 / 12, 6), round(worst.dual, 6)
+    (3.083333, 3.083333, 1.666667)
     """
     losses = _check_losses(losses)
     lam = check_positive("lam", lam)
@@ -243,16 +446,55 @@ def chi_square_penalized(losses, lam: float) -> WorstCase:
     return WorstCase(q, float(q @ losses - lam * chi_square_divergence(q)), float(eta))
 
 
-def kl_divergence(q) -> float:
-    """``KL(q || unif) = log n - H(q)``."""
+def kl_divergence(q: ArrayLike) -> float:
+    """``KL(q || unif) = log n - H(q)``.
+
+    Parameters
+    ----------
+    q
+        A distribution over ``n`` points, shape ``(n,)`` (zero entries allowed).
+
+    Returns
+    -------
+    float
+        Its Kullback-Leibler divergence from the uniform distribution, in nats.
+
+    Examples
+    --------
+    >>> round(kl_divergence([0.5, 0.5, 0.0, 0.0]), 6)       # log 4 - log 2
+    0.693147
+    >>> kl_divergence([0.25, 0.25, 0.25, 0.25])
+    0.0
+    """
     q = np.asarray(q, dtype=float)
     return math.log(q.size) - _entropy(q)
 
 
-def kl_penalized(losses, temperature: float) -> WorstCase:
+def kl_penalized(losses: ArrayLike, temperature: float) -> WorstCase:
     """``max_q q . l - T KL(q || unif)`` = ``T log mean exp(l / T)``, at ``q = softmax(l / T)``.
 
     The dual is the value ``eta``: ``q_i = exp((l_i - eta) / T) / n``.
+
+    Parameters
+    ----------
+    losses
+        Per-sample losses, shape ``(n,)``.
+    temperature
+        ``T > 0``, in the losses' units.
+
+    Returns
+    -------
+    WorstCase
+        Weights ``softmax(l / T)``; value and dual ``T log mean exp(l / T)``.
+
+    Examples
+    --------
+    At ``l = (0, log 3)`` and ``T = 1``: weights ``(1, 3) / 4``, value ``log((1 + 3) / 2) = log 2``:
+
+    >>> import numpy as np
+    >>> worst = kl_penalized(np.array([0.0, np.log(3.0)]), temperature=1.0)
+    >>> worst.weights.round(6).tolist(), round(worst.value, 6)
+    ([0.25, 0.75], 0.693147)
     """
     losses = _check_losses(losses)
     temperature = check_positive("temperature", temperature)
@@ -261,13 +503,42 @@ def kl_penalized(losses, temperature: float) -> WorstCase:
     return WorstCase(softmax(scaled), value, value)
 
 
-def kl_constrained(losses, rho: float) -> WorstCase:
+def kl_constrained(losses: ArrayLike, rho: float) -> WorstCase:
     """``max q . l`` over ``{q in simplex, KL(q || unif) <= rho}``.
 
     Uniform on the argmax set if that is feasible (``log(n / #argmax) <= rho``); otherwise
     ``softmax(l / T)`` with the temperature ``T`` (the dual) at which ``KL = rho``, found by bisection
     on ``log T`` (KL decreases in ``T``), keeping the feasible end.  The value equals
     ``min_T T rho + T log mean exp(l / T)``.
+
+    Parameters
+    ----------
+    losses
+        Per-sample losses, shape ``(n,)``.
+    rho
+        The ball's size ``rho > 0``, in nats.
+
+    Returns
+    -------
+    WorstCase
+        The weights, the robust value and the temperature ``T*`` as the dual (0 when the argmax
+        vertex is feasible).
+
+    Examples
+    --------
+    The ball whose boundary passes through ``softmax(l)`` has ``T* = 1``, and the value equals the
+    dual form ``T* rho + T* log mean exp(l / T*)``:
+
+    >>> import numpy as np
+    >>> losses = np.array([0.0, 1.0])
+    >>> rho = kl_divergence(softmax(losses))
+    >>> worst = kl_constrained(losses, rho)
+    >>> round(worst.dual, 6), worst.weights.round(6).tolist()      # e / (1 + e) on the larger loss
+    (1.0, [0.268941, 0.731059])
+    >>> round(worst.value, 6), round(worst.dual * rho + kl_penalized(losses, worst.dual).value, 6)
+    (0.731059, 0.731059)
+    >>> kl_constrained(losses, rho=1.0).weights.tolist()            # log 2 <= rho: the vertex
+    [0.0, 1.0]
     """
     losses = _check_losses(losses)
     rho = check_positive("rho", rho)

@@ -41,9 +41,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..validation import check_finite, check_integer, check_positive, check_seed
-from .gradient_estimates import GradientEstimate
+from .gradient_estimates import GradientEstimate, GradientEstimator
 from .problem import BlackBoxProblem
 from .projection import Projection, project
 
@@ -52,25 +53,97 @@ DEAD_ZONE_POLICIES = ("raise_sigma", "skip")
 
 @dataclass(frozen=True)
 class StepReport:
-    """Diagnostics of one outer step of Algorithm 1."""
+    """Diagnostics of one outer step of Algorithm 1.
+
+    Parameters
+    ----------
+    iteration
+        Outer steps before this one.
+    metric
+        ``M(theta_t)``, before the step.
+    surrogates
+        ``u_t = l(theta_t)``, shape ``(K,)``.
+    estimate
+        The last estimate made (after any ``sigma`` raises).
+    gradient
+        The gradient used, shape ``(K,)`` (after truncation and clipping; ``0`` if skipped).
+    sigma
+        Perturbation scale of the estimate used.
+    sigma_raises
+        Times ``sigma`` was raised in this step because of a dead zone.
+    dead_zone
+        The final estimate had all metric differences zero.
+    truncated
+        ``||g|| > 2 sqrt(K) L``: the estimate was replaced by zero.
+    skipped
+        No step was taken (dead zone or truncation).
+    target
+        ``u~ = u_t - eta g``, shape ``(K,)``.
+    projection
+        The projection onto the achievable surrogates; ``None`` when skipped.
+
+    Examples
+    --------
+    The truncation safeguard: with ``L = 1/4`` the bound is ``2 sqrt(2) / 4 < ||(1, 1)|| = sqrt(2)``.
+
+    >>> import numpy as np
+    >>> from streamfair.surrogates import BlackBoxProblem, CellSurrogates, ExactGradient
+    >>> cells = CellSurrogates([[1.0], [1.0]], y=[1.0, 3.0], cells=[0, 1], loss="squared")
+    >>> problem = BlackBoxProblem(cells, lambda scores: float(cells.values_from_scores(scores).sum()))
+    >>> estimator = ExactGradient(lambda u: np.ones(2))                 # psi(u) = u_1 + u_2
+    >>> config = StepConfig(eta=0.25, lipschitz=0.25)
+    >>> theta, report = pgd_step(problem, np.zeros(1), estimator, config, np.random.default_rng(0), sigma=0.0)
+    >>> report.truncated, report.skipped, report.projection, report.gradient.tolist(), theta.tolist()
+    (True, True, None, [0.0, 0.0], [0.0])
+    >>> report.metric, report.surrogates.tolist(), report.target.tolist()      # l(0) = (1/2, 9/2)
+    (5.0, [0.5, 4.5], [0.5, 4.5])
+    """
 
     iteration: int
-    metric: float  # M(theta_t), before the step
-    surrogates: np.ndarray  # u_t = l(theta_t)
-    estimate: GradientEstimate  # the last estimate made (after any sigma raises)
-    gradient: np.ndarray  # the gradient used (after truncation / clipping; 0 if skipped)
-    sigma: float  # perturbation scale of the estimate used
-    sigma_raises: int  # times sigma was raised in this step because of a dead zone
-    dead_zone: bool  # the final estimate had all metric differences zero
-    truncated: bool  # ||g|| > 2 sqrt(K) L: replaced by zero
-    skipped: bool  # no step taken (dead zone or truncation)
-    target: np.ndarray  # u~ = u_t - eta g
-    projection: Projection | None  # None when skipped
+    metric: float
+    surrogates: np.ndarray
+    estimate: GradientEstimate
+    gradient: np.ndarray
+    sigma: float
+    sigma_raises: int
+    dead_zone: bool
+    truncated: bool
+    skipped: bool
+    target: np.ndarray
+    projection: Projection | None
 
 
 @dataclass(frozen=True)
 class StepConfig:
-    """Parameters of one outer step (shared by :class:`SurrogatePGD` and the streaming tuner)."""
+    """Parameters of one outer step (shared by :class:`SurrogatePGD` and the streaming tuner).
+
+    Parameters
+    ----------
+    eta
+        Step in surrogate space.
+    projection_steps, projection_lr
+        Adagrad steps and step size of the projection (the paper: 100 and 1.0).
+    dead_zone
+        ``"raise_sigma"`` or ``"skip"``: what a step does when every metric difference is zero
+        (see the module docstring).
+    sigma_growth, max_sigma_raises
+        Factor by which ``sigma`` is raised after a dead zone (``> 1``), and how many times per step.
+    lipschitz
+        Lipschitz bound ``L`` of ``psi``: estimates with ``||g|| > 2 sqrt(K) L`` are dropped;
+        ``None``: no truncation.
+    clip_negative
+        Clip negative components of the estimate to ``0`` (``psi`` is monotone).
+
+    Examples
+    --------
+    >>> config = StepConfig(eta=0.5, lipschitz=2.0)
+    >>> config.eta, config.projection_steps, config.dead_zone, config.lipschitz
+    (0.5, 100, 'raise_sigma', 2.0)
+    >>> StepConfig(dead_zone="wait")
+    Traceback (most recent call last):
+    ...
+    ValueError: dead_zone must be one of ('raise_sigma', 'skip'), got 'wait'
+    """
 
     eta: float = 0.1
     projection_steps: int = 100
@@ -81,7 +154,7 @@ class StepConfig:
     lipschitz: float | None = None
     clip_negative: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_positive("eta", self.eta)
         check_integer("projection_steps", self.projection_steps, 1)
         check_positive("projection_lr", self.projection_lr)
@@ -97,13 +170,57 @@ class StepConfig:
 def pgd_step(
     problem: BlackBoxProblem,
     theta: np.ndarray,
-    estimator,
+    estimator: GradientEstimator,
     config: StepConfig,
     rng: np.random.Generator,
     sigma: float,
     iteration: int = 0,
 ) -> tuple[np.ndarray, StepReport]:
-    """One step of Algorithm 1 from ``theta``; returns the new parameters and the report."""
+    """One step of Algorithm 1 from ``theta``; returns the new parameters and the report.
+
+    Parameters
+    ----------
+    problem
+        The surrogates and the black-box metric.
+    theta
+        The current parameters ``theta_t``, shape ``(d,)``.
+    estimator
+        A gradient estimator of :mod:`.gradient_estimates`.
+    config
+        Step size, projection and safeguards.
+    rng
+        Source of the estimator's perturbations.
+    sigma
+        Perturbation scale of the estimate (raised here after a dead zone, see ``config``).
+    iteration
+        Outer steps before this one (recorded in the report).
+
+    Returns
+    -------
+    theta : ndarray of shape (d,)
+        The new parameters (``theta`` itself when the step is skipped).
+    report : StepReport
+        Diagnostics of the step.
+
+    Examples
+    --------
+    Two squared-error cells ``(theta - 1)^2 / 2`` and ``(theta - 3)^2 / 2`` and their sum as the
+    metric, so ``grad psi = (1, 1)``.  From ``theta = 0`` (surrogates ``(1/2, 9/2)``) the target is
+    ``(1/2, 9/2) - 0.25 (1, 1) = (1/4, 17/4)``; the first Adagrad step of the projection, of length
+    1, reaches ``theta = 1``, whose surrogates ``(0, 2)`` are below that target.
+
+    >>> import numpy as np
+    >>> from streamfair.surrogates import BlackBoxProblem, CellSurrogates, ExactGradient
+    >>> cells = CellSurrogates([[1.0], [1.0]], y=[1.0, 3.0], cells=[0, 1], loss="squared")
+    >>> problem = BlackBoxProblem(cells, lambda scores: float(cells.values_from_scores(scores).sum()))
+    >>> estimator = ExactGradient(lambda u: np.ones(2))                 # psi(u) = u_1 + u_2
+    >>> rng = np.random.default_rng(0)
+    >>> theta, report = pgd_step(problem, np.zeros(1), estimator, StepConfig(eta=0.25), rng, sigma=0.0)
+    >>> report.metric, report.target.tolist(), report.projection.residual
+    (5.0, [0.25, 4.25], 0.0)
+    >>> theta.round(6).tolist(), round(problem.metric_at(theta), 6)
+    ([1.0], 2.0)
+    """
     metric = problem.metric_at(theta)
     u = problem.surrogates.values(theta)
     raises = 0
@@ -145,9 +262,9 @@ class SurrogatePGD:
     projection_steps, projection_lr
         Adagrad steps and step size of the projection (the paper: 100 and 1.0).
     dead_zone, sigma_growth, max_sigma_raises, lipschitz, clip_negative
-        Safeguards, see the module docstring.
+        Safeguards, see the module docstring and :class:`StepConfig`.
     theta0
-        Initial parameters; ``None``: zeros (the paper does not say).
+        Initial parameters, shape ``(d,)``; ``None``: zeros (the paper does not say).
     seed
         Seed of the perturbations.
 
@@ -158,15 +275,33 @@ class SurrogatePGD:
     sigma : float
         Current perturbation scale (raised after dead zones).
     history : list of StepReport
+        The reports of the steps taken so far.
     best_theta, best_metric
         The iterate with the lowest metric seen (the paper does not say whether it reports the last
         or the best iterate; both are kept).
+
+    Examples
+    --------
+    The sum of two squared-error cells ``(theta - 1)^2 / 2 + (theta - 3)^2 / 2``, minimal (``1``)
+    at ``theta = 2``.  Algorithm 3 recovers ``grad psi = (1, 1)`` exactly, and each step costs the
+    metric at ``theta_t`` plus ``2 m = 10`` evaluations (one more for the final iterate):
+
+    >>> import numpy as np
+    >>> from streamfair.surrogates import BlackBoxProblem, CellSurrogates, LinearInterpolation
+    >>> cells = CellSurrogates([[1.0], [1.0]], y=[1.0, 3.0], cells=[0, 1], loss="squared")
+    >>> problem = BlackBoxProblem(cells, lambda scores: float(cells.values_from_scores(scores).sum()))
+    >>> pgd = SurrogatePGD(problem, LinearInterpolation(5, sigma=0.1), eta=0.5)
+    >>> reports = pgd.run(20)
+    >>> round(pgd.best_metric, 4), pgd.best_theta.round(2).tolist(), problem.metric_calls
+    (1.0, [2.0], 221)
+    >>> reports[0].metric, reports[0].estimate.gradient.round(6).tolist(), len(pgd.history)
+    (5.0, [1.0, 1.0], 20)
     """
 
     def __init__(
         self,
         problem: BlackBoxProblem,
-        estimator,
+        estimator: GradientEstimator,
         *,
         eta: float = 0.1,
         projection_steps: int = 100,
@@ -176,7 +311,7 @@ class SurrogatePGD:
         max_sigma_raises: int = 3,
         lipschitz: float | None = None,
         clip_negative: bool = False,
-        theta0=None,
+        theta0: ArrayLike | None = None,
         seed: int = 0,
     ):
         self.problem = problem
@@ -192,7 +327,13 @@ class SurrogatePGD:
         self.best_theta, self.best_metric = self.theta, math.inf
 
     def step(self) -> StepReport:
-        """One outer iteration."""
+        """One outer iteration.
+
+        Returns
+        -------
+        StepReport
+            Diagnostics of the step (also appended to :attr:`history`).
+        """
         theta, report = pgd_step(
             self.problem, self.theta, self.estimator, self.config, self._rng, self.sigma, len(self.history)
         )
@@ -202,7 +343,18 @@ class SurrogatePGD:
         return report
 
     def run(self, n_steps: int) -> list[StepReport]:
-        """``n_steps`` outer iterations; the final iterate's metric is evaluated for ``best_*``."""
+        """``n_steps`` outer iterations; the final iterate's metric is evaluated for ``best_*``.
+
+        Parameters
+        ----------
+        n_steps
+            Outer iterations, at least 1.
+
+        Returns
+        -------
+        list of StepReport
+            The reports of these iterations.
+        """
         reports = [self.step() for _ in range(check_integer("n_steps", n_steps, 1))]
         self._remember(self.theta, self.problem.metric_at(self.theta))
         return reports

@@ -24,6 +24,7 @@ Examples
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..validation import check_finite, check_integer
 
@@ -38,12 +39,12 @@ class CellSurrogates:
 
     Parameters
     ----------
-    X : array of shape (n, d)
-        Features (include a column of ones for an intercept).
-    y : array of shape (n,)
-        Labels: ``-1`` or ``+1`` for ``"logistic"`` and ``"hinge"``, real for ``"squared"``.
-    cells : array of shape (n,)
-        Cell of each sample, an integer in ``[0, n_cells)``; every cell needs a sample.
+    X
+        Features, shape ``(n, d)`` (include a column of ones for an intercept).
+    y
+        Labels, shape ``(n,)``: ``-1`` or ``+1`` for ``"logistic"`` and ``"hinge"``, real for ``"squared"``.
+    cells
+        Cell of each sample, shape ``(n,)``, an integer in ``[0, n_cells)``; every cell needs a sample.
     n_cells
         ``K``; ``None``: ``max(cells) + 1``.
     loss
@@ -53,9 +54,27 @@ class CellSurrogates:
     ----------
     counts : ndarray of shape (K,)
         Samples per cell.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    >>> cells = CellSurrogates(X, y=[1, -1, 1], cells=[0, 1, 1])          # logistic loss
+    >>> cells.n_cells, cells.n_features, cells.counts.tolist()
+    (2, 2, [1.0, 2.0])
+    >>> theta = np.zeros(2)
+    >>> cells.values(theta).round(6).tolist()                              # log 2 in each cell
+    [0.693147, 0.693147]
+    >>> cells.gradient(theta, np.array([1.0, 1.0])).tolist()   # phi' = -y/2: (-1/2 - 1/4, 1/4 - 1/4)
+    [-0.75, 0.0]
+    >>> moved = cells.perturb_scores(X @ theta, [0.1, 0.2])   # scores whose cell losses are the targets
+    >>> cells.values_from_scores(moved).round(6).tolist()
+    [0.1, 0.2]
     """
 
-    def __init__(self, X, y, cells, n_cells: int | None = None, loss: str = "logistic"):
+    def __init__(
+        self, X: ArrayLike, y: ArrayLike, cells: ArrayLike, n_cells: int | None = None, loss: str = "logistic"
+    ):
         X = np.asarray(X, dtype=float)
         if X.ndim != 2 or X.shape[0] < 1 or not np.all(np.isfinite(X)):
             raise ValueError(f"X must be a finite (n, d) array with n >= 1, got shape {X.shape}")
@@ -78,10 +97,22 @@ class CellSurrogates:
 
     @property
     def n_features(self) -> int:
+        """``d``, the number of features."""
         return self.X.shape[1]
 
     def pointwise(self, scores: np.ndarray) -> np.ndarray:
-        """``phi(y_i, f_i)`` for scores of shape ``(n,)`` or ``(n, p)``."""
+        """``phi(y_i, f_i)`` for scores of shape ``(n,)`` or ``(n, p)``.
+
+        Parameters
+        ----------
+        scores
+            Scores ``f``, shape ``(n,)``, or ``(n, p)`` for ``p`` scorers at once.
+
+        Returns
+        -------
+        ndarray of the shape of ``scores``
+            The point-wise losses.
+        """
         y = self.y if scores.ndim == 1 else self.y[:, None]
         if self.loss == "squared":
             return 0.5 * (scores - y) ** 2
@@ -95,29 +126,94 @@ class CellSurrogates:
         slope = -1.0 / (1.0 + np.exp(margins)) if self.loss == "logistic" else -(margins < 1.0).astype(float)
         return self.y * slope
 
-    def values_from_scores(self, scores) -> np.ndarray:
-        """``l(f)``: shape ``(K,)`` for scores ``(n,)``, ``(K, p)`` for scores ``(n, p)``."""
+    def values_from_scores(self, scores: ArrayLike) -> np.ndarray:
+        """``l(f)``: shape ``(K,)`` for scores ``(n,)``, ``(K, p)`` for scores ``(n, p)``.
+
+        Parameters
+        ----------
+        scores
+            Scores ``f``, shape ``(n,)`` or ``(n, p)``.
+
+        Returns
+        -------
+        ndarray of shape (K,) or (K, p)
+            The mean loss of each cell (for each scorer).
+        """
         return self._average.T @ self.pointwise(np.asarray(scores, dtype=float))
 
-    def values(self, theta) -> np.ndarray:
-        """``l(theta)`` of shape ``(K,)``; for ``theta`` of shape ``(p, d)``, shape ``(K, p)``."""
+    def values(self, theta: ArrayLike) -> np.ndarray:
+        """``l(theta)`` of shape ``(K,)``; for ``theta`` of shape ``(p, d)``, shape ``(K, p)``.
+
+        Parameters
+        ----------
+        theta
+            Parameters, shape ``(d,)``, or ``(p, d)`` for ``p`` parameter vectors at once.
+
+        Returns
+        -------
+        ndarray of shape (K,) or (K, p)
+            The surrogates ``l_k(theta)``.
+        """
         theta = np.asarray(theta, dtype=float)
         return self.values_from_scores(self.X @ theta.T)
 
     def gradient(self, theta: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        """``grad_theta sum_k w_k l_k(theta)`` (a subgradient for the hinge loss)."""
+        """``grad_theta sum_k w_k l_k(theta)`` (a subgradient for the hinge loss).
+
+        Parameters
+        ----------
+        theta
+            Parameters, shape ``(d,)``.
+        weights
+            Weights ``w`` of the surrogates, shape ``(K,)``.
+
+        Returns
+        -------
+        ndarray of shape (d,)
+            The gradient.
+        """
         return self.gradient_from_scores(self.X @ theta, weights)
 
     def gradient_from_scores(self, scores: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        """:meth:`gradient` at the parameters whose scores are ``scores`` (saves one product)."""
+        """:meth:`gradient` at the parameters whose scores are ``scores`` (saves one product).
+
+        Parameters
+        ----------
+        scores
+            Scores ``X theta``, shape ``(n,)``.
+        weights
+            Weights ``w`` of the surrogates, shape ``(K,)``.
+
+        Returns
+        -------
+        ndarray of shape (d,)
+            The gradient.
+        """
         return self.X.T @ (self._derivative(scores) * (weights / self.counts)[self.cells])
 
-    def perturb_scores(self, scores, targets) -> np.ndarray:
+    def perturb_scores(self, scores: ArrayLike, targets: ArrayLike) -> np.ndarray:
         """Scores ``f + Delta`` whose cell losses equal ``targets`` (the Delta of Algorithms 2 and 4).
 
         Classification cells shift every margin of cell ``k`` by one scalar ``c_k`` (found by
         Newton's method); squared-error cells scale their residuals by ``sqrt(target_k / l_k)``.  Scores
         of shape ``(n, p)`` take targets of shape ``(K, p)``; every target must be ``> 0``.
+
+        Parameters
+        ----------
+        scores
+            Scores ``f``, shape ``(n,)`` or ``(n, p)``.
+        targets
+            Wanted cell losses, shape ``(K,)`` or ``(K, p)``, each ``> 0``.
+
+        Returns
+        -------
+        ndarray of the shape of ``scores``
+            The perturbed scores ``f + Delta``.
+
+        Raises
+        ------
+        ValueError
+            For targets of the wrong shape or ``<= 0``, or a squared-error cell with zero loss.
         """
         scores = np.asarray(scores, dtype=float)
         targets = np.asarray(targets, dtype=float)

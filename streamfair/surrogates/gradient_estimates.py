@@ -33,8 +33,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..validation import check_integer, check_positive
 from .problem import BlackBoxProblem
@@ -42,20 +44,65 @@ from .problem import BlackBoxProblem
 
 @dataclass(frozen=True)
 class GradientEstimate:
-    """An estimate of ``grad psi(u)`` and its quality diagnostics."""
+    """An estimate of ``grad psi(u)`` and its quality diagnostics.
 
-    gradient: np.ndarray  # (K,)
-    sigma: float  # perturbation scale used
-    metric_calls: int  # black-box evaluations spent
-    zero_diff_fraction: float  # fraction of metric differences exactly 0 (1: dead zone)
-    negative_fraction: float  # fraction of components < 0 (psi is monotone: expect ~0)
-    condition: float  # condition number of H (Alg. 3); nan for the other estimators
-    skipped_draws: int  # draws dropped because a perturbed surrogate target was <= 0
+    Parameters
+    ----------
+    gradient
+        The estimate, shape ``(K,)``.
+    sigma
+        Perturbation scale used.
+    metric_calls
+        Black-box evaluations spent.
+    zero_diff_fraction
+        Fraction of metric differences exactly ``0`` (``1``: a dead zone).
+    negative_fraction
+        Fraction of components ``< 0`` (``psi`` is monotone: expect about ``0``).
+    condition
+        Condition number of ``H`` (Algorithm 3); ``nan`` for the other estimators.
+    skipped_draws
+        Draws dropped because a perturbed surrogate target was ``<= 0``.
+
+    Examples
+    --------
+    A constant metric: every difference is zero, and the estimate says so.
+
+    >>> import numpy as np
+    >>> from streamfair.surrogates import BlackBoxProblem, CellSurrogates
+    >>> cells = CellSurrogates(np.eye(2), y=[1, -1], cells=[0, 1])
+    >>> flat = BlackBoxProblem(cells, lambda scores: 1.0)
+    >>> estimate = LinearInterpolation(n_perturbations=5).estimate(flat, np.zeros(2), np.random.default_rng(0))
+    >>> estimate.gradient.tolist(), estimate.zero_diff_fraction, estimate.dead_zone, estimate.metric_calls
+    ([0.0, 0.0], 1.0, True, 10)
+    """
+
+    gradient: np.ndarray
+    sigma: float
+    metric_calls: int
+    zero_diff_fraction: float
+    negative_fraction: float
+    condition: float
+    skipped_draws: int
 
     @property
     def dead_zone(self) -> bool:
         """Every metric difference was zero (or every draw was skipped): the estimate carries no information."""
         return self.zero_diff_fraction == 1.0
+
+
+class GradientEstimator(Protocol):
+    """What Algorithm 1 needs of a gradient estimator: a scale ``sigma`` and :meth:`estimate`.
+
+    The estimators of this module declare it; any class with these two members will do.
+    """
+
+    sigma: float
+
+    def estimate(
+        self, problem: BlackBoxProblem, theta: np.ndarray, rng: np.random.Generator, sigma: float | None = None
+    ) -> GradientEstimate:
+        """An estimate of ``grad psi`` at ``u = l(theta)``."""
+        ...
 
 
 def _estimate(gradient, sigma, calls, differences, condition=math.nan, skipped=0) -> GradientEstimate:
@@ -64,7 +111,7 @@ def _estimate(gradient, sigma, calls, differences, condition=math.nan, skipped=0
     return GradientEstimate(gradient, sigma, calls, zero, float(np.mean(gradient < 0)), condition, skipped)
 
 
-class LinearInterpolation:
+class LinearInterpolation(GradientEstimator):
     """Algorithm 3: local linear interpolation from ``m`` pairs of parameter perturbations.
 
     Draws ``Z1, Z2 ~ N(0, I)``, forms ``H_j = l(theta + sigma Z1_j) - l(theta + sigma Z2_j)`` and
@@ -79,14 +126,49 @@ class LinearInterpolation:
     coordinates
         Indices of the parameters to perturb (the paper's advice for surrogates that are only
         L2-Lipschitz: the few coordinates most related to the surrogates); ``None``: all.
+
+    Examples
+    --------
+    A metric linear in the surrogates, ``M = 2 l_1 + l_2 / 2``: the differences are exactly
+    ``H (2, 1/2)``, so the least-squares fit recovers ``grad psi = (2, 1/2)``.
+
+    >>> import numpy as np
+    >>> from streamfair.surrogates import BlackBoxProblem, CellSurrogates
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((20, 2)); y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    >>> cells = CellSurrogates(X, y, cells=(y > 0).astype(int))
+    >>> problem = BlackBoxProblem(cells, lambda scores: float(cells.values_from_scores(scores) @ [2.0, 0.5]))
+    >>> estimate = LinearInterpolation(n_perturbations=5, sigma=0.1).estimate(problem, np.zeros(2), rng)
+    >>> estimate.gradient.round(6).tolist(), estimate.metric_calls, problem.metric_calls
+    ([2.0, 0.5], 10, 10)
     """
 
-    def __init__(self, n_perturbations: int = 10, sigma: float = 0.1, coordinates=None):
+    def __init__(self, n_perturbations: int = 10, sigma: float = 0.1, coordinates: ArrayLike | None = None):
         self.n_perturbations = check_integer("n_perturbations", n_perturbations, 1)
         self.sigma = check_positive("sigma", sigma)
         self.coordinates = None if coordinates is None else np.asarray(coordinates, dtype=int)
 
-    def estimate(self, problem: BlackBoxProblem, theta: np.ndarray, rng: np.random.Generator, sigma=None):
+    def estimate(
+        self, problem: BlackBoxProblem, theta: np.ndarray, rng: np.random.Generator, sigma: float | None = None
+    ) -> GradientEstimate:
+        """Estimate ``grad psi`` at ``l(theta)`` from ``2 m`` metric evaluations.
+
+        Parameters
+        ----------
+        problem
+            The surrogates and the black-box metric.
+        theta
+            Parameters at which ``grad psi(l(theta))`` is estimated, shape ``(d,)``.
+        rng
+            Source of the perturbations.
+        sigma
+            Perturbation scale; ``None``: ``self.sigma``.
+
+        Returns
+        -------
+        GradientEstimate
+            The estimate and its diagnostics.
+        """
         sigma = self.sigma if sigma is None else sigma
         d, m = theta.size, self.n_perturbations
         coordinates = np.arange(d) if self.coordinates is None else self.coordinates
@@ -103,18 +185,67 @@ class LinearInterpolation:
         return _estimate(gradient, sigma, 2 * m, M, condition)
 
 
-class FiniteDifference:
+class FiniteDifference(GradientEstimator):
     """Algorithm 2: ``mean_j (M(f + Delta_j) - M(f)) / sigma Z_j`` with ``l(f + Delta_j) = l(f) + sigma Z_j``.
 
     The metric must be evaluated on the surrogates' sample (``metric_features=None``).  Draws whose
     perturbed surrogate would be ``<= 0`` are skipped and counted.
+
+    Parameters
+    ----------
+    n_perturbations
+        ``m``, the draws ``Z_j ~ N(0, I_K)``.
+    sigma
+        Perturbation scale in surrogate space.
+
+    Examples
+    --------
+    For ``M = 2 l_1 + l_2 / 2`` each difference is ``sigma (2, 1/2) . Z_j``, so the estimate is the
+    Monte Carlo average ``mean_j ((2, 1/2) . Z_j) Z_j``, whose expectation is ``(2, 1/2)``:
+
+    >>> import numpy as np
+    >>> from streamfair.surrogates import BlackBoxProblem, CellSurrogates
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((20, 2)); y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    >>> cells = CellSurrogates(X, y, cells=(y > 0).astype(int))
+    >>> w = np.array([2.0, 0.5])
+    >>> problem = BlackBoxProblem(cells, lambda scores: float(cells.values_from_scores(scores) @ w))
+    >>> estimate = FiniteDifference(200, sigma=0.1).estimate(problem, np.zeros(2), np.random.default_rng(1))
+    >>> Z = np.random.default_rng(1).standard_normal((200, 2))          # the same draws
+    >>> bool(np.allclose(estimate.gradient, (Z @ w) @ Z / 200)), estimate.metric_calls, estimate.skipped_draws
+    (True, 201, 0)
     """
 
     def __init__(self, n_perturbations: int = 10, sigma: float = 0.1):
         self.n_perturbations = check_integer("n_perturbations", n_perturbations, 1)
         self.sigma = check_positive("sigma", sigma)
 
-    def estimate(self, problem: BlackBoxProblem, theta: np.ndarray, rng: np.random.Generator, sigma=None):
+    def estimate(
+        self, problem: BlackBoxProblem, theta: np.ndarray, rng: np.random.Generator, sigma: float | None = None
+    ) -> GradientEstimate:
+        """Estimate ``grad psi`` at ``u = l(theta)`` from ``1 + m`` metric evaluations (fewer if draws are skipped).
+
+        Parameters
+        ----------
+        problem
+            The surrogates and the black-box metric.
+        theta
+            Parameters at which ``grad psi(l(theta))`` is estimated, shape ``(d,)``.
+        rng
+            Source of the perturbations.
+        sigma
+            Perturbation scale; ``None``: ``self.sigma``.
+
+        Returns
+        -------
+        GradientEstimate
+            The estimate and its diagnostics.
+
+        Raises
+        ------
+        ValueError
+            If the metric has its own sample (``metric_features`` was given).
+        """
         sigma = self.sigma if sigma is None else sigma
         scores, u = _shared_scores(problem, theta)
         Z = rng.standard_normal((self.n_perturbations, u.size))
@@ -129,7 +260,7 @@ class FiniteDifference:
         return _estimate(gradient, sigma, 1 + Z.shape[0], differences, skipped=int(np.sum(~keep)))
 
 
-class TwoStepFiniteDifference:
+class TwoStepFiniteDifference(GradientEstimator):
     """Algorithm 4: finite differences of ``psi`` smoothed at scale ``sigma`` (non-smooth ``psi``).
 
     ``l(f + Delta1_j) = u + sigma Z1_j``, ``l(f + Delta2_j) = u + sigma Z1_j + sigma2 Z2_j`` and
@@ -138,21 +269,68 @@ class TwoStepFiniteDifference:
 
     Parameters
     ----------
+    n_perturbations
+        ``m``, the pairs of draws ``Z1_j, Z2_j ~ N(0, I_K)``.
     sigma
         ``sigma_1``, the smoothing scale.
     lipschitz
         ``L`` of ``psi``, giving the paper's ``sigma_2 = sqrt(sigma_1 / (K^{3/2} L))``.
     sigma2
-        ``sigma_2`` directly (overrides ``lipschitz``).
+        ``sigma_2`` directly (overrides ``lipschitz``); ``None``: the paper's value.
+
+    Examples
+    --------
+    For ``M = 2 l_1 + l_2 / 2`` each difference is ``sigma_2 (2, 1/2) . Z2_j``, so the estimate is
+    ``mean_j ((2, 1/2) . Z2_j) Z2_j``, whose expectation is ``(2, 1/2)``:
+
+    >>> import numpy as np
+    >>> from streamfair.surrogates import BlackBoxProblem, CellSurrogates
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((20, 2)); y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    >>> cells = CellSurrogates(X, y, cells=(y > 0).astype(int))
+    >>> w = np.array([2.0, 0.5])
+    >>> problem = BlackBoxProblem(cells, lambda scores: float(cells.values_from_scores(scores) @ w))
+    >>> two_step = TwoStepFiniteDifference(200, sigma=0.1, sigma2=0.05)
+    >>> estimate = two_step.estimate(problem, np.zeros(2), np.random.default_rng(1))
+    >>> Z1, Z2 = np.random.default_rng(1).standard_normal((2, 200, 2))          # the same draws
+    >>> bool(np.allclose(estimate.gradient, (Z2 @ w) @ Z2 / 200)), estimate.metric_calls
+    (True, 400)
     """
 
-    def __init__(self, n_perturbations: int = 10, sigma: float = 0.1, lipschitz: float = 1.0, sigma2=None):
+    def __init__(
+        self, n_perturbations: int = 10, sigma: float = 0.1, lipschitz: float = 1.0, sigma2: float | None = None
+    ):
         self.n_perturbations = check_integer("n_perturbations", n_perturbations, 1)
         self.sigma = check_positive("sigma", sigma)
         self.lipschitz = check_positive("lipschitz", lipschitz)
         self.sigma2 = None if sigma2 is None else check_positive("sigma2", sigma2)
 
-    def estimate(self, problem: BlackBoxProblem, theta: np.ndarray, rng: np.random.Generator, sigma=None):
+    def estimate(
+        self, problem: BlackBoxProblem, theta: np.ndarray, rng: np.random.Generator, sigma: float | None = None
+    ) -> GradientEstimate:
+        """Estimate ``grad psi_sigma`` at ``u = l(theta)`` from ``2 m`` metric evaluations (fewer if draws skipped).
+
+        Parameters
+        ----------
+        problem
+            The surrogates and the black-box metric.
+        theta
+            Parameters at which ``grad psi(l(theta))`` is estimated, shape ``(d,)``.
+        rng
+            Source of the perturbations.
+        sigma
+            Smoothing scale ``sigma_1``; ``None``: ``self.sigma``.
+
+        Returns
+        -------
+        GradientEstimate
+            The estimate and its diagnostics.
+
+        Raises
+        ------
+        ValueError
+            If the metric has its own sample (``metric_features`` was given).
+        """
         sigma = self.sigma if sigma is None else sigma
         scores, u = _shared_scores(problem, theta)
         k = u.size
@@ -172,8 +350,26 @@ class TwoStepFiniteDifference:
         return _estimate(gradient, sigma, 2 * int(keep.sum()), differences, skipped=int(np.sum(~keep)))
 
 
-class ExactGradient:
-    """A known ``grad psi`` (formula-aware optimisation); spends no metric evaluation."""
+class ExactGradient(GradientEstimator):
+    """A known ``grad psi`` (formula-aware optimisation); spends no metric evaluation.
+
+    Parameters
+    ----------
+    psi_gradient
+        ``grad psi(u)``: maps the surrogates, shape ``(K,)``, to the gradient, shape ``(K,)``.
+
+    Examples
+    --------
+    ``psi(u) = ||u||^2`` at ``theta = 0``, where both logistic surrogates are ``log 2``:
+
+    >>> import numpy as np
+    >>> from streamfair.surrogates import BlackBoxProblem, CellSurrogates
+    >>> cells = CellSurrogates(np.eye(2), y=[1, -1], cells=[0, 1])
+    >>> problem = BlackBoxProblem(cells, lambda scores: float(np.sum(cells.values_from_scores(scores) ** 2)))
+    >>> estimate = ExactGradient(lambda u: 2 * u).estimate(problem, np.zeros(2), np.random.default_rng(0))
+    >>> estimate.gradient.round(6).tolist(), estimate.metric_calls      # 2 log 2
+    ([1.386294, 1.386294], 0)
+    """
 
     def __init__(self, psi_gradient: Callable[[np.ndarray], np.ndarray]):
         if not callable(psi_gradient):
@@ -181,7 +377,32 @@ class ExactGradient:
         self.psi_gradient = psi_gradient
         self.sigma = 0.0
 
-    def estimate(self, problem: BlackBoxProblem, theta: np.ndarray, rng: np.random.Generator, sigma=None):
+    def estimate(
+        self, problem: BlackBoxProblem, theta: np.ndarray, rng: np.random.Generator, sigma: float | None = None
+    ) -> GradientEstimate:
+        """``psi_gradient`` at ``u = l(theta)``.
+
+        Parameters
+        ----------
+        problem
+            The surrogates (the metric is not evaluated).
+        theta
+            Parameters, shape ``(d,)``.
+        rng
+            Unused (the common signature of the estimators).
+        sigma
+            Unused (the common signature of the estimators).
+
+        Returns
+        -------
+        GradientEstimate
+            The gradient, with ``sigma = 0`` and no metric call.
+
+        Raises
+        ------
+        ValueError
+            If ``psi_gradient`` does not return shape ``(K,)``.
+        """
         gradient = np.asarray(self.psi_gradient(problem.surrogates.values(theta)), dtype=float)
         if gradient.shape != (problem.n_cells,):
             raise ValueError(f"psi_gradient must return shape ({problem.n_cells},), got {gradient.shape}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .cells import CellSurrogates
 
@@ -36,16 +37,32 @@ class BlackBoxProblem:
         The ``K`` per-cell convex surrogates (and the sample they are measured on).
     metric
         ``M(scores) -> float``, lower is better, where ``scores = metric_features @ theta``.
-    metric_features : array of shape (n_M, d), optional
-        The metric sample's features; ``None``: the surrogates' sample.
+    metric_features
+        The metric sample's features, shape ``(n_M, d)``; ``None``: the surrogates' sample.
 
     Attributes
     ----------
     metric_calls : int
         Evaluations of ``metric`` so far.
+    shared_sample : bool
+        Whether the metric is evaluated on the surrogates' own sample.
+
+    Examples
+    --------
+    The error rate on a separate two-sample validation slice, both of whose labels are ``+1``:
+
+    >>> import numpy as np
+    >>> from streamfair.surrogates import CellSurrogates
+    >>> surrogates = CellSurrogates(np.eye(2), y=[1, -1], cells=[0, 1])
+    >>> error = lambda scores: float(np.mean(np.sign(scores) != 1.0))
+    >>> problem = BlackBoxProblem(surrogates, error, metric_features=[[1.0, 1.0], [1.0, -1.0]])
+    >>> problem.metric_at(np.array([1.0, 0.5])), problem.metric_at(np.array([1.0, 2.0]))  # scores 1.5, 0.5; 3, -1
+    (0.0, 0.5)
+    >>> problem.metric_calls, problem.n_cells, problem.shared_sample
+    (2, 2, False)
     """
 
-    def __init__(self, surrogates: CellSurrogates, metric: Metric, metric_features=None):
+    def __init__(self, surrogates: CellSurrogates, metric: Metric, metric_features: ArrayLike | None = None):
         if not callable(metric):
             raise ValueError(f"metric must be callable, got {metric!r}")
         self.surrogates = surrogates
@@ -61,10 +78,27 @@ class BlackBoxProblem:
 
     @property
     def n_cells(self) -> int:
+        """``K``, the number of surrogates."""
         return self.surrogates.n_cells
 
     def metric_of_scores(self, scores: np.ndarray) -> float:
-        """``M`` at the given metric-sample scores (counted)."""
+        """``M`` at the given metric-sample scores (counted).
+
+        Parameters
+        ----------
+        scores
+            Scores on the metric sample, shape ``(n_M,)``.
+
+        Returns
+        -------
+        float
+            ``M(scores)``.
+
+        Raises
+        ------
+        ValueError
+            If the metric returns a value that is not a finite number.
+        """
         value = float(self.metric(scores))
         self.metric_calls += 1
         if not np.isfinite(value):
@@ -72,5 +106,16 @@ class BlackBoxProblem:
         return value
 
     def metric_at(self, theta: np.ndarray) -> float:
-        """``M(theta)`` (counted)."""
+        """``M(theta)`` (counted).
+
+        Parameters
+        ----------
+        theta
+            Parameters of the linear scorer, shape ``(d,)``.
+
+        Returns
+        -------
+        float
+            ``M(metric_features @ theta)``.
+        """
         return self.metric_of_scores(self.metric_features @ theta)

@@ -38,6 +38,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..validation import check_finite, check_integer, check_positive
 
@@ -50,13 +51,48 @@ ARMIJO_C, ARMIJO_BACKTRACK, ARMIJO_MAX_BACKTRACKS = 0.5, 0.5, 60
 # ---------------------------------------------------------------------------------------- losses
 @dataclass(frozen=True)
 class TargetLoss:
-    """A per-sample loss of the target ``z`` and its derivative; ``smoothness`` bounds ``l''``."""
+    """A per-sample loss of the target ``z`` and its derivative; ``smoothness`` bounds ``l''``.
+
+    Parameters
+    ----------
+    name
+        ``"squared"`` or ``"logistic"``.
+    smoothness
+        ``L``, a bound on the second derivative of the loss in the target.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> squared, logistic = target_loss("squared"), target_loss("logistic")
+    >>> z, y = np.array([3.0]), np.array([1.0])
+    >>> squared.value(z, y).tolist(), squared.derivative(z, y).tolist()       # (3 - 1)^2 / 2, 3 - 1
+    ([2.0], [2.0])
+    >>> z, y = np.zeros(2), logistic.check_labels([1, -1])
+    >>> logistic.value(z, y).round(6).tolist(), logistic.derivative(z, y).tolist()   # log 2, -y/2
+    ([0.693147, 0.693147], [-0.5, 0.5])
+    """
 
     name: str
     smoothness: float
 
-    def check_labels(self, y) -> np.ndarray:
-        """Labels as floats; the logistic loss needs labels in ``{-1, +1}``."""
+    def check_labels(self, y: ArrayLike) -> np.ndarray:
+        """Labels as floats; the logistic loss needs labels in ``{-1, +1}``.
+
+        Parameters
+        ----------
+        y
+            Labels, shape ``(n,)``.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The labels as floats.
+
+        Raises
+        ------
+        ValueError
+            For a non-finite label, or a label other than ``-1`` or ``+1`` for the logistic loss.
+        """
         y = check_finite("y", y)
         if self.name == "logistic" and not np.all(np.abs(y) == 1.0):
             bad = y[np.abs(y) != 1.0][0]
@@ -64,13 +100,39 @@ class TargetLoss:
         return y
 
     def value(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """``l_i(z_i)`` for each sample."""
+        """``l_i(z_i)`` for each sample.
+
+        Parameters
+        ----------
+        z
+            Targets, shape ``(n,)``.
+        y
+            Labels, shape ``(n,)``.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The losses.
+        """
         if self.name == "squared":
             return 0.5 * (z - y) ** 2
         return np.logaddexp(0.0, -y * z)
 
     def derivative(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """``dl_i / dz_i`` for each sample."""
+        """``dl_i / dz_i`` for each sample.
+
+        Parameters
+        ----------
+        z
+            Targets, shape ``(n,)``.
+        y
+            Labels, shape ``(n,)``.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The derivatives.
+        """
         if self.name == "squared":
             return z - y
         return -y / (1.0 + np.exp(y * z))
@@ -80,7 +142,32 @@ LOSSES = {"squared": TargetLoss("squared", 1.0), "logistic": TargetLoss("logisti
 
 
 def target_loss(name: str) -> TargetLoss:
-    """The loss called ``name``: ``"squared"`` (``(z - y)^2 / 2``) or ``"logistic"`` (``log(1 + e^{-yz})``)."""
+    """The loss called ``name``: ``"squared"`` (``(z - y)^2 / 2``) or ``"logistic"`` (``log(1 + e^{-yz})``).
+
+    Parameters
+    ----------
+    name
+        ``"squared"`` or ``"logistic"``.
+
+    Returns
+    -------
+    TargetLoss
+        The loss, with its smoothness ``L`` (1 and 1/4).
+
+    Raises
+    ------
+    ValueError
+        For another name.
+
+    Examples
+    --------
+    >>> target_loss("squared").smoothness, target_loss("logistic").smoothness
+    (1.0, 0.25)
+    >>> target_loss("hinge")
+    Traceback (most recent call last):
+    ...
+    ValueError: loss must be one of ['logistic', 'squared'], got 'hinge'
+    """
     if name not in LOSSES:
         raise ValueError(f"loss must be one of {sorted(LOSSES)}, got {name!r}")
     return LOSSES[name]
@@ -108,20 +195,34 @@ def _check_batch(X, n_features: int) -> np.ndarray:
 class TargetSurrogate:
     """The surrogate ``g_t`` built from one oracle call (all its methods are oracle-free).
 
-    Attributes
+    Parameters
     ----------
-    X : ndarray of shape (b, d)
-        The batch; the targets are ``f_B(theta) = X theta``.
-    z : ndarray of shape (b,)
-        The targets at which the oracle was queried.
-    gradient_z : ndarray of shape (b,)
-        The oracle's per-sample derivatives ``dl_i / dz`` at ``z``.
-    eta : float
+    X
+        The batch, shape ``(b, d)``; the targets are ``f_B(theta) = X theta``.
+    z
+        The targets at which the oracle was queried, shape ``(b,)``.
+    gradient_z
+        The oracle's per-sample derivatives ``dl_i / dz`` at ``z``, shape ``(b,)``.
+    eta
         Target-space step (the proximal term is ``||f_B - z||^2 / (2 eta b)``).
-    loss_at_z : float
+    loss_at_z
         ``l_B(z)`` (``nan`` when an external oracle gave only the gradient).
-    l2 : float
+    l2
         Exact L2 term ``l2 / 2 ||theta||^2``.
+
+    Examples
+    --------
+    The squared loss on the batch ``x = (1, 2)``, ``y = (1, 2)`` at ``theta = 0``: ``z = (0, 0)``,
+    ``g = z - y = (-1, -2)`` and ``l_B(z) = (1 + 4) / 4``.  The surrogate is tight there, its gradient
+    is the batch gradient ``x . g / 2``, and with ``eta = 1`` its minimiser ``theta = 1`` moves the
+    targets to ``z - eta g = (1, 2)``.
+
+    >>> import numpy as np
+    >>> surrogate = SSO(1, eta=1.0).surrogate([[1.0], [2.0]], [1.0, 2.0])
+    >>> surrogate.loss_at_z, surrogate.value(np.zeros(1)), surrogate.gradient(np.zeros(1)).tolist()
+    (1.25, 1.25, [-2.5])
+    >>> surrogate.minimize(np.zeros(1)).round(6).tolist(), surrogate.smoothness     # beta = (1 + 4) / 2
+    ([1.0], 2.5)
     """
 
     X: np.ndarray
@@ -132,13 +233,35 @@ class TargetSurrogate:
     l2: float
 
     def value(self, theta: np.ndarray) -> float:
-        """``g_t(theta)``."""
+        """``g_t(theta)``.
+
+        Parameters
+        ----------
+        theta
+            Parameters, shape ``(d,)``.
+
+        Returns
+        -------
+        float
+            The surrogate's value.
+        """
         r = self.X @ theta - self.z
         linear_and_proximal = np.mean(self.gradient_z * r + r * r / (2 * self.eta))
         return float(self.loss_at_z + linear_and_proximal + 0.5 * self.l2 * theta @ theta)
 
     def gradient(self, theta: np.ndarray) -> np.ndarray:
-        """``grad g_t(theta)``; equals the batch gradient of the objective at the query point."""
+        """``grad g_t(theta)``; equals the batch gradient of the objective at the query point.
+
+        Parameters
+        ----------
+        theta
+            Parameters, shape ``(d,)``.
+
+        Returns
+        -------
+        ndarray of shape (d,)
+            The gradient.
+        """
         return _backprop(self.X, self.gradient_z + (self.X @ theta - self.z) / self.eta, theta, self.l2)
 
     @property
@@ -149,7 +272,19 @@ class TargetSurrogate:
         return float(np.linalg.eigvalsh(gram)[-1]) / (X.shape[0] * self.eta) + self.l2
 
     def minimize(self, theta: np.ndarray) -> np.ndarray:
-        """The exact minimiser closest to ``theta`` (what gradient descent from ``theta`` converges to)."""
+        """The exact minimiser closest to ``theta`` (what gradient descent from ``theta`` converges to).
+
+        Parameters
+        ----------
+        theta
+            The starting parameters, shape ``(d,)`` (it matters only when ``l2 = 0`` and the
+            minimiser is not unique).
+
+        Returns
+        -------
+        ndarray of shape (d,)
+            The minimiser.
+        """
         X, b = self.X, self.X.shape[0]
         wanted = self.z - self.eta * self.gradient_z
         if self.l2 == 0.0:
@@ -160,16 +295,48 @@ class TargetSurrogate:
 
 @dataclass(frozen=True)
 class SSOStep:
-    """Diagnostics of one SSO outer step (one oracle call)."""
+    """Diagnostics of one SSO outer step (one oracle call).
 
-    t: int  # outer steps before this one
-    eta: float  # target-space step used
-    alpha: float  # last inner step (nan for the exact solve)
-    inner_steps: int  # inner gradient steps taken (0 for the exact solve)
-    loss_at_z: float  # batch loss at the query point (nan with an external oracle)
-    surrogate_decrease: float  # g_t(theta_t) - g_t(theta_{t+1}) >= 0
-    target_step_norm: float  # ||f_B(theta_{t+1}) - z_t||
-    projection_gap: float  # ||f_B(theta_{t+1}) - (z_t - eta g)||: 0 under exact projection
+    Parameters
+    ----------
+    t
+        Outer steps before this one.
+    eta
+        Target-space step used.
+    alpha
+        Last inner step (``nan`` for the exact solve).
+    inner_steps
+        Inner gradient steps taken (``0`` for the exact solve).
+    loss_at_z
+        Batch loss at the query point (``nan`` with an external oracle).
+    surrogate_decrease
+        ``g_t(theta_t) - g_t(theta_{t+1}) >= 0``.
+    target_step_norm
+        ``||f_B(theta_{t+1}) - z_t||``.
+    projection_gap
+        ``||f_B(theta_{t+1}) - (z_t - eta g)||``: ``0`` under exact projection.
+
+    Examples
+    --------
+    The batch of :class:`TargetSurrogate`'s example, solved exactly: the targets move from
+    ``(0, 0)`` to ``(1, 2)`` (a step of length ``sqrt(5)``), where the surrogate is ``0``.
+
+    >>> sso = SSO(1, m=None, eta=1.0)
+    >>> step = sso.step([[1.0], [2.0]], [1.0, 2.0])
+    >>> step.t, step.inner_steps, step.loss_at_z, round(step.surrogate_decrease, 6), round(step.projection_gap, 6)
+    (0, 0, 1.25, 1.25, 0.0)
+    >>> round(step.target_step_norm, 6), sso.theta.round(6).tolist()
+    (2.236068, [1.0])
+    """
+
+    t: int
+    eta: float
+    alpha: float
+    inner_steps: int
+    loss_at_z: float
+    surrogate_decrease: float
+    target_step_norm: float
+    projection_gap: float
 
 
 # ------------------------------------------------------------------------------------ optimizers
@@ -178,14 +345,46 @@ class SGD:
 
     ``theta <- theta - alpha (X_B^T dl/dz (X_B theta) / b + l2 theta)``.
 
+    Parameters
+    ----------
+    n_features
+        ``d``; the model is ``f(X) = X theta``.
+    loss
+        ``"squared"`` or ``"logistic"`` (see :func:`target_loss`).
+    alpha
+        Step size.
+    l2
+        L2 term ``l2 / 2 ||theta||^2`` of the objective.
+    theta0
+        Initial parameters, shape ``(d,)``; ``None``: zeros.
+
+    Attributes
+    ----------
+    theta : ndarray of shape (d,)
+        Current parameters.
+    n_oracle_calls : int
+        Batches whose loss derivative was evaluated.
+
     Examples
     --------
+    From ``theta = 0`` the squared-loss derivative on ``x = (1, 0)``, ``y = 2`` is ``-2``:
+
     >>> sgd = SGD(2, alpha=0.5)
     >>> sgd.step([[1.0, 0.0]], [2.0]).tolist()
     [1.0, 0.0]
+    >>> sgd.predict([[1.0, 0.0]]).tolist(), sgd.loss([[1.0, 0.0]], [2.0]), sgd.n_oracle_calls
+    ([1.0], 0.5, 1)
     """
 
-    def __init__(self, n_features: int, *, loss: str = "squared", alpha: float = 0.01, l2: float = 0.0, theta0=None):
+    def __init__(
+        self,
+        n_features: int,
+        *,
+        loss: str = "squared",
+        alpha: float = 0.01,
+        l2: float = 0.0,
+        theta0: ArrayLike | None = None,
+    ):
         self.n_features = check_integer("n_features", n_features, 1)
         self.target_loss = target_loss(loss)
         self.alpha = check_positive("alpha", alpha)
@@ -193,8 +392,21 @@ class SGD:
         self.theta = _initial_theta(theta0, self.n_features)
         self.n_oracle_calls = 0
 
-    def step(self, X, y) -> np.ndarray:
-        """One oracle call and one step on the batch ``(X, y)``; returns the new parameters."""
+    def step(self, X: ArrayLike, y: ArrayLike) -> np.ndarray:
+        """One oracle call and one step on the batch ``(X, y)``; returns the new parameters.
+
+        Parameters
+        ----------
+        X
+            The batch, shape ``(b, d)``.
+        y
+            Labels, shape ``(b,)`` (``-1`` or ``+1`` for the logistic loss).
+
+        Returns
+        -------
+        ndarray of shape (d,)
+            The new parameters.
+        """
         X = _check_batch(X, self.n_features)
         y = self.target_loss.check_labels(check_finite("y", y, X.shape[0]))
         gradient_z = self.target_loss.derivative(X @ self.theta, y)
@@ -202,12 +414,36 @@ class SGD:
         self.theta = self.theta - self.alpha * _backprop(X, gradient_z, self.theta, self.l2)
         return self.theta
 
-    def predict(self, X) -> np.ndarray:
-        """Targets ``X theta`` (predictions or logits)."""
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        """Targets ``X theta`` (predictions or logits).
+
+        Parameters
+        ----------
+        X
+            Features, shape ``(n, d)``.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The targets.
+        """
         return _check_batch(X, self.n_features) @ self.theta
 
-    def loss(self, X, y) -> float:
-        """Objective on ``(X, y)``: mean loss plus the L2 term."""
+    def loss(self, X: ArrayLike, y: ArrayLike) -> float:
+        """Objective on ``(X, y)``: mean loss plus the L2 term.
+
+        Parameters
+        ----------
+        X
+            Features, shape ``(n, d)``.
+        y
+            Labels, shape ``(n,)`` (``-1`` or ``+1`` for the logistic loss).
+
+        Returns
+        -------
+        float
+            The objective.
+        """
         return _objective(self.target_loss, self.predict(X), y, self.theta, self.l2)
 
 
@@ -248,9 +484,36 @@ class SSO:
     Attributes
     ----------
     theta : ndarray of shape (d,)
+        Current parameters.
     n_oracle_calls, n_inner_steps : int
+        Oracle calls (outer steps) and inner gradient steps so far.
     last_step : SSOStep or None
         Diagnostics of the latest outer step.
+
+    Examples
+    --------
+    One inner step is parametric SGD (the surrogate's gradient at the query point is the batch
+    gradient), bit for bit:
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((40, 3)); y = X @ [1.0, -2.0, 0.5]
+    >>> sso, sgd = SSO(3, m=1, alpha=0.1), SGD(3, alpha=0.1)
+    >>> for start in range(0, 40, 10):
+    ...     _ = sso.step(X[start:start + 10], y[start:start + 10])
+    ...     _ = sgd.step(X[start:start + 10], y[start:start + 10])
+    >>> bool(np.array_equal(sso.theta, sgd.theta)), sso.n_oracle_calls, sso.n_inner_steps
+    (True, 4, 4)
+
+    Streaming events in batches of two, each surrogate minimised exactly: the batch ``x = (1, 2)``,
+    ``y = (1, 2)`` is interpolated by ``theta = 1`` (see :class:`TargetSurrogate`).
+
+    >>> streaming = SSO(1, m=None, eta=1.0, batch_size=2)
+    >>> streaming.learn_one([1.0], 1.0) is None                       # buffered
+    True
+    >>> step = streaming.learn_one([2.0], 2.0)
+    >>> streaming.theta.round(6).tolist(), streaming.predict([[3.0]]).round(6).tolist(), round(step.projection_gap, 6)
+    ([1.0], [3.0], 0.0)
     """
 
     def __init__(
@@ -266,7 +529,7 @@ class SSO:
         alpha: float | str = "lipschitz",
         alpha0: float = 10.0,
         l2: float = 0.0,
-        theta0=None,
+        theta0: ArrayLike | None = None,
         batch_size: int | None = None,
     ):
         self.n_features = check_integer("n_features", n_features, 1)
@@ -303,16 +566,53 @@ class SSO:
         self.last_step: SSOStep | None = None
 
     # ----------------------------------------------------------------------------- public API
-    def predict(self, X) -> np.ndarray:
-        """Targets ``X theta`` (predictions or logits)."""
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        """Targets ``X theta`` (predictions or logits).
+
+        Parameters
+        ----------
+        X
+            Features, shape ``(n, d)``.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The targets.
+        """
         return _check_batch(X, self.n_features) @ self.theta
 
-    def loss(self, X, y) -> float:
-        """Objective on ``(X, y)``: mean loss plus the L2 term (evaluates the loss: not counted)."""
+    def loss(self, X: ArrayLike, y: ArrayLike) -> float:
+        """Objective on ``(X, y)``: mean loss plus the L2 term (evaluates the loss: not counted).
+
+        Parameters
+        ----------
+        X
+            Features, shape ``(n, d)``.
+        y
+            Labels, shape ``(n,)`` (``-1`` or ``+1`` for the logistic loss).
+
+        Returns
+        -------
+        float
+            The objective.
+        """
         return _objective(self.target_loss, self.predict(X), y, self.theta, self.l2)
 
-    def surrogate(self, X, y) -> TargetSurrogate:
-        """The surrogate ``g_t`` that :meth:`step` would minimise on ``(X, y)`` (nothing is updated)."""
+    def surrogate(self, X: ArrayLike, y: ArrayLike) -> TargetSurrogate:
+        """The surrogate ``g_t`` that :meth:`step` would minimise on ``(X, y)`` (nothing is updated).
+
+        Parameters
+        ----------
+        X
+            The batch, shape ``(b, d)``.
+        y
+            Labels, shape ``(b,)`` (``-1`` or ``+1`` for the logistic loss).
+
+        Returns
+        -------
+        TargetSurrogate
+            The surrogate at the current parameters, with this step's ``eta``.
+        """
         X = _check_batch(X, self.n_features)
         y = self.target_loss.check_labels(check_finite("y", y, X.shape[0]))
         z = X @ self.theta
@@ -320,12 +620,43 @@ class SSO:
         loss_at_z = float(np.mean(self.target_loss.value(z, y)))
         return TargetSurrogate(X, z, gradient_z, self._target_step(z, y, gradient_z, loss_at_z), loss_at_z, self.l2)
 
-    def step(self, X, y) -> SSOStep:
-        """One oracle call on the labelled batch ``(X, y)`` and ``m`` inner steps."""
+    def step(self, X: ArrayLike, y: ArrayLike) -> SSOStep:
+        """One oracle call on the labelled batch ``(X, y)`` and ``m`` inner steps.
+
+        Parameters
+        ----------
+        X
+            The batch, shape ``(b, d)``.
+        y
+            Labels, shape ``(b,)`` (``-1`` or ``+1`` for the logistic loss).
+
+        Returns
+        -------
+        SSOStep
+            Diagnostics of the step (also in :attr:`last_step`).
+        """
         return self._inner(self.surrogate(X, y))
 
-    def step_with_gradient(self, X, gradient_z) -> SSOStep:
-        """One step from an external oracle's per-sample derivatives ``dl_i/dz`` at ``X theta``."""
+    def step_with_gradient(self, X: ArrayLike, gradient_z: ArrayLike) -> SSOStep:
+        """One step from an external oracle's per-sample derivatives ``dl_i/dz`` at ``X theta``.
+
+        Parameters
+        ----------
+        X
+            The batch, shape ``(b, d)``.
+        gradient_z
+            The oracle's derivatives ``dl_i / dz`` at the current targets ``X theta``, shape ``(b,)``.
+
+        Returns
+        -------
+        SSOStep
+            Diagnostics of the step (``loss_at_z`` and ``surrogate_decrease`` are ``nan``).
+
+        Raises
+        ------
+        ValueError
+            With ``schedule="armijo"``, whose line search needs loss values.
+        """
         if self.schedule == "armijo":
             raise ValueError("schedule='armijo' needs loss values; use step(X, y) or another schedule")
         X = _check_batch(X, self.n_features)
@@ -334,8 +665,26 @@ class SSO:
         eta = self._target_step(z, None, gradient_z, math.nan)
         return self._inner(TargetSurrogate(X, z, gradient_z, eta, math.nan, self.l2))
 
-    def learn_one(self, x, y: float) -> SSOStep | None:
-        """Buffer one labelled event; step when ``batch_size`` events are buffered."""
+    def learn_one(self, x: ArrayLike, y: float) -> SSOStep | None:
+        """Buffer one labelled event; step when ``batch_size`` events are buffered.
+
+        Parameters
+        ----------
+        x
+            Features of the event, shape ``(d,)``.
+        y
+            Its label.
+
+        Returns
+        -------
+        SSOStep or None
+            The step's diagnostics when the buffer was full, else ``None``.
+
+        Raises
+        ------
+        ValueError
+            If ``batch_size`` is ``None``.
+        """
         if self.batch_size is None:
             raise ValueError("learn_one needs batch_size, got None")
         x = check_finite("x", x, self.n_features)
@@ -345,7 +694,13 @@ class SSO:
         return self.flush()
 
     def flush(self) -> SSOStep | None:
-        """Step on the buffered events, if any."""
+        """Step on the buffered events, if any.
+
+        Returns
+        -------
+        SSOStep or None
+            The step's diagnostics, or ``None`` when the buffer was empty.
+        """
         if not self._buffer:
             return None
         X = np.stack([x for x, _ in self._buffer])

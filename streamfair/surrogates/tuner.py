@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..keyed_random import keyed_uniform
 from ..validation import check_finite, check_integer, check_positive, check_seed
@@ -57,12 +58,35 @@ FAIRNESS_KINDS = ("fairness_violation",)
 def check_surrogate_kinds(kinds: Sequence[str], assume_monotone: bool = False) -> tuple[str, ...]:
     """Validate what each surrogate coordinate measures.
 
+    Parameters
+    ----------
+    kinds
+        What each surrogate measures: ``"loss"`` or ``"fairness_violation"``.
+    assume_monotone
+        The caller vouches that the metric never improves when a fairness violation grows.
+
+    Returns
+    -------
+    tuple of str
+        The kinds.
+
     Raises
     ------
     ValueError
         For an unknown kind, or for a fairness violation in the surrogate space unless
         ``assume_monotone=True`` (the caller vouches that the metric never improves when that
         violation grows, e.g. because it prices unfairness).
+
+    Examples
+    --------
+    >>> check_surrogate_kinds(["loss", "loss"])
+    ('loss', 'loss')
+    >>> check_surrogate_kinds(["loss", "fairness_violation"], assume_monotone=True)
+    ('loss', 'fairness_violation')
+    >>> check_surrogate_kinds(["loss", "fairness_violation"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: surrogate_kinds[1] is 'fairness_violation': a fairness violation cannot be a coordinate of ...
     """
     kinds = tuple(kinds)
     for index, kind in enumerate(kinds):
@@ -82,31 +106,107 @@ def check_surrogate_kinds(kinds: Sequence[str], assume_monotone: bool = False) -
 
 @dataclass(frozen=True)
 class FeedbackWindow:
-    """A frozen slice of labelled feedback (what the metric sees)."""
+    """A frozen slice of labelled feedback (what the metric sees).
 
-    X: np.ndarray  # (n, d)
-    y: np.ndarray  # (n,)
-    cells: np.ndarray  # (n,) int
-    extra: np.ndarray  # (n, e) user columns (e.g. revenue), e = 0 if none
+    Parameters
+    ----------
+    X
+        Features, shape ``(n, d)``.
+    y
+        Labels, shape ``(n,)``.
+    cells
+        Cell of each event, integers of shape ``(n,)``.
+    extra
+        User columns (e.g. revenue), shape ``(n, e)``; ``e = 0`` if none.
+
+    Examples
+    --------
+    A metric of the tuner reads the window, here the squared error in cell 1 only:
+
+    >>> import numpy as np
+    >>> window = FeedbackWindow(
+    ...     X=np.ones((3, 1)), y=np.array([1.0, 2.0, 4.0]), cells=np.array([0, 1, 1]), extra=np.zeros((3, 0))
+    ... )
+    >>> scores, one = window.X @ [2.0], window.cells == 1
+    >>> float(np.mean((scores[one] - window.y[one]) ** 2))        # residuals 0 and -2
+    2.0
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    cells: np.ndarray
+    extra: np.ndarray
 
 
 @dataclass(frozen=True)
 class PublishedWeights:
-    """One published version of the tuned parameters and cell weights (immutable)."""
+    """One published version of the tuned parameters and cell weights (immutable).
+
+    Parameters
+    ----------
+    version
+        Version number, ``0`` for the initial parameters.
+    theta
+        Parameters of the linear component, shape ``(d,)``.
+    cell_weights
+        KKT weights of the surrogates, shape ``(K,)``, mean 1.
+    cell_shares
+        Share of each cell in the window used, shape ``(K,)``.
+    metric
+        ``M(theta)`` before the step that produced this version (``nan`` for version 0).
+    n_events
+        Labelled events observed when published.
+
+    Examples
+    --------
+    Cell 0 holds a quarter of the events and weighs ``3/2``: each of its samples weighs
+    ``1.5 / (2 * 0.25) = 3``, each of cell 1's ``0.5 / (2 * 0.75) = 1/3``; over a window with these
+    shares the sample weights average to the mean cell weight, 1.
+
+    >>> import numpy as np
+    >>> published = PublishedWeights(1, np.zeros(2), np.array([1.5, 0.5]), np.array([0.25, 0.75]), 0.3, 100)
+    >>> published.sample_weight(0), round(published.sample_weight(1), 6)
+    (3.0, 0.333333)
+    >>> weights = published.sample_weights([0, 1, 1, 1])
+    >>> weights.round(6).tolist(), round(float(weights.mean()), 6)
+    ([3.0, 0.333333, 0.333333, 0.333333], 1.0)
+    """
 
     version: int
-    theta: np.ndarray  # (d,) parameters of the linear component
-    cell_weights: np.ndarray  # (K,) KKT weights of the surrogates, mean 1
-    cell_shares: np.ndarray  # (K,) share of each cell in the window used
-    metric: float  # M(theta) before the step that produced this version (nan for version 0)
-    n_events: int  # labelled events observed when published
+    theta: np.ndarray
+    cell_weights: np.ndarray
+    cell_shares: np.ndarray
+    metric: float
+    n_events: int
 
     def sample_weight(self, cell: int) -> float:
-        """Per-sample loss weight ``w_k / (K share_k)``: training on it minimises ``sum_k w_k l_k / K``."""
+        """Per-sample loss weight ``w_k / (K share_k)``: training on it minimises ``sum_k w_k l_k / K``.
+
+        Parameters
+        ----------
+        cell
+            The sample's cell ``k``.
+
+        Returns
+        -------
+        float
+            Its loss weight.
+        """
         return float(self.cell_weights[cell] / (self.cell_weights.size * self.cell_shares[cell]))
 
-    def sample_weights(self, cells) -> np.ndarray:
-        """:meth:`sample_weight` for an array of cells."""
+    def sample_weights(self, cells: ArrayLike) -> np.ndarray:
+        """:meth:`sample_weight` for an array of cells.
+
+        Parameters
+        ----------
+        cells
+            Cells of the samples, integers of shape ``(n,)``.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            Their loss weights.
+        """
         cells = np.asarray(cells, dtype=int)
         return self.cell_weights[cells] / (self.cell_weights.size * self.cell_shares[cells])
 
@@ -134,14 +234,14 @@ class MetricWeightTuner:
     metric_fraction
         Share of events routed to the metric slice (keyed on the event index, reproducible).
     n_perturbations, sigma, coordinates
-        Algorithm 3's ``m``, ``sigma`` and perturbed coordinates.
+        Algorithm 3's ``m``, ``sigma`` and perturbed coordinates (``None``: all).
     eta, projection_steps, projection_lr, dead_zone, sigma_growth, max_sigma_raises, lipschitz, clip_negative
         See :class:`~.blackbox.SurrogatePGD` (``clip_negative`` defaults to ``True`` here: ``psi`` is
         monotone, and the raw negative fraction stays in the reports).
     surrogate_kinds, assume_monotone
         See :func:`check_surrogate_kinds`; ``None``: every cell is a ``"loss"``.
     theta0
-        Initial parameters; ``None``: zeros.
+        Initial parameters, shape ``(d,)``; ``None``: zeros.
     seed
         Seed of the slice split and of the perturbations.
 
@@ -152,6 +252,31 @@ class MetricWeightTuner:
     last_report : StepReport or None
         Diagnostics of the latest outer step (metric, estimate quality, projection residual).
     outer_iterations, skipped_steps, n_events : int
+        Outer steps run, outer steps that published nothing, and labelled events observed.
+
+    Examples
+    --------
+    The business cares about the squared error in cell 1 only; a version is published every 200
+    events, and its cell weights are normalised to mean 1.
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(1)
+    >>> X = np.c_[rng.standard_normal((400, 1)), np.ones(400)]
+    >>> cells = (X[:, 0] > 0).astype(int)
+    >>> y = np.where(cells == 1, 2.0, -1.0) * X[:, 0] + 0.1 * rng.standard_normal(400)
+    >>> def cell_one_error(scores, window):
+    ...     one = window.cells == 1
+    ...     return float(np.mean((scores[one] - window.y[one]) ** 2))
+    >>> tuner = MetricWeightTuner(2, 2, cell_one_error, every=200, window=400, seed=0)
+    >>> tuner.weights.version, tuner.weights.cell_weights.tolist()           # version 0: uniform
+    (0, [1.0, 1.0])
+    >>> tuner.observe(X[0], y[0], int(cells[0])) is None                       # no step due yet
+    True
+    >>> published = tuner.observe_many(X[1:], y[1:], cells[1:])
+    >>> [(w.version, w.n_events) for w in published], tuner.outer_iterations
+    ([(1, 200), (2, 400)], 2)
+    >>> round(float(tuner.weights.cell_weights.mean()), 6), bool(published[1].metric < published[0].metric)
+    (1.0, True)
     """
 
     def __init__(
@@ -166,7 +291,7 @@ class MetricWeightTuner:
         metric_fraction: float = 1 / 3,
         n_perturbations: int = 10,
         sigma: float = 0.1,
-        coordinates=None,
+        coordinates: ArrayLike | None = None,
         eta: float = 0.1,
         projection_steps: int = 100,
         projection_lr: float = 1.0,
@@ -177,7 +302,7 @@ class MetricWeightTuner:
         clip_negative: bool = True,
         surrogate_kinds: Sequence[str] | None = None,
         assume_monotone: bool = False,
-        theta0=None,
+        theta0: ArrayLike | None = None,
         seed: int = 0,
     ):
         self.n_features = check_integer("n_features", n_features, 1)
@@ -221,11 +346,26 @@ class MetricWeightTuner:
         """The latest published version."""
         return self._published
 
-    def observe(self, x, y: float, cell: int, extra=None) -> PublishedWeights | None:
+    def observe(self, x: ArrayLike, y: float, cell: int, extra: ArrayLike | None = None) -> PublishedWeights | None:
         """Record one labelled event; run an outer step every ``every`` events.
 
-        Returns the newly published version, or ``None`` (no step due, or the step was skipped:
-        see :attr:`last_report`).
+        Parameters
+        ----------
+        x
+            Features of the event, shape ``(d,)``.
+        y
+            Its label.
+        cell
+            Its cell, an integer in ``[0, n_cells)``.
+        extra
+            User columns passed to the metric in :attr:`FeedbackWindow.extra`, as many for every
+            event as for the first one; ``None``: none.
+
+        Returns
+        -------
+        PublishedWeights or None
+            The newly published version, or ``None`` (no step due, or the step was skipped: see
+            :attr:`last_report`).
         """
         x = check_finite("x", x, self.n_features)
         if isinstance(cell, bool) or not isinstance(cell, (int, np.integer)) or not 0 <= cell < self.n_cells:
@@ -243,8 +383,31 @@ class MetricWeightTuner:
             return None
         return self._outer_step()
 
-    def observe_many(self, X, y, cells, extra=None) -> list[PublishedWeights]:
-        """:meth:`observe` for each row; returns the versions published meanwhile."""
+    def observe_many(
+        self,
+        X: ArrayLike,
+        y: ArrayLike,
+        cells: Sequence[int] | np.ndarray,
+        extra: Sequence[ArrayLike | None] | np.ndarray | None = None,
+    ) -> list[PublishedWeights]:
+        """:meth:`observe` for each row; returns the versions published meanwhile.
+
+        Parameters
+        ----------
+        X
+            Features, shape ``(n, d)``.
+        y
+            Labels, shape ``(n,)``.
+        cells
+            Cells, ``n`` integers in ``[0, n_cells)``.
+        extra
+            User columns of each event (see :meth:`observe`); ``None``: none.
+
+        Returns
+        -------
+        list of PublishedWeights
+            The versions published meanwhile, oldest first.
+        """
         X = np.asarray(X, dtype=float)
         y = check_finite("y", y, X.shape[0] if X.ndim == 2 else None)
         extra = [None] * y.size if extra is None else extra
