@@ -230,9 +230,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iterations", type=int, default=100, help="outer iterations (paper: 250)")
     parser.add_argument("--perturbations", type=int, default=10, help="m of Algorithm 3 (paper: 1000)")
     parser.add_argument("--etas", nargs="+", type=float, default=list(ETAS),
-                        help=f"step sizes tried, the best on validation kept (default {' '.join(map(str, ETAS))})")
+                        help=f"step sizes tried, the best on validation kept (default {' '.join(map(str, ETAS))}; "
+                        f"the paper's grid: {' '.join(map(str, PAPER_ETAS))})")
     parser.add_argument("--sigmas", nargs="+", type=float, default=list(SIGMAS),
-                        help=f"perturbation widths tried (default {' '.join(map(str, SIGMAS))})")
+                        help=f"perturbation widths tried (default {' '.join(map(str, SIGMAS))}; the paper's grid: "
+                        f"{' '.join(map(str, PAPER_SIGMAS))})")
     parser.add_argument("--table6", action="store_true", help="also run m = 10 at the chosen eta, sigma")
 
 
