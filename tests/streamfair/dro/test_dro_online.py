@@ -173,6 +173,15 @@ def test_chi_square_penalized_tracker_matches_batch():
     assert tracker.threshold == pytest.approx(batch.dual, abs=0.02)
 
 
+def test_chi_square_penalized_tracker_with_a_constant_step_stays_at_its_known_answer():
+    # what the constrained form's power check points to for drifting streams: uniform losses and
+    # lam = 1/8 solve E[(l - eta)_+] = lam at eta = 1/2; the constant step keeps eta near it
+    losses = np.random.default_rng(9).uniform(size=20_000)
+    tracker = ChiSquareTracker(lam=0.125, step=0.01, power=0.0)
+    thresholds = np.array([(tracker.update(loss), tracker.threshold)[1] for loss in losses])[10_000:]
+    assert abs(thresholds.mean() - 0.5) < 0.02 and np.abs(thresholds - 0.5).max() < 0.25
+
+
 def test_kl_tracker_is_exact_and_overflow_safe():
     losses = np.random.default_rng(8).exponential(size=5000)
     tracker = KLTracker(temperature=0.5)
@@ -278,5 +287,7 @@ def test_online_validation_names_the_argument():
         CVaRTracker(1.5)
     with pytest.raises(ValueError, match="power"):
         ChiSquareTracker(rho=1.0, power=2.0)
+    with pytest.raises(ValueError, match="power must be >= 0.5 for the constrained chi-square tracker.*got 0.0"):
+        ChiSquareTracker(rho=1.0, power=0.0)
     with pytest.raises(ValueError, match="loss"):
         CVaRTracker(0.5).update(float("inf"))
