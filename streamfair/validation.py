@@ -29,10 +29,37 @@ def _show(value) -> str:
     return repr(array.tolist()) if array.ndim else repr(value)
 
 
+def _is_real(value) -> bool:
+    """A finite real number (a bool is not one)."""
+    return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_real(name: str, value) -> float:
+    """A finite real number.
+
+    >>> check_real("loss", 0.5)
+    0.5
+    >>> check_real("loss", float("nan"))
+    Traceback (most recent call last):
+    ...
+    ValueError: loss must be a finite number, got nan
+    """
+    if not _is_real(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
 def check_positive(name: str, value) -> float:
     """A finite real number > 0."""
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or value <= 0:
+    if not _is_real(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def check_non_negative(name: str, value) -> float:
+    """A finite real number >= 0."""
+    if not _is_real(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     return float(value)
 
 
@@ -49,8 +76,7 @@ def check_range(name: str, value) -> tuple[float, float]:
     if isinstance(value, Real) and not isinstance(value, bool):
         bound = check_positive(name, value)
         return -bound, bound
-    if isinstance(value, (list, tuple, np.ndarray)) and len(value) == 2 and all(
-            isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v) for v in value):
+    if isinstance(value, (list, tuple, np.ndarray)) and len(value) == 2 and all(map(_is_real, value)):
         low, high = float(value[0]), float(value[1])
         if low < high:
             return low, high

@@ -26,12 +26,19 @@ array([3.33333333, 2.66666667])
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
 
-from ..validation import SUM_TOLERANCE, check_distribution, check_distributions, check_finite, check_integer
+from ..validation import (
+    SUM_TOLERANCE,
+    check_distribution,
+    check_distributions,
+    check_finite,
+    check_integer,
+    check_non_negative,
+    check_real,
+)
 
 __all__ = ["Receipt", "Receipts", "GroupLosses", "check_rate"]
 
@@ -81,10 +88,8 @@ class GroupLosses:
     def __init__(self, n_groups: int, forgetting: float = 0.0, prior_weight: float = 1.0, prior_loss: float = 0.0):
         self.n_groups = check_integer("n_groups", n_groups, 2)
         self.forgetting = check_rate("forgetting", forgetting)
-        if not isinstance(prior_weight, (int, float)) or isinstance(prior_weight, bool) or not prior_weight >= 0:
-            raise ValueError(f"prior_weight must be a number >= 0, got {prior_weight!r}")
-        self.prior_weight = float(prior_weight)
-        self.prior_loss = float(check_finite("prior_loss", prior_loss)[0])
+        self.prior_weight = check_non_negative("prior_weight", prior_weight)
+        self.prior_loss = check_real("prior_loss", prior_loss)
         self.sums = np.full(self.n_groups, self.prior_weight * self.prior_loss)
         self.weights = np.full(self.n_groups, self.prior_weight)
         self.n_samples = 0
@@ -118,18 +123,15 @@ class GroupLosses:
         return Receipts(index, tau, losses, np.zeros_like(tau) if scale is None else scale)
 
     def _check_one(self, loss, tau) -> tuple[float, np.ndarray]:
-        """Cheap checks for one sample; the full validators only run to word an error."""
-        tau = np.array(tau, dtype=float)
-        loss = float(loss)
-        if not (
-            math.isfinite(loss)
-            and tau.shape == (self.n_groups,)
-            and abs(tau.sum() - 1.0) <= SUM_TOLERANCE
-            and tau.min() >= 0
-        ):
-            check_finite("loss", loss)
-            check_distribution("tau", tau, self.n_groups)
-        return loss, tau
+        """Cheap checks for one sample; the full validator only runs to word an error."""
+        loss = check_real("loss", loss)
+        try:
+            row = np.array(tau, dtype=float)
+        except (TypeError, ValueError):
+            return loss, check_distribution("tau", tau, self.n_groups)
+        if row.shape != (self.n_groups,) or not abs(row.sum() - 1.0) <= SUM_TOLERANCE or not row.min() >= 0:
+            return loss, check_distribution("tau", tau, self.n_groups)
+        return loss, row
 
     def update(self, loss: float, tau) -> Receipt:
         """Fold one sample with loss ``loss`` and group attribution ``tau``."""
@@ -147,7 +149,7 @@ class GroupLosses:
 
     def correct(self, receipt: Receipt, loss: float) -> None:
         """Replace the loss recorded in ``receipt`` by ``loss``, exactly."""
-        loss = float(check_finite("loss", loss)[0])
+        loss = check_real("loss", loss)
         age = self.n_samples - 1 - receipt.index
         if not 0 <= age < self.n_samples:
             raise ValueError(f"receipt.index must be a past sample in [0, {self.n_samples}), got {receipt.index}")

@@ -44,14 +44,14 @@ Examples
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, Self
+from typing import Any, NamedTuple, NoReturn, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..validation import check_finite, check_positive
+from ..validation import check_non_negative, check_positive, check_real
 from .group_losses import check_rate
-from .weights import _check_losses
+from .weights import _check_alpha, _check_losses
 
 __all__ = ["DualReceipt", "DivergenceTracker", "CVaRTracker", "ChiSquareTracker", "KLTracker"]
 
@@ -88,20 +88,20 @@ class DivergenceTracker:
             raise ValueError(f"power must be a number in [0, 1], got {power!r}")
         self.power = float(power)
         self.value_rate = check_rate("value_rate", value_rate)
-        self.eta = float(check_finite("eta", eta)[0])
+        self.eta = check_real("eta", eta)
         self.lam = 1.0
         self.value = 0.0
         self.n_samples = 0
         self._log_keep = 0.0
 
-    # -------------------------------------------------------------- per-variant formulas
+    # -------------------------------------------------------------- the formulas, checked
     def weight(self, loss: float, eta: float | None = None) -> float:
-        """The density ratio ``w(l; eta)`` (at the current ``eta`` by default).
+        """The density ratio ``w(l; eta)`` (at the current ``eta`` by default; the module's table).
 
         Parameters
         ----------
         loss
-            A sample's loss ``l``.
+            A sample's loss ``l``, finite.
         eta
             The dual variable; ``None``: the tracked :attr:`eta`.
 
@@ -110,15 +110,15 @@ class DivergenceTracker:
         float
             The sample's weight, non-negative, of mean one under the stream's law at the optimal ``eta``.
         """
-        raise NotImplementedError
+        return self._weight(check_real("loss", loss), self.eta if eta is None else check_real("eta", eta))
 
     def dual_value(self, loss: float, eta: float) -> float:
-        """The per-sample dual value ``v(l; eta)`` whose mean is minimized by the optimal ``eta``.
+        """The per-sample dual value ``v(l; eta)`` whose mean is minimized by the optimal ``eta`` (the module's table).
 
         Parameters
         ----------
         loss
-            A sample's loss ``l``.
+            A sample's loss ``l``, finite.
         eta
             The dual variable.
 
@@ -127,10 +127,17 @@ class DivergenceTracker:
         float
             ``v(l; eta)``; its mean at the optimal ``eta`` is the robust risk.
         """
+        return self._dual_value(check_real("loss", loss), check_real("eta", eta))
+
+    def _weight(self, loss: float, eta: float) -> float:
         raise NotImplementedError
 
-    def _step_extra(self, w: float, gamma: float) -> None:
-        """Updates of dual variables other than ``eta`` (chi-square's ``lam``)."""
+    def _dual_value(self, loss: float, eta: float) -> float:
+        raise NotImplementedError
+
+    def _stepped_lam(self, w: float, gamma: float) -> float:
+        """The multiplier ``lam`` after a step with weight ``w`` (constant but for the constrained chi-square)."""
+        return self.lam
 
     @property
     def threshold(self) -> float:
@@ -153,9 +160,7 @@ class DivergenceTracker:
         receipt : DualReceipt
             What the update used, for :meth:`correct`.
         """
-        loss = float(loss)
-        if not math.isfinite(loss):
-            raise ValueError(f"loss must be finite, got {loss!r}")
+        loss = check_real("loss", loss)
         t, eta, lam = self.n_samples, self.eta, self.lam
         w, gamma, rate = self._advance(loss)
         return w, DualReceipt(t, loss, eta, lam, gamma, rate, self._log_keep)
@@ -177,17 +182,20 @@ class DivergenceTracker:
         return np.array([advance(loss)[0] for loss in _check_losses(losses).tolist()])
 
     def _advance(self, loss: float) -> tuple[float, float, float]:
-        """One Robbins-Monro step; returns ``(w, gamma, rate)``."""
+        """One Robbins-Monro step; returns ``(w, gamma, rate)``.  A loss the state cannot hold changes nothing."""
         t = self.n_samples
         eta = self.eta
-        w = self.weight(loss, eta)
+        w = self._weight(loss, eta)
         gamma = self.step * (t + 1) ** -self.power
         rate = max(1.0 / (t + 1), self.value_rate)
-        self.value += rate * (self.dual_value(loss, eta) - self.value)
+        value = self.value + rate * (self._dual_value(loss, eta) - self.value)
+        lam = self._stepped_lam(w, gamma)
+        if not (math.isfinite(value) and math.isfinite(lam)):
+            _refuse(loss)
+        self.value, self.lam = value, lam
         if t > 0:
             self._log_keep += math.log1p(-rate)
         self.eta = eta - gamma * (1.0 - w)
-        self._step_extra(w, gamma)
         self.n_samples = t + 1
         return w, gamma, rate
 
@@ -204,20 +212,29 @@ class DivergenceTracker:
         loss
             The sample's true loss.
         """
-        loss = float(check_finite("loss", loss)[0])
-        if not 0 <= receipt.index < self.n_samples:
-            raise ValueError(f"receipt.index must be a past sample in [0, {self.n_samples}), got {receipt.index}")
+        loss = check_real("loss", loss)
+        self._check_receipt(receipt)
         discount = receipt.rate * math.exp(self._log_keep - receipt.log_keep)
         eta, lam = self.eta, self.lam
         self.eta, self.lam = receipt.eta, receipt.lam  # evaluate the formulas at the recorded duals
-        new, old = self.weight(loss), self.weight(receipt.loss)
-        self.value += discount * (self.dual_value(loss, receipt.eta) - self.dual_value(receipt.loss, receipt.eta))
+        new, old = self._weight(loss, receipt.eta), self._weight(receipt.loss, receipt.eta)
+        value = self.value + discount * (
+            self._dual_value(loss, receipt.eta) - self._dual_value(receipt.loss, receipt.eta))
         self.eta, self.lam = eta, lam
+        corrected_lam = self._corrected_lam(new, old, receipt.step)
+        if not (math.isfinite(value) and math.isfinite(corrected_lam)):
+            _refuse(loss)
+        self.value, self.lam = value, corrected_lam
         self.eta += receipt.step * (new - old)
-        self._correct_extra(new, old, receipt.step)
 
-    def _correct_extra(self, new: float, old: float, gamma: float) -> None:
-        """Corrections of dual variables other than ``eta``."""
+    def _check_receipt(self, receipt: DualReceipt) -> None:
+        if not isinstance(receipt, DualReceipt) or not 0 <= receipt.index < self.n_samples:
+            raise ValueError(f"receipt must be the DualReceipt of one of the {self.n_samples} samples learned, "
+                             f"got {receipt!r}")
+
+    def _corrected_lam(self, new: float, old: float, gamma: float) -> float:
+        """The multiplier ``lam`` after replacing a step's weight ``old`` by ``new``."""
+        return self.lam
 
     def _config(self) -> dict:
         return {"step": self.step, "power": self.power, "value_rate": self.value_rate}
@@ -309,53 +326,20 @@ class CVaRTracker(DivergenceTracker):
     """
 
     def __init__(self, alpha: float, temperature: float = 0.0, **kwargs: float):
-        self.alpha = check_positive("alpha", alpha)
-        if self.alpha > 1.0:
-            raise ValueError(f"alpha must be in (0, 1], got {alpha!r}")
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
-            raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
-        self.temperature = float(temperature)
+        self.alpha = _check_alpha(alpha)
+        self.temperature = check_non_negative("temperature", temperature)
         super().__init__(**kwargs)
 
-    def weight(self, loss: float, eta: float | None = None) -> float:
-        """The CVaR weight: ``1{l > eta} / alpha``, or ``min(1 / alpha, exp((l - eta) / T - 1))``.
-
-        Parameters
-        ----------
-        loss
-            A sample's loss ``l``.
-        eta
-            The dual variable; ``None``: the tracked :attr:`eta`.
-
-        Returns
-        -------
-        float
-            The weight, in ``[0, 1 / alpha]``.
-        """
-        eta = self.eta if eta is None else eta
+    def _weight(self, loss, eta):
         if self.temperature == 0.0:
             return 1.0 / self.alpha if loss > eta else 0.0
         exponent = (loss - eta) / self.temperature - 1.0
         return 1.0 / self.alpha if exponent >= -math.log(self.alpha) else math.exp(exponent)
 
-    def dual_value(self, loss: float, eta: float) -> float:
-        """The Rockafellar-Uryasev term ``eta + (l - eta)_+ / alpha`` (or ``eta + w (l - eta) - T w log w``).
-
-        Parameters
-        ----------
-        loss
-            A sample's loss ``l``.
-        eta
-            The dual variable.
-
-        Returns
-        -------
-        float
-            ``v(l; eta)``; its mean at the VaR is the CVaR.
-        """
+    def _dual_value(self, loss, eta):
         if self.temperature == 0.0:
             return eta + max(loss - eta, 0.0) / self.alpha
-        w = self.weight(loss, eta)
+        w = self._weight(loss, eta)
         entropy = w * math.log(w) if w > 0 else 0.0
         return eta + w * (loss - eta) - self.temperature * entropy
 
@@ -413,49 +397,23 @@ class ChiSquareTracker(DivergenceTracker):
         self.lam = check_positive("lam", lam)
         self._lam_initial = self.lam
 
-    def weight(self, loss: float, eta: float | None = None) -> float:
-        """The chi-square weight ``(l - eta)_+ / lam`` (at the current ``lam``).
-
-        Parameters
-        ----------
-        loss
-            A sample's loss ``l``.
-        eta
-            The dual variable; ``None``: the tracked :attr:`eta`.
-
-        Returns
-        -------
-        float
-            The weight, non-negative.
-        """
-        eta = self.eta if eta is None else eta
+    def _weight(self, loss, eta):
         return max(loss - eta, 0.0) / self.lam
 
-    def dual_value(self, loss: float, eta: float) -> float:
-        """``eta + lam c + (l - eta)_+^2 / (2 lam)``, ``c = 1/2`` (penalized) or ``rho + 1/2`` (constrained).
-
-        Parameters
-        ----------
-        loss
-            A sample's loss ``l``.
-        eta
-            The dual variable.
-
-        Returns
-        -------
-        float
-            ``v(l; eta)`` at the current ``lam``.
-        """
+    def _dual_value(self, loss, eta):
+        excess = max(loss - eta, 0.0)
         size = 0.5 if self.rho is None else self.rho + 0.5
-        return eta + self.lam * size + max(loss - eta, 0.0) ** 2 / (2.0 * self.lam)
+        return eta + self.lam * size + excess * excess / (2.0 * self.lam)  # inf, not OverflowError, past the range
 
-    def _step_extra(self, w, gamma):
-        if self.rho is not None:
-            self.lam = max(self.lam_min, self.lam - gamma * (self.rho + 0.5 - 0.5 * w * w))
+    def _stepped_lam(self, w, gamma):
+        if self.rho is None:
+            return self.lam
+        return max(self.lam_min, self.lam - gamma * (self.rho + 0.5 - 0.5 * w * w))
 
-    def _correct_extra(self, new, old, gamma):
-        if self.rho is not None:
-            self.lam = max(self.lam_min, self.lam + 0.5 * gamma * (new * new - old * old))
+    def _corrected_lam(self, new, old, gamma):
+        if self.rho is None:
+            return self.lam
+        return max(self.lam_min, self.lam + 0.5 * gamma * (new * new - old * old))
 
     def _config(self):
         return {"rho": self.rho, "lam": self._lam_initial, "lam_min": self.lam_min, **super()._config()}
@@ -498,50 +456,24 @@ class KLTracker(DivergenceTracker):
         self.temperature = check_positive("temperature", temperature)
         super().__init__(value_rate=value_rate)
 
-    def weight(self, loss: float, eta: float | None = None) -> float:
-        """The KL weight ``exp((l - eta) / T)`` (the exponent capped at 700 against overflow).
+    def _weight(self, loss, eta):
+        return math.exp(min((loss - eta) / self.temperature, 700.0))  # the exponent capped against overflow
 
-        Parameters
-        ----------
-        loss
-            A sample's loss ``l``.
-        eta
-            The dual variable; ``None``: the tracked :attr:`eta`.
-
-        Returns
-        -------
-        float
-            The weight, positive.
-        """
-        eta = self.eta if eta is None else eta
-        return math.exp(min((loss - eta) / self.temperature, 700.0))
-
-    def dual_value(self, loss: float, eta: float) -> float:
-        """``eta`` itself: the KL value needs no per-sample term.
-
-        Parameters
-        ----------
-        loss
-            A sample's loss (unused).
-        eta
-            The dual variable.
-
-        Returns
-        -------
-        float
-            ``eta``.
-        """
-        return eta
+    def _dual_value(self, loss, eta):
+        return eta  # the KL value needs no per-sample term
 
     def _advance(self, loss):
         t = self.n_samples
-        w = self.weight(loss) if t else 1.0
+        w = self._weight(loss, self.eta) if t else 1.0
         rate = max(1.0 / (t + 1), self.value_rate)
         scaled = loss / self.temperature
         if t == 0:
             m = scaled
         else:
             m = float(np.logaddexp(self.eta / self.temperature + math.log1p(-rate), math.log(rate) + scaled))
+        if not math.isfinite(self.temperature * m):
+            _refuse(loss)
+        if t > 0:
             self._log_keep += math.log1p(-rate)
         self.eta = self.value = self.temperature * m
         self.n_samples = t + 1
@@ -557,16 +489,23 @@ class KLTracker(DivergenceTracker):
         loss
             The sample's true loss.
         """
-        loss = float(check_finite("loss", loss)[0])
-        if not 0 <= receipt.index < self.n_samples:
-            raise ValueError(f"receipt.index must be a past sample in [0, {self.n_samples}), got {receipt.index}")
+        loss = check_real("loss", loss)
+        self._check_receipt(receipt)
         log_discount = math.log(receipt.rate) + self._log_keep - receipt.log_keep
         m = self.eta / self.temperature
         new = log_discount + loss / self.temperature
         old = log_discount + receipt.loss / self.temperature
         top = max(m, new, old)
         total = math.exp(m - top) + math.exp(new - top) - math.exp(old - top)
-        self.eta = self.value = self.temperature * (top + math.log(max(total, np.finfo(float).tiny)))
+        eta = self.temperature * (top + math.log(max(total, np.finfo(float).tiny)))
+        if not math.isfinite(eta):
+            _refuse(loss)
+        self.eta = self.value = eta
 
     def _config(self):
         return {"temperature": self.temperature, "value_rate": self.value_rate}
+
+
+def _refuse(loss: float) -> NoReturn:
+    """Refuse a (finite) loss whose update would leave the tracker's state beyond the floating-point range."""
+    raise ValueError(f"loss is too large for the tracker's floating-point state, got {loss!r}")

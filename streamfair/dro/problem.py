@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..validation import check_finite, check_integer, check_positive
+from ..validation import check_finite, check_integer, check_non_negative, check_positive
 from .entropic import EntropicChiSquare, EntropicCVaR, EntropicKL, EntropicPenalty
 from .weights import (
     _check_alpha,
@@ -108,7 +108,7 @@ class CVaRSet:
     kind = "cvar"
 
     def __init__(self, alpha: float):
-        self.alpha = check_positive("alpha", alpha)
+        self.alpha = _check_alpha(alpha)
 
     def worst_case(self, losses: np.ndarray) -> tuple[np.ndarray, float]:
         """The CVaR's worst-case weights and value (:func:`~streamfair.dro.cvar`).
@@ -219,6 +219,10 @@ class KLSet:
         return KLPenalty(nu / self.rho)
 
 
+#: The uncertainty sets and penalties a :class:`LinearDROProblem` takes.
+ROBUST_SETS = (GroupSet, CVaRSet, ChiSquareSet, KLSet, ChiSquarePenalty, KLPenalty)
+
+
 class LinearDROProblem:
     """``min_{||x||_inf <= radius} sup_{q in U} sum_i q_i loss(b_i a_i . x)``.
 
@@ -248,7 +252,10 @@ class LinearDROProblem:
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
         self.loss = loss
-        self.robust = robust
+        if not isinstance(robust, ROBUST_SETS):
+            kinds = ", ".join(kind.__name__ for kind in ROBUST_SETS)
+            raise ValueError(f"robust must be one of {kinds}, got {robust!r}")
+        self.robust: Any = robust  # the solvers also read attributes of one kind (a GroupSet's members)
         self.radius = check_positive("radius", radius)
         self.signed = self.features * self.labels[:, None]  # b_i a_i
         self.lipschitz = float(np.sqrt((self.features**2).sum(axis=1)).max())
@@ -341,6 +348,8 @@ def make_synthetic(
     """
     n = check_integer("n", n, 2)
     dim = check_integer("dim", dim, 2)
+    if check_non_negative("flip", flip) > 1.0:
+        raise ValueError(f"flip must be a probability in [0, 1], got {flip!r}")
     rng = np.random.default_rng(seed)
     features = rng.standard_normal((n, dim))
     features /= np.sqrt((features**2).sum(axis=1)).max()

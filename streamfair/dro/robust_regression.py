@@ -52,7 +52,7 @@ import numpy as np
 
 from .. import dual
 from ..regression import FairRegressionPostProcessor
-from ..validation import check_finite, check_integer, check_positive
+from ..validation import check_distributions, check_integer, check_positive, check_real
 from .group_losses import Receipts, check_rate
 from .online_group import ExponentiatedGroupWeights, SoftmaxGroupWeights
 from .pending import PendingLabels, rows_to_columns
@@ -203,7 +203,7 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         >>> robust.sample_weights(np.eye(2)).round(6).tolist()       # 0.5 / 0.75, 0.5 / 0.25
         [0.666667, 2.0]
         """
-        return (np.asarray(tau, dtype=float) * (self._q / self.p)).sum(axis=1)  # row-wise: same bits for any n
+        return self._sample_weights(check_distributions("tau", tau, None, self.n_groups), None)
 
     def _sample_weights(self, tau: np.ndarray, p: np.ndarray | None) -> np.ndarray:
         shares = self.p if p is None else p
@@ -291,7 +291,7 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
             ``True`` if the label was used; ``False`` if the key is unknown (never learned with a
             key, expired, or already labelled).
         """
-        y = float(check_finite("y", y)[0])
+        y = check_real("y", y)
         waiting = self._pending.pop(key)
         if waiting is not None:
             receipt, first, second = waiting

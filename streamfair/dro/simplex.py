@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import kernel
 from ..softmax import softmax
+from ..validation import check_finite, check_positive
 
 __all__ = ["log_sum_exp", "softmax", "project_simplex", "project_capped_simplex"]
 
@@ -33,13 +34,17 @@ def log_sum_exp(values: np.ndarray) -> float:
     Parameters
     ----------
     values
-        The exponents, shape ``(n,)``, ``n >= 1``.
+        The exponents, shape ``(n,)``, ``n >= 1``: finite, or ``-inf`` (a term ``exp(-inf) = 0``).
 
     Returns
     -------
     float
-        ``max(values) + log(sum(exp(values - max(values))))``; the maximum itself when it is not
-        finite (``-inf`` for all-``-inf`` values).
+        ``max(values) + log(sum(exp(values - max(values))))``; ``-inf`` for all-``-inf`` values.
+
+    Raises
+    ------
+    ValueError
+        If ``values`` is empty, not 1-d, or holds a ``NaN`` or ``+inf``.
 
     Examples
     --------
@@ -49,10 +54,13 @@ def log_sum_exp(values: np.ndarray) -> float:
     >>> round(log_sum_exp(np.array([1000.0, 1000.0])), 6)          # 1000 + log 2, no overflow
     1000.693147
     """
+    values = _check_vector("values", values)
     top = float(np.max(values))
-    if not np.isfinite(top):
-        return top
-    shifted = np.asarray(values, dtype=float) - top
+    if not np.isfinite(top):  # NaN is the maximum of an array that holds one
+        if top == -np.inf:
+            return top
+        raise ValueError(f"values must be finite or -inf, got {values!r}")
+    shifted = values - top
     kernel.exp_non_positive(shifted)  # the same floats on every CPU (see streamfair.softmax)
     return top + math.log(float(np.sum(shifted)))
 
@@ -67,7 +75,7 @@ def project_simplex(v: np.ndarray) -> np.ndarray:
     Parameters
     ----------
     v
-        The point to project, shape ``(n,)``.
+        The point to project, shape ``(n,)``, ``n >= 1``, finite.
 
     Returns
     -------
@@ -82,7 +90,7 @@ def project_simplex(v: np.ndarray) -> np.ndarray:
     >>> project_simplex(np.array([0.25, 0.25, 0.5])).tolist()      # already on the simplex
     [0.25, 0.25, 0.5]
     """
-    v = np.asarray(v, dtype=float)
+    v = _finite_vector("v", v)
     ordered = np.sort(v)[::-1]
     excess = np.cumsum(ordered) - 1.0
     k = np.arange(1, v.size + 1)
@@ -102,7 +110,7 @@ def project_capped_simplex(v: np.ndarray, cap: float) -> np.ndarray:
     Parameters
     ----------
     v
-        The point to project, shape ``(n,)``.
+        The point to project, shape ``(n,)``, ``n >= 1``, finite.
     cap
         The largest entry allowed, at least ``1 / n`` (``1 / n`` leaves only the uniform vector;
         ``cap >= 1`` is :func:`project_simplex`).
@@ -115,7 +123,7 @@ def project_capped_simplex(v: np.ndarray, cap: float) -> np.ndarray:
     Raises
     ------
     ValueError
-        If ``cap < 1 / n``: the set is empty.
+        If ``cap < 1 / n`` (the set is empty), or ``v`` is empty or not finite.
 
     Examples
     --------
@@ -128,7 +136,8 @@ def project_capped_simplex(v: np.ndarray, cap: float) -> np.ndarray:
     >>> bool(np.allclose(project_capped_simplex(v, cap=1.0), project_simplex(v)))
     True
     """
-    v = np.asarray(v, dtype=float)
+    v = _finite_vector("v", v)
+    cap = check_positive("cap", cap)
     if cap * v.size < 1.0 - 1e-12:
         raise ValueError(f"cap must be >= 1 / n = {1.0 / v.size}, got {cap!r}")
     if cap * v.size <= 1.0:
@@ -149,3 +158,19 @@ def project_capped_simplex(v: np.ndarray, cap: float) -> np.ndarray:
     mass_left, mass_right = mass(left), mass(right)
     theta = left if mass_left == mass_right else left + (mass_left - 1.0) * (right - left) / (mass_left - mass_right)
     return np.clip(v - theta, 0.0, cap)
+
+
+def _check_vector(name: str, value) -> np.ndarray:
+    """``value`` as a non-empty 1-d float array."""
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name} must be numbers, got {value!r}") from None
+    if array.ndim != 1 or array.size == 0:
+        raise ValueError(f"{name} must have shape (n,) with n >= 1, got shape {array.shape}")
+    return array
+
+
+def _finite_vector(name: str, value) -> np.ndarray:
+    """``value`` as a non-empty 1-d array of finite numbers."""
+    return check_finite(name, _check_vector(name, value))

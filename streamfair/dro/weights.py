@@ -42,8 +42,8 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..validation import check_finite, check_integer, check_positive
-from .simplex import log_sum_exp, project_simplex, softmax
+from ..validation import SUM_TOLERANCE, check_integer, check_positive
+from .simplex import _finite_vector, log_sum_exp, project_simplex, softmax
 
 __all__ = [
     "WorstCase",
@@ -93,17 +93,27 @@ class WorstCase(NamedTuple):
 
 
 def _check_losses(losses: ArrayLike) -> np.ndarray:
-    array = check_finite("losses", losses)
-    if array.size == 0:
-        raise ValueError("losses must not be empty")
-    return array
+    return _finite_vector("losses", losses)
 
 
-def _check_alpha(alpha, n: int) -> float:
-    alpha = check_positive("alpha", alpha)
-    if not 1.0 / n - 1e-12 <= alpha <= 1.0:
+def _check_weights(q: ArrayLike) -> np.ndarray:
+    """``q`` as a probability vector, checked in one vectorized pass (``n`` may be large)."""
+    q = _finite_vector("q", q)
+    total = float(q.sum())
+    if q.min() < 0 or abs(total - 1.0) > SUM_TOLERANCE:
+        raise ValueError(f"q must be a probability vector (entries >= 0 summing to 1 within {SUM_TOLERANCE}), "
+                         f"got {q!r} (sum {total:.6g})")
+    return q
+
+
+def _check_alpha(alpha, n: int | None = None) -> float:
+    """A CVaR level: in ``(0, 1]``, and at least ``1 / n`` for ``n`` losses."""
+    level = check_positive("alpha", alpha)
+    if n is None and level > 1.0:
+        raise ValueError(f"alpha must be in (0, 1], got {alpha!r}")
+    if n is not None and not 1.0 / n - 1e-12 <= level <= 1.0:
         raise ValueError(f"alpha must be in [1/n, 1] = [{1.0 / n}, 1] for n = {n} losses, got {alpha!r}")
-    return alpha
+    return level
 
 
 def _entropy(q: np.ndarray) -> float:
@@ -317,7 +327,7 @@ def chi_square_divergence(q: ArrayLike) -> float:
     Parameters
     ----------
     q
-        A distribution over ``n`` points, shape ``(n,)``.
+        A distribution over ``n`` points, shape ``(n,)`` (non-negative, summing to one).
 
     Returns
     -------
@@ -331,7 +341,7 @@ def chi_square_divergence(q: ArrayLike) -> float:
     >>> chi_square_divergence([0.25, 0.25, 0.25, 0.25])
     0.0
     """
-    q = np.asarray(q, dtype=float)
+    q = _check_weights(q)
     return float(0.5 * np.mean((q.size * q - 1.0) ** 2))
 
 
@@ -466,7 +476,10 @@ def kl_divergence(q: ArrayLike) -> float:
     >>> kl_divergence([0.25, 0.25, 0.25, 0.25])
     0.0
     """
-    q = np.asarray(q, dtype=float)
+    return _kl_divergence(_check_weights(q))
+
+
+def _kl_divergence(q: np.ndarray) -> float:
     return math.log(q.size) - _entropy(q)
 
 
@@ -550,7 +563,7 @@ def kl_constrained(losses: ArrayLike, rho: float) -> WorstCase:
         return WorstCase(q, float(top), 0.0)
 
     def divergence(log_t: float) -> float:
-        return kl_divergence(softmax(losses / math.exp(log_t)))
+        return _kl_divergence(softmax(losses / math.exp(log_t)))
 
     spread = float(top - losses.min())
     lo = hi = math.log(spread)
