@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .softmax import softmax
-from .validation import check_finite, check_integer
+from .validation import check_finite, check_integer, check_non_negative
 
 
 def _check_design(X) -> np.ndarray:
@@ -203,8 +203,7 @@ def fit_logistic(X, labels, n_classes: int | None = None, l2: float = 1.0, tol: 
     """
     X = _check_design(X)
     labels, k = _check_labels(labels, X.shape[0], n_classes)
-    if not (np.isfinite(l2) and l2 >= 0):
-        raise ValueError(f"l2 must be a finite number >= 0, got {l2!r}")
+    check_non_negative("l2", l2)
     check_integer("max_iter", max_iter, 1)
     n, d = X.shape
     Z = np.hstack([X, np.ones((n, 1))])

@@ -11,8 +11,10 @@ ValueError: p must sum to 1 (within 1e-06), got [0.5, 0.6] (sum 1.1)
 from __future__ import annotations
 
 import math
+import reprlib
 from collections.abc import Callable
 from numbers import Integral, Real
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -20,17 +22,42 @@ import numpy as np
 SUM_TOLERANCE = 1e-6
 #: Rows checked at once by the array checks: their temporaries stay a few MB however long the array.
 CHECK_ROWS = 65_536
+#: A shape that :func:`check_array` accepts: an ``int`` is a required length, a ``str`` (``"n"``) any length.
+Shape = tuple[int | str, ...]
+T = TypeVar("T")
 
 
-def _show(value) -> str:
-    array = np.asarray(value)
+def show(value) -> str:
+    """``value`` for an error message: its repr, an array of more than 8 entries by its shape.
+
+    >>> show([0.5, 0.6]), show(np.zeros((3, 4))), show([[1], [1, 2]])
+    ('[0.5, 0.6]', 'array of shape (3, 4)', '[[1], [1, 2]]')
+    """
+    try:
+        array = np.asarray(value)
+    except ValueError:  # a ragged sequence
+        return reprlib.repr(value)
     if array.size > 8:
         return f"array of shape {array.shape}"
     return repr(array.tolist()) if array.ndim else repr(value)
 
 
-def _is_real(value) -> bool:
-    """A finite real number (a bool is not one)."""
+def first_entry(array: np.ndarray, bad: np.ndarray) -> str:
+    """``"entry <index> is <value>"`` for the first entry of ``array`` that the mask ``bad`` flags.
+
+    >>> first_entry(np.array([[1.0, -2.0]]), np.array([[False, True]]))
+    'entry (0, 1) is -2.0'
+    """
+    index = tuple(int(i) for i in np.unravel_index(int(np.flatnonzero(bad)[0]), array.shape))
+    return f"entry {index[0] if array.ndim == 1 else index} is {float(array[index])!r}"
+
+
+def is_real(value) -> bool:
+    """Whether ``value`` is a finite real number (a bool is not one).
+
+    >>> is_real(2.5), is_real(float("nan")), is_real(True), is_real("1")
+    (True, False, False, False)
+    """
     return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -44,21 +71,21 @@ def check_real(name: str, value) -> float:
     ...
     ValueError: loss must be a finite number, got nan
     """
-    if not _is_real(value):
+    if not is_real(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     return float(value)
 
 
 def check_positive(name: str, value) -> float:
     """A finite real number > 0."""
-    if not _is_real(value) or value <= 0:
+    if not is_real(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)
 
 
 def check_non_negative(name: str, value) -> float:
     """A finite real number >= 0."""
-    if not _is_real(value) or value < 0:
+    if not is_real(value) or value < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     return float(value)
 
@@ -76,7 +103,7 @@ def check_range(name: str, value) -> tuple[float, float]:
     if isinstance(value, Real) and not isinstance(value, bool):
         bound = check_positive(name, value)
         return -bound, bound
-    if isinstance(value, (list, tuple, np.ndarray)) and len(value) == 2 and all(map(_is_real, value)):
+    if isinstance(value, (list, tuple, np.ndarray)) and len(value) == 2 and all(map(is_real, value)):
         low, high = float(value[0]), float(value[1])
         if low < high:
             return low, high
@@ -118,9 +145,9 @@ def check_slack(eps, n_groups: int, name: str = "eps", *, at_most: float = math.
     if array.ndim == 0:
         array = np.full(n_groups, float(array))
     if array.shape != (n_groups,):
-        raise ValueError(f"{name} must be a number or a sequence of {n_groups} numbers, got {_show(eps)}")
+        raise ValueError(f"{name} must be a number or a sequence of {n_groups} numbers, got {show(eps)}")
     if not np.all(np.isfinite(array)) or np.any(array < 0):
-        raise ValueError(f"{name} must be finite and >= 0, got {_show(eps)}")
+        raise ValueError(f"{name} must be finite and >= 0, got {show(eps)}")
     check_at_most(name, eps, at_most)
     return array
 
@@ -134,7 +161,7 @@ def check_at_most(name: str, value, at_most: float) -> None:
     ValueError: eps must be <= 1 (0.05 is 5 points), got 5
     """
     if np.any(np.asarray(value, dtype=float) > at_most):
-        raise ValueError(f"{name} must be <= {at_most:g} (0.05 is 5 points), got {_show(value)}")
+        raise ValueError(f"{name} must be <= {at_most:g} (0.05 is 5 points), got {show(value)}")
 
 
 def check_choice(name: str, value, choices: tuple[str, ...]) -> str:
@@ -160,17 +187,17 @@ def check_distribution(name: str, value, size: int | None = None, *, strictly_po
         raise ValueError(f"{name} must be a 1-d sequence of numbers, got {value!r}") from None
     if (size is not None and len(values) != size) or len(values) < 2:
         expected = f"{size}" if size is not None else "at least 2"
-        raise ValueError(f"{name} must be a 1-d sequence of {expected} probabilities, got {_show(value)}")
+        raise ValueError(f"{name} must be a 1-d sequence of {expected} probabilities, got {show(value)}")
     if strictly_positive:
         valid = all(0.0 < v <= 1.0 for v in values)
     else:
         valid = all(0.0 <= v <= 1.0 for v in values)  # False for NaN
     if not valid:
         bounds = "(0, 1]" if strictly_positive else "[0, 1]"
-        raise ValueError(f"{name} must be finite probabilities in {bounds}, got {_show(value)}")
+        raise ValueError(f"{name} must be finite probabilities in {bounds}, got {show(value)}")
     total = math.fsum(values)
     if abs(total - 1.0) > SUM_TOLERANCE:
-        raise ValueError(f"{name} must sum to 1 (within {SUM_TOLERANCE}), got {_show(value)} (sum {total:.6g})")
+        raise ValueError(f"{name} must sum to 1 (within {SUM_TOLERANCE}), got {show(value)} (sum {total:.6g})")
     return np.array(values)
 
 
@@ -208,7 +235,7 @@ def check_distributions(name: str, value, n_rows: int | None, size: int) -> np.n
     row = _first_failing(array, _not_distributions)
     if row is not None:
         raise ValueError(
-            f"{name} rows must be finite probabilities in [0, 1] summing to 1; row {row} is {_show(array[row])}"
+            f"{name} rows must be finite probabilities in [0, 1] summing to 1; row {row} is {show(array[row])}"
         )
     return array
 
@@ -228,3 +255,113 @@ def check_finite(name: str, value, n_rows: int | None = None) -> np.ndarray:
     if row is not None:
         raise ValueError(f"{name} must be finite; entry {row} is {array[row]!r}")
     return array
+
+
+def check_array(name: str, value, *shapes: Shape, finite: bool = True) -> np.ndarray:
+    """A float array whose shape is one of ``shapes`` (any shape if none is given), finite unless ``finite=False``.
+
+    >>> check_array("theta", [[1.0, 2.0]], (2,), ("p", 2)).shape
+    (1, 2)
+    >>> check_array("theta", [1.0, 2.0, 3.0], (2,), ("p", 2))
+    Traceback (most recent call last):
+    ...
+    ValueError: theta must have shape (2,) or (p, 2), got shape (3,)
+    >>> check_array("X", [[0.0, 1.0], [float("nan"), 0.0]], ("n", 2))
+    Traceback (most recent call last):
+    ...
+    ValueError: X must be finite; entry (1, 0) is nan
+    """
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name} must be an array of numbers, got {show(value)}") from None
+    if shapes and not any(_fits(array.shape, shape) for shape in shapes):
+        expected = " or ".join(_shape_text(shape) for shape in shapes)
+        raise ValueError(f"{name} must have shape {expected}, got shape {array.shape}")
+    if finite:
+        bad = ~np.isfinite(array)
+        if bad.any():
+            raise ValueError(f"{name} must be finite; {first_entry(array, bad)}")
+    return array
+
+
+def _fits(actual: tuple[int, ...], shape: Shape) -> bool:
+    return len(actual) == len(shape) and all(isinstance(s, str) or s == a for a, s in zip(actual, shape, strict=True))
+
+
+def _shape_text(shape: Shape) -> str:
+    return f"({shape[0]},)" if len(shape) == 1 else "(" + ", ".join(map(str, shape)) + ")"
+
+
+def check_weights(name: str, value, size: int | None = None) -> np.ndarray:
+    """Weights of a mixture or of a sample: ``size`` (any number >= 1 if ``None``) finite numbers >= 0 summing to one.
+
+    Checked in one vectorized pass (there may be many); :func:`check_distribution` checks the few
+    probabilities of one sample faster.
+
+    >>> check_weights("weights", [0.25, 0.75]).tolist()
+    [0.25, 0.75]
+    >>> check_weights("weights", [0.7, 0.7])
+    Traceback (most recent call last):
+    ...
+    ValueError: weights must be finite, >= 0 and sum to 1 (within 1e-06), got [0.7, 0.7] (sum 1.4)
+    """
+    weights = check_array(name, value, ("n",) if size is None else (size,))
+    total = float(weights.sum())
+    if weights.size == 0 or weights.min() < 0 or abs(total - 1.0) > SUM_TOLERANCE:
+        raise ValueError(f"{name} must be finite, >= 0 and sum to 1 (within {SUM_TOLERANCE}), got {show(weights)} "
+                         f"(sum {total:.6g})")
+    return weights
+
+
+def check_index(name: str, value, size: int, kind: str = "an integer") -> int:
+    """An integer in ``0..size-1`` (a class, a group, a cell), not a bool.
+
+    >>> check_index("y", 2, 3, "a class")
+    2
+    >>> check_index("y", 3, 3, "a class")
+    Traceback (most recent call last):
+    ...
+    ValueError: y must be a class in 0..2, got 3
+    """
+    if isinstance(value, bool) or not isinstance(value, Integral) or not 0 <= int(value) < size:
+        raise ValueError(f"{name} must be {kind} in 0..{size - 1}, got {value!r}")
+    return int(value)
+
+
+def check_indices(name: str, value, n_rows: int | None, size: int | None) -> np.ndarray:
+    """``n_rows`` (any number if ``None``) integers in ``0..size-1`` (``>= 0`` if ``size`` is ``None``).
+
+    >>> check_indices("cells", [0, 2, 1], 3, 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: cells must be integers in 0..1; entry 1 is 2
+    """
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be integers, got {show(value)}") from None
+    if array.size == 0 and array.ndim == 1:
+        array = array.astype(int)
+    rows = "n" if n_rows is None else n_rows
+    if array.ndim != 1 or (n_rows is not None and array.size != n_rows) or not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"{name} must be {rows} integers, got {show(value)}")
+    bad = np.flatnonzero((array < 0) | (array >= (math.inf if size is None else size)))
+    if bad.size:
+        bounds = ">= 0" if size is None else f"in 0..{size - 1}"
+        raise ValueError(f"{name} must be integers {bounds}; entry {int(bad[0])} is {int(array[bad[0]])}")
+    return array
+
+
+def check_bool(name: str, value) -> bool:
+    """``True`` or ``False`` (a numpy bool too)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def check_instance(name: str, value: Any, kind: type[T]) -> T:
+    """An instance of ``kind`` (e.g. a :class:`~streamfair.complex_metrics.Problem` where a problem is expected)."""
+    if not isinstance(value, kind):
+        raise ValueError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+    return value

@@ -42,7 +42,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..validation import SUM_TOLERANCE, check_integer, check_positive
+from ..validation import check_integer, check_positive, check_weights
 from .simplex import _finite_vector, log_sum_exp, project_simplex, softmax
 
 __all__ = [
@@ -94,16 +94,6 @@ class WorstCase(NamedTuple):
 
 def _check_losses(losses: ArrayLike) -> np.ndarray:
     return _finite_vector("losses", losses)
-
-
-def _check_weights(q: ArrayLike) -> np.ndarray:
-    """``q`` as a probability vector, checked in one vectorized pass (``n`` may be large)."""
-    q = _finite_vector("q", q)
-    total = float(q.sum())
-    if q.min() < 0 or abs(total - 1.0) > SUM_TOLERANCE:
-        raise ValueError(f"q must be a probability vector (entries >= 0 summing to 1 within {SUM_TOLERANCE}), "
-                         f"got {q!r} (sum {total:.6g})")
-    return q
 
 
 def _check_alpha(alpha, n: int | None = None) -> float:
@@ -341,7 +331,7 @@ def chi_square_divergence(q: ArrayLike) -> float:
     >>> chi_square_divergence([0.25, 0.25, 0.25, 0.25])
     0.0
     """
-    q = _check_weights(q)
+    q = check_weights("q", q)
     return float(0.5 * np.mean((q.size * q - 1.0) ** 2))
 
 
@@ -476,7 +466,7 @@ def kl_divergence(q: ArrayLike) -> float:
     >>> kl_divergence([0.25, 0.25, 0.25, 0.25])
     0.0
     """
-    return _kl_divergence(_check_weights(q))
+    return _kl_divergence(check_weights("q", q))
 
 
 def _kl_divergence(q: np.ndarray) -> float:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from streamfair import FairRegressionPostProcessor, evaluate, evaluate_deterministic, validation
+from tests.support.errors import check_error
 
 NAN, INF = math.nan, math.inf
 
@@ -23,15 +24,6 @@ def fitted(**kwargs):
     rng = np.random.default_rng(0)
     f.learn_many(rng.uniform(-1, 1, 7), rng.dirichlet([1, 1], 7))
     return f
-
-
-def check_error(call, *fragments):
-    """``call()`` raises ValueError whose message contains every fragment (the name, the value)."""
-    with pytest.raises(ValueError) as info:
-        call()
-    message = str(info.value)
-    for fragment in fragments:
-        assert fragment in message, f"{fragment!r} not in {message!r}"
 
 
 # ---------------------------------------------------------------- constructor
