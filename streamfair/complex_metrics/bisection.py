@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..validation import check_integer
+from ..validation import check_instance, check_integer
 from .fit import Fit, make_fit
 from .gda import constrained_gda
 from .performance import Metric
@@ -54,9 +54,15 @@ class RatioLevel(Metric):
         return np.array([[1.0, -self.gamma]]), np.zeros(1)
 
 
-def _check_ratio(problem: Problem) -> None:
+#: The keyword arguments of ConGDA that ConBisection passes on.
+CONGDA_ARGUMENTS = frozenset({"step_xi", "step_lambda", "step_mu", "radius", "mu_radius", "pruning"})
+
+
+def _check_ratio(problem: Problem) -> Problem:
+    problem = check_instance("problem", problem, Problem)
     if not getattr(problem.metric, "ratio", False):
         raise ValueError(f"bisection needs a ratio-of-linear metric such as MicroF1, got {problem.metric!r}")
+    return problem
 
 
 def bisection(problem: Problem, iterations: int = 30, seed: int = 0) -> Fit:
@@ -95,7 +101,7 @@ def bisection(problem: Problem, iterations: int = 30, seed: int = 0) -> Fit:
     >>> fit.classifier.n_components, bool(fit.objective < problem.objective(problem.baseline().point))
     (1, True)
     """
-    _check_ratio(problem)
+    problem = _check_ratio(problem)
     iterations = check_integer("iterations", iterations, 1)
     low, high, best = 0.0, 1.0, problem.baseline()
     interval = np.empty((iterations, 2))
@@ -103,8 +109,8 @@ def bisection(problem: Problem, iterations: int = 30, seed: int = 0) -> Fit:
         gamma = (low + high) / 2
         w = np.zeros(problem.dimension)
         w[:2] = (1.0, -gamma)
-        candidate = problem.lmo(w)
-        if problem.objective(candidate.point) <= gamma:
+        candidate = problem._lmo(w)
+        if problem._objective(candidate.point) <= gamma:
             high, best = gamma, candidate
         else:
             low = gamma
@@ -128,11 +134,12 @@ def constrained_bisection(
     iterations
         ``T``, the number of halvings.
     inner_iterations
-        ConGDA iterations per halving.
+        ConGDA iterations per halving (an integer ``>= 1``).
     seed
         Seed of the returned classifier's draws.
     **congda
-        Further keyword arguments of ConGDA, e.g. ``step_xi``, ``step_lambda``, ``radius``.
+        Further keyword arguments of ConGDA: ``step_xi``, ``step_lambda``, ``step_mu``, ``radius``,
+        ``mu_radius`` or ``pruning``.
 
     Returns
     -------
@@ -161,8 +168,12 @@ def constrained_bisection(
     >>> bool(high - low == 2.0**-6), bool(fit.objective <= high)
     (True, True)
     """
-    _check_ratio(problem)
+    problem = _check_ratio(problem)
     iterations = check_integer("iterations", iterations, 1)
+    inner_iterations = check_integer("inner_iterations", inner_iterations, 1)
+    unknown = sorted(set(congda) - CONGDA_ARGUMENTS)
+    if unknown:
+        raise ValueError(f"congda takes only {sorted(CONGDA_ARGUMENTS)}, got unknown arguments {unknown}")
     start = problem.feasible_start()
     best = make_fit(problem, [start], np.ones(1), seed)
     low, high = 0.0, 1.0
@@ -173,15 +184,15 @@ def constrained_bisection(
             problem.with_metric(RatioLevel(problem.metric, gamma)), inner_iterations, seed=seed, **congda
         )
         assert inner.confusion is not None  # a fresh fit has its confusion (only sparse() drops it)
-        point = problem.point(inner.confusion)
-        if problem.objective(point) <= gamma and problem.violation(point) <= 1e-9:
+        point = problem._point(inner.confusion)
+        if problem._objective(point) <= gamma and problem._violation(point) <= 1e-9:
             high = gamma
             best = inner
         else:
             low = gamma
         interval[t] = low, high
     assert best.confusion is not None  # a fresh fit has its confusion (only sparse() drops it)
-    point = problem.point(best.confusion)
-    best.point, best.objective, best.violation = point, problem.objective(point), problem.violation(point)
+    point = problem._point(best.confusion)
+    best.point, best.objective, best.violation = point, problem._objective(point), problem._violation(point)
     best.history = {**best.history, "interval": interval}
     return best

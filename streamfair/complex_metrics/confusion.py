@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from ..validation import check_distributions, check_integer
+from ..validation import check_array, check_distributions, check_integer, show
 
-__all__ = ["Sample", "cost_features", "plug_in", "zero_one_scores"]
+__all__ = ["Sample", "check_labels", "check_scores", "cost_features", "plug_in", "zero_one_scores"]
 
 
 def plug_in(features: np.ndarray, scores: np.ndarray) -> np.ndarray:
@@ -53,7 +53,7 @@ def cost_features(proba: np.ndarray, groups: np.ndarray | None, tau: np.ndarray 
         membership = np.eye(n_groups)[groups]
     else:
         return proba
-    return (membership[:, :, None] * proba[:, None, :]).reshape(proba.shape[0], -1)
+    return (membership[:, :, None] * proba[:, None, :]).reshape(proba.shape[0], membership.shape[1] * proba.shape[1])
 
 
 def zero_one_scores(n_classes: int, n_groups: int = 1) -> np.ndarray:
@@ -61,15 +61,25 @@ def zero_one_scores(n_classes: int, n_groups: int = 1) -> np.ndarray:
     return np.tile(1.0 - np.eye(n_classes), (n_groups, 1))
 
 
-def _check_labels(name: str, value: Any, n_rows: int, n_values: int) -> np.ndarray:
-    array = np.asarray(value)
+def check_labels(name: str, value: Any, n_rows: int, n_values: int | None) -> np.ndarray:
+    """``n_rows`` integer labels (classes, groups, predictions) in ``0..n_values-1`` (``None``: any ``>= 0``)."""
+    try:
+        array = np.asarray(value)
+    except ValueError:  # a ragged sequence
+        raise ValueError(f"{name} must be {n_rows} integer labels, got {value!r}") from None
     if array.shape != (n_rows,) or not (np.issubdtype(array.dtype, np.integer) or array.size == 0):
         raise ValueError(
             f"{name} must be {n_rows} integer labels, got an array of shape {array.shape} and dtype {array.dtype}"
         )
-    if array.size and (array.min() < 0 or array.max() >= n_values):
-        raise ValueError(f"{name} must be in 0..{n_values - 1}, got values in {int(array.min())}..{int(array.max())}")
+    if array.size and (array.min() < 0 or (n_values is not None and array.max() >= n_values)):
+        allowed = f"in 0..{n_values - 1}" if n_values is not None else ">= 0"
+        raise ValueError(f"{name} must be {allowed}, got values in {int(array.min())}..{int(array.max())}")
     return array.astype(np.intp)
+
+
+def check_scores(scores: Any, n_groups: int, n_classes: int) -> np.ndarray:
+    """A finite score matrix of shape ``(m n, n)``."""
+    return check_array("scores", scores, (n_groups * n_classes, n_classes))
 
 
 class Sample:
@@ -90,6 +100,7 @@ class Sample:
         when ``groups`` is not given.
     n_groups
         ``m`` when only ``groups`` is given and some group may be absent; default ``max + 1``.
+        With ``tau`` it must be the number of columns of ``tau``; without groups nor ``tau``, 1.
 
     Attributes
     ----------
@@ -119,7 +130,7 @@ class Sample:
     """
 
     def __init__(self, proba: Any, y: Any = None, groups: Any = None, tau: Any = None, n_groups: int | None = None):
-        proba = np.asarray(proba, dtype=float)
+        proba = check_array("proba", proba, finite=False)
         if proba.ndim != 2 or proba.shape[1] < 2:
             raise ValueError(f"proba must have shape (N, n) with n >= 2, got shape {proba.shape}")
         self.proba = check_distributions("proba", proba, None, proba.shape[1])
@@ -133,20 +144,21 @@ class Sample:
         if y is not None and np.ndim(y) == 2:
             self.y, self.soft_labels = None, check_distributions("y", y, self.size, self.n_classes)
         else:
-            self.y, self.soft_labels = None if y is None else _check_labels("y", y, self.size, self.n_classes), None
+            self.y, self.soft_labels = None if y is None else check_labels("y", y, self.size, self.n_classes), None
         if tau is not None:
-            tau = np.asarray(tau, dtype=float)
+            tau = check_array("tau", tau, finite=False)
             m = tau.shape[1] if tau.ndim == 2 else -1
             self.tau = check_distributions("tau", tau, self.size, max(m, 2))
             self.n_groups = self.tau.shape[1]
         else:
             self.tau = None
+        if n_groups is not None:
+            self._check_n_groups(check_integer("n_groups", n_groups, 1), groups)
         if groups is not None:
-            m = self.n_groups if tau is not None else None
+            m = self.n_groups if tau is not None else n_groups
             if m is None:
-                raw = np.asarray(groups)
-                m = check_integer("n_groups", n_groups, 1) if n_groups is not None else int(raw.max(initial=0)) + 1
-            self.groups = _check_labels("groups", groups, self.size, m)
+                m = int(check_labels("groups", groups, self.size, None).max()) + 1
+            self.groups = check_labels("groups", groups, self.size, m)
             self.n_groups = m
         else:
             self.groups = None
@@ -165,6 +177,13 @@ class Sample:
         else:
             self._weights = self._soft_weights()
             self.joint = self._weights.mean(axis=0).reshape(self.n_groups, self.n_classes)
+
+    def _check_n_groups(self, n_groups: int, groups: Any) -> None:
+        """``n_groups`` must agree with ``tau`` and, without groups or ``tau``, be 1."""
+        if self.tau is not None and n_groups != self.tau.shape[1]:
+            raise ValueError(f"n_groups={n_groups} does not fit tau, which has {self.tau.shape[1]} columns")
+        if self.tau is None and groups is None and n_groups != 1:
+            raise ValueError(f"n_groups={n_groups} needs groups or tau (without them the sample has one group)")
 
     def _soft_weights(self) -> np.ndarray:
         """``(N, m n)`` weights ``G[l, a] Y[l, i]`` of each sample in each (group, label) cell."""
@@ -191,7 +210,7 @@ class Sample:
         Parameters
         ----------
         scores
-            The score matrix ``L``, shape ``(m n, n)``: row ``a n + i`` is the cost of each
+            The finite score matrix ``L``, shape ``(m n, n)``: row ``a n + i`` is the cost of each
             prediction when the group is ``a`` and the class ``i``.
 
         Returns
@@ -200,6 +219,10 @@ class Sample:
             The predicted class of each sample, ``argmin*_j`` of its expected cost (ties broken
             towards the larger index).
         """
+        return self._predict(check_scores(scores, self.n_groups, self.n_classes))
+
+    def _predict(self, scores: np.ndarray) -> np.ndarray:
+        """:meth:`predict` without the checks (the algorithms' oracle calls)."""
         return plug_in(self.features, scores)
 
     def confusion(self, predictions: np.ndarray) -> np.ndarray:
@@ -208,13 +231,17 @@ class Sample:
         Parameters
         ----------
         predictions
-            ``(N,)`` predicted classes in ``0..n-1``, one per sample.
+            ``(N,)`` integer predicted classes in ``0..n-1``, one per sample.
 
         Returns
         -------
         ndarray of shape (m, n, n)
             ``C[a, i, j]``, the estimated ``P(A = a, Y = i, Y_hat = j)``; its entries sum to one.
         """
+        return self._confusion(check_labels("predictions", predictions, self.size, self.n_classes))
+
+    def _confusion(self, predictions: np.ndarray) -> np.ndarray:
+        """:meth:`confusion` without the checks (the algorithms' oracle calls)."""
         n, m = self.n_classes, self.n_groups
         if self._hard_index is not None:
             counts = np.bincount(self._hard_index + predictions, minlength=m * n * n)
@@ -231,7 +258,8 @@ class Sample:
         Parameters
         ----------
         rows
-            The rows kept: an index array or a boolean mask of length ``N``.
+            The rows kept, at least one: an index array (indices in ``-N..N-1``, as in numpy) or a
+            boolean mask of length ``N``.
 
         Returns
         -------
@@ -239,6 +267,24 @@ class Sample:
             The rows' probabilities, labels, groups and posteriors, with the same ``n_groups``
             (a group may be absent from the subset).
         """
+        rows = self._check_rows(rows)
         labels = self.y if self.y is not None else self.soft_labels
         labels, groups, tau = (None if part is None else part[rows] for part in (labels, self.groups, self.tau))
         return Sample(self.proba[rows], labels, groups, tau, n_groups=self.n_groups)
+
+    def _check_rows(self, rows: Any) -> np.ndarray:
+        """``rows`` as an index array or a boolean mask that selects at least one row of this sample."""
+        array = np.asarray(rows)
+        n = self.size
+        if array.dtype == bool and array.shape == (n,):
+            selected = int(np.count_nonzero(array))
+        elif np.issubdtype(array.dtype, np.integer) and array.ndim == 1 and np.all((array >= -n) & (array < n)):
+            selected = array.size
+        else:
+            selected = 0
+        if selected == 0:
+            raise ValueError(
+                f"rows must select at least one row: indices in {-n}..{n - 1} or a boolean mask of length {n}, "
+                f"got {show(rows)}"
+            )
+        return array

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..validation import check_at_most
+from ..validation import check_array, check_at_most, check_integer, check_non_negative, show
 from .performance import as_tensor, class_priors
 
 __all__ = ["LinearConstraint", "Coverage", "DemographicParity", "EqualOpportunity", "EqualizedOdds", "Precision"]
@@ -29,15 +29,18 @@ __all__ = ["LinearConstraint", "Coverage", "DemographicParity", "EqualOpportunit
 
 def _check_eps(eps) -> float:
     """The slack of a constraint on rates: a finite number in ``[0, 1]``."""
-    if (
-        isinstance(eps, bool)
-        or not isinstance(eps, (int, float, np.floating, np.integer))
-        or not np.isfinite(eps)
-        or eps < 0
-    ):
-        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
-    check_at_most("eps", eps, 1.0)  # a gap between two rates is at most 1
+    check_at_most("eps", check_non_negative("eps", eps), 1.0)  # a gap between two rates is at most 1
     return float(eps)
+
+
+def _check_target(target) -> np.ndarray:
+    """Coverage targets: prediction rates in ``[0, 1]``, one per class (at least two)."""
+    rates = check_array("target", target, finite=False)
+    if rates.ndim != 1 or rates.size < 2:
+        raise ValueError(f"target must be a 1-d sequence of rates, one per class, got shape {rates.shape}")
+    if not np.all(np.isfinite(rates)) or rates.min() < 0 or rates.max() > 1:
+        raise ValueError(f"target must be finite rates in [0, 1], got {show(rates)}")
+    return rates
 
 
 def _two_sided(d: int, centre: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
@@ -74,7 +77,10 @@ class LinearConstraint:
         raise NotImplementedError
 
     def __call__(self, confusion: np.ndarray) -> float:
-        """The paper's ``phi(C) = max(A v - b)`` (feasible iff ``<= 0``), marginals from ``C``."""
+        """The paper's ``phi(C) = max(A v - b)`` (feasible iff ``<= 0``), marginals from ``C``.
+
+        The confusion is a distribution: entries ``>= 0`` summing to one (see :func:`.as_tensor`).
+        """
         tensor = as_tensor(confusion)
         joint = tensor.sum(axis=2)
         a, b = self.rows(joint)
@@ -89,8 +95,8 @@ class Coverage(LinearConstraint):
     eps
         The slack, in ``[0, 1]``: the largest gap allowed between two rates.
     target
-        The prediction rates to meet, one per class; ``None``: the sample's class priors ``pi``
-        (then the constraint needs labels).
+        The prediction rates to meet, one per class, each in ``[0, 1]``; ``None``: the sample's
+        class priors ``pi`` (then the constraint needs labels).
 
     Examples
     --------
@@ -114,7 +120,7 @@ class Coverage(LinearConstraint):
 
     def __init__(self, eps: float, target: Sequence[float] | None = None):
         self.eps = _check_eps(eps)
-        self.target = None if target is None else np.asarray(target, dtype=float)
+        self.target = None if target is None else _check_target(target)
         self.label_free = target is not None
 
     def _target(self, joint: np.ndarray) -> np.ndarray:
@@ -275,7 +281,8 @@ class EqualOpportunity(LinearConstraint):
     eps
         The slack, in ``[0, 1]``: the largest gap allowed between two rates.
     positive
-        The class ``c`` whose true-positive rates are equalized.
+        The class ``c`` whose true-positive rates are equalized, an integer ``>= 0`` (below the
+        number of classes of the sample).
 
     Examples
     --------
@@ -295,7 +302,7 @@ class EqualOpportunity(LinearConstraint):
 
     def __init__(self, eps: float, positive: int = 1):
         self.eps = _check_eps(eps)
-        self.positive = int(positive)
+        self.positive = check_integer("positive", positive, 0)
 
     def coordinates(self, joint: np.ndarray) -> np.ndarray:
         """``Phi``: ``v_a = TPR_a - TPR``.
@@ -456,9 +463,10 @@ class Precision(LinearConstraint):
     name = "precision"
 
     def __init__(self, cls: int, minimum: float):
-        self.cls = int(cls)
-        if not 0 <= minimum <= 1:
-            raise ValueError(f"minimum must be in [0, 1], got {minimum!r}")
+        self.cls = check_integer("cls", cls, 0)
+        number = isinstance(minimum, (int, float, np.floating, np.integer)) and not isinstance(minimum, bool)
+        if not number or not 0 <= minimum <= 1:
+            raise ValueError(f"minimum must be a number in [0, 1], got {minimum!r}")
         self.minimum = float(minimum)
 
     def coordinates(self, joint: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..validation import check_integer, check_positive
+from ..validation import check_instance, check_integer, check_positive
 from .fit import Fit, make_fit
 from .problem import Problem
 from .pruning import best_mixture
@@ -84,11 +84,12 @@ def ellipsoid(problem: Problem, iterations: int = 1000, radius: float = 1000.0, 
     >>> bool(0 <= gap < 1e-3), round(float(fit.classifier.weights.sum()), 9)
     (True, 1.0)
     """
+    problem = check_instance("problem", problem, Problem)
     if problem.n_constraints:
         fit = ellipsoid(Problem(problem.metric, problem.sample), iterations, radius, seed)
         assert fit.confusion is not None  # a fresh fit has its confusion (only sparse() drops it)
-        fit.point = problem.point(fit.confusion)
-        fit.violation = problem.violation(fit.point)
+        fit.point = problem._point(fit.confusion)
+        fit.violation = problem._violation(fit.point)
         return fit
     return constrained_ellipsoid(problem, iterations, radius, seed)
 
@@ -138,6 +139,7 @@ def constrained_ellipsoid(problem: Problem, iterations: int = 1000, radius: floa
     >>> bool(0 <= fit.objective - max(fit.history["dual"]) < 0.05)
     True
     """
+    problem = check_instance("problem", problem, Problem)
     iterations = check_integer("iterations", iterations, 1)
     radius = check_positive("radius", radius)
     d, k = problem.dimension, problem.n_constraints
@@ -153,11 +155,12 @@ def constrained_ellipsoid(problem: Problem, iterations: int = 1000, radius: floa
         elif k and mu.min() < 0:
             cut = np.concatenate([np.zeros(d), np.maximum(-mu, 0.0)])
         else:
-            component = problem.lmo(lam)
+            component = problem._lmo(lam)
             components.append(component)
-            xi = problem.conjugate_argmin(lam - problem.A.T @ mu)
-            cut = np.concatenate([component.point - xi, problem.constraint_values(xi)])
-            dual_value.append(problem.objective(xi) + lam @ (component.point - xi) + mu @ problem.constraint_values(xi))
+            xi = problem._conjugate_argmin(lam - problem.A.T @ mu)
+            values = problem._constraint_values(xi)
+            cut = np.concatenate([component.point - xi, values])
+            dual_value.append(problem._objective(xi) + lam @ (component.point - xi) + mu @ values)
         if float(np.sqrt(max(float(cut @ shape @ cut), 0.0))) < THICKNESS:
             break
         shape, centre = jle(shape, centre, cut)

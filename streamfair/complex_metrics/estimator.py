@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..linear_models import SoftmaxModel, fit_logistic
-from ..validation import check_integer
+from ..validation import check_integer, check_non_negative
 
 __all__ = ["SoftmaxRegression"]
 
@@ -29,8 +29,9 @@ class SoftmaxRegression:
     Parameters
     ----------
     l2
-        Ridge penalty ``l2 / 2 ||W||^2`` on the weights of every class (not the intercepts) per
-        sample: the mean log-loss is penalized, i.e. ``fit_logistic``'s ``l2`` is ``n`` times this one.
+        Ridge penalty ``l2 / 2 ||W||^2`` (a finite number ``>= 0``) on the weights of every class
+        (not the intercepts) per sample: the mean log-loss is penalized, i.e. ``fit_logistic``'s
+        ``l2`` is ``n`` times this one.
     iterations
         Maximum Newton steps (each with a backtracking line search); :meth:`fit` raises
         ``ValueError`` if they do not suffice.
@@ -56,9 +57,7 @@ class SoftmaxRegression:
     """
 
     def __init__(self, l2: float = 1e-4, iterations: int = 50):
-        if not np.isfinite(l2) or l2 < 0:
-            raise ValueError(f"l2 must be a finite number >= 0, got {l2!r}")
-        self.l2 = float(l2)
+        self.l2 = check_non_negative("l2", l2)
         self.iterations = check_integer("iterations", iterations, 1)
         self.model: SoftmaxModel | None = None
 

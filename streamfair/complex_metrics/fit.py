@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..validation import check_instance, check_non_negative
 from .mixture import RandomizedClassifier
 from .problem import Component, Problem, combine
 from .pruning import sparsify
@@ -109,8 +110,8 @@ def make_fit(problem: Problem, components: Sequence[Component], weights: np.ndar
         classifier,
         mixture.point,
         mixture.confusion,
-        problem.objective(mixture.point),
-        problem.violation(mixture.point),
+        problem._objective(mixture.point),
+        problem._violation(mixture.point),
         {name: np.asarray(value) for name, value in history.items()},
         mixture.points,
     )
@@ -125,7 +126,7 @@ def select(fits: Sequence[Fit], tolerance: float = 1e-9) -> Fit:
     fits
         The candidates, e.g. one per hyper-parameter setting (at least one).
     tolerance
-        A fit meets the constraints when its ``violation`` is at most this.
+        A fit meets the constraints when its ``violation`` is at most this (a finite number ``>= 0``).
 
     Returns
     -------
@@ -147,7 +148,10 @@ def select(fits: Sequence[Fit], tolerance: float = 1e-9) -> Fit:
     0.05
     """
     if not fits:
-        raise ValueError("select needs at least one fit")
+        raise ValueError(f"fits must hold at least one fit, got {fits!r}")
+    for fit in fits:
+        check_instance("fits", fit, Fit)
+    tolerance = check_non_negative("tolerance", tolerance)
     feasible = [f for f in fits if f.violation <= tolerance]
     if feasible:
         return min(feasible, key=lambda f: f.objective)

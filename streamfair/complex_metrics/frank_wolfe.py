@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..validation import check_integer, check_positive
+from ..validation import check_bool, check_instance, check_integer, check_positive
 from .fit import Fit, make_fit
 from .lp import linprog
 from .problem import Problem
@@ -69,16 +69,17 @@ def frank_wolfe(problem: Problem, iterations: int = 1000, seed: int = 0) -> Fit:
     >>> bool(abs(fit.objective - fit.history["objective"][-1]) < 1e-9)   # the mixture is the last iterate
     True
     """
+    problem = check_instance("problem", problem, Problem)
     iterations = check_integer("iterations", iterations, 1)
     start = problem.baseline()
     components, point = [start], start.point
     gammas = 2.0 / (np.arange(1, iterations + 1) + 1.0)
     objective = np.empty(iterations)
     for t in range(iterations):
-        component = problem.lmo(problem.objective_gradient(point))
+        component = problem._lmo(problem._objective_gradient(point))
         components.append(component)
         point = (1 - gammas[t]) * point + gammas[t] * component.point
-        objective[t] = problem.objective(point)
+        objective[t] = problem._objective(point)
     return make_fit(problem, components, _mixture_weights(1.0, gammas), seed, objective=objective)
 
 
@@ -102,6 +103,14 @@ def feasible_set_oracle(problem: Problem, direction: np.ndarray) -> np.ndarray:
         raise ValueError("the constraints leave no feasible confusion vector in the box (check eps and targets)")
     point[touched] = low + result.x
     return point
+
+
+def _check_steps(steps: tuple[float, float, float]) -> tuple[float, float, float]:
+    """Three multiplier steps, each a finite number > 0."""
+    if not isinstance(steps, (tuple, list, np.ndarray)) or len(steps) != 3:
+        raise ValueError(f"steps must be three numbers (one per third of the run), got {steps!r}")
+    first, second, last = (check_positive("steps", step) for step in steps)
+    return first, second, last
 
 
 def split_frank_wolfe(
@@ -129,7 +138,8 @@ def split_frank_wolfe(
     zeta
         The augmented-Lagrangian weight of ``||C - F||^2 / 2``.
     steps
-        Multiplier steps on the first, second and last third of the iterations.
+        Multiplier steps on the first, second and last third of the iterations: three finite
+        numbers ``> 0``.
     pruning
         Re-weight the oracle's classifiers with the pruning LP (:func:`prune`); ``False``: keep the
         Frank-Wolfe weights (which meet the constraints only approximately).
@@ -162,25 +172,28 @@ def split_frank_wolfe(
     >>> bool(fit.objective < problem.objective(problem.baseline().point))
     True
     """
+    problem = check_instance("problem", problem, Problem)
     iterations = check_integer("iterations", iterations, 1)
     zeta = check_positive("zeta", zeta)
+    steps = _check_steps(steps)
+    pruning = check_bool("pruning", pruning)
     start = problem.baseline()
     components, c_point = [start], start.point
-    f_point = feasible_set_oracle(problem, problem.objective_gradient(c_point))
+    f_point = feasible_set_oracle(problem, problem._objective_gradient(c_point))
     multiplier = np.zeros(problem.dimension)
     gammas = 2.0 / (np.arange(1, iterations + 1) + 2.0)
     objective, gap = np.empty(iterations), np.empty(iterations)
     for t in range(iterations):
         difference = c_point - f_point
-        a = problem.objective_gradient(c_point) + multiplier + zeta * difference
-        b = problem.objective_gradient(f_point) - multiplier - zeta * difference
-        component = problem.lmo(a)
+        a = problem._objective_gradient(c_point) + multiplier + zeta * difference
+        b = problem._objective_gradient(f_point) - multiplier - zeta * difference
+        component = problem._lmo(a)
         components.append(component)
         f_vertex = feasible_set_oracle(problem, b)
         c_point = (1 - gammas[t]) * c_point + gammas[t] * component.point
         f_point = (1 - gammas[t]) * f_point + gammas[t] * f_vertex
         multiplier += steps[min(3 * t // iterations, 2)] * (c_point - f_point)
-        objective[t], gap[t] = problem.objective(c_point), float(np.linalg.norm(c_point - f_point))
+        objective[t], gap[t] = problem._objective(c_point), float(np.linalg.norm(c_point - f_point))
     weights = _mixture_weights(1.0, gammas)
     if pruning:
         weights = prune(problem, components)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..validation import check_integer, check_positive
+from ..validation import check_bool, check_instance, check_integer, check_positive
 from .convex import project_ball, project_box, project_nonnegative_l1
 from .fit import Fit, make_fit
 from .problem import Problem
@@ -32,7 +32,7 @@ __all__ = ["gradient_descent_ascent", "constrained_gda", "strict_feasibility"]
 
 def strict_feasibility(problem: Problem) -> float:
     """``r`` of Assumption 1, estimated as ``-max_k phi_k`` of :meth:`Problem.feasible_start`."""
-    return max(-problem.violation(problem.feasible_start().point), 1e-3)
+    return max(-problem._violation(problem.feasible_start().point), 1e-3)
 
 
 def gradient_descent_ascent(
@@ -87,6 +87,7 @@ def gradient_descent_ascent(
     >>> other.objective == fit.objective, bool(other.violation > 0.1)
     (True, True)
     """
+    problem = check_instance("problem", problem, Problem)
     if problem.n_constraints == 0:
         return constrained_gda(problem, iterations, step_xi, step_lambda, radius=radius, seed=seed)
     # Constraints are ignored while optimizing (the unconstrained baseline) but reported.
@@ -94,8 +95,8 @@ def gradient_descent_ascent(
         Problem(problem.metric, problem.sample), iterations, step_xi, step_lambda, radius=radius, seed=seed
     )
     assert fit.confusion is not None  # a fresh fit has its confusion (only sparse() drops it)
-    fit.point = problem.point(fit.confusion)
-    fit.violation = problem.violation(fit.point)
+    fit.point = problem._point(fit.confusion)
+    fit.violation = problem._violation(fit.point)
     return fit
 
 
@@ -154,8 +155,10 @@ def constrained_gda(
     >>> problem.n_constraints, fit.classifier.n_components <= problem.n_constraints + 1
     (6, True)
     """
+    problem = check_instance("problem", problem, Problem)
     iterations = check_integer("iterations", iterations, 1)
     step_xi, step_lambda = check_positive("step_xi", step_xi), check_positive("step_lambda", step_lambda)
+    pruning = check_bool("pruning", pruning)
     step_mu = step_lambda if step_mu is None else check_positive("step_mu", step_mu)
     lipschitz = problem.metric.lipschitz(problem.metric_size)
     r = strict_feasibility(problem) if problem.n_constraints else np.inf
@@ -165,21 +168,21 @@ def constrained_gda(
     )
     start = problem.baseline()
     xi = project_box(start.point, problem.lower, problem.upper)
-    lam = project_ball(problem.objective_gradient(xi), radius)
+    lam = project_ball(problem._objective_gradient(xi), radius)
     mu = np.zeros(problem.n_constraints)
     components = []
     objective, mu_norm = np.empty(iterations), np.empty(iterations)
     running = np.zeros(problem.dimension)
     for t in range(iterations):
-        component = problem.lmo(lam)
+        component = problem._lmo(lam)
         components.append(component)
-        gradient_xi = problem.objective_gradient(xi) - lam + problem.A.T @ mu
+        gradient_xi = problem._objective_gradient(xi) - lam + problem.A.T @ mu
         lam = project_ball(lam + step_lambda * (component.point - xi), radius)
         if problem.n_constraints:
-            mu = project_nonnegative_l1(mu + step_mu * problem.constraint_values(xi), mu_radius)
+            mu = project_nonnegative_l1(mu + step_mu * problem._constraint_values(xi), mu_radius)
         xi = project_box(xi - step_xi * gradient_xi, problem.lower, problem.upper)
         running += (component.point - running) / (t + 1)
-        objective[t], mu_norm[t] = problem.objective(running), float(mu.sum())
+        objective[t], mu_norm[t] = problem._objective(running), float(mu.sum())
     weights = np.full(iterations, 1.0 / iterations)
     if pruning and problem.n_constraints:
         weights = prune(problem, components)

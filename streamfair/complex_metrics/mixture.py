@@ -23,13 +23,25 @@ from typing import Any
 import numpy as np
 
 from ..keyed_random import Key, keyed_uniform, sample_indices
-from ..validation import SUM_TOLERANCE, check_distributions, check_seed
-from .confusion import Sample, cost_features, plug_in
+from ..validation import (
+    check_array,
+    check_choice,
+    check_distributions,
+    check_index,
+    check_instance,
+    check_integer,
+    check_seed,
+    check_weights,
+    first_entry,
+)
+from .confusion import Sample, check_labels, cost_features, plug_in
 
 __all__ = ["RandomizedClassifier"]
 
 STATE_VERSION = 1
 GROUPINGS = ("none", "aware", "unaware")
+#: The entries of :meth:`RandomizedClassifier.state_dict` besides ``version`` and ``class``.
+STATE_KEYS = frozenset({"weights", "scores", "grouping", "seed", "draws"})
 
 
 class RandomizedClassifier:
@@ -40,8 +52,8 @@ class RandomizedClassifier:
     weights
         Mixture weights (non-negative, summing to one); zero-weight components are dropped.
     scores
-        One ``(m n, n)`` score matrix per component: component ``t`` predicts
-        ``argmin*_j sum_{a,i} P[a, i] scores[t][a n + i, j]`` (see :mod:`.confusion`).
+        One finite ``(m n, n)`` score matrix per component (at least one; ``n >= 2``): component
+        ``t`` predicts ``argmin*_j sum_{a,i} P[a, i] scores[t][a n + i, j]`` (see :mod:`.confusion`).
     grouping
         ``"none"`` (``m = 1``), ``"aware"`` (predictions need the group) or ``"unaware"`` (they need
         the group posterior ``tau``).
@@ -72,25 +84,14 @@ class RandomizedClassifier:
     """
 
     def __init__(self, weights: Sequence[float] | np.ndarray, scores: Any, grouping: str = "none", seed: int = 0):
-        scores = np.asarray(scores, dtype=float)
-        if scores.ndim != 3 or scores.shape[1] % scores.shape[2] or scores.shape[2] < 2:
-            raise ValueError(f"scores must have shape (k, m n, n), got shape {scores.shape}")
-        weight_vector = np.asarray(weights, dtype=float)
-        if weight_vector.shape != (scores.shape[0],):
-            raise ValueError(
-                f"weights must have one entry per component ({scores.shape[0]}), got shape {weight_vector.shape}"
-            )
-        if (
-            not np.all(np.isfinite(weight_vector))
-            or weight_vector.min() < 0
-            or abs(weight_vector.sum() - 1.0) > SUM_TOLERANCE
-        ):
-            raise ValueError(
-                f"weights must be finite, >= 0 and sum to 1, got {weight_vector.tolist()[:8]} "
-                f"(sum {weight_vector.sum():.6g})"
-            )
-        if grouping not in GROUPINGS:
-            raise ValueError(f"grouping must be one of {GROUPINGS}, got {grouping!r}")
+        scores = check_array("scores", scores, finite=False)
+        if scores.ndim != 3 or scores.shape[0] < 1 or scores.shape[2] < 2 or scores.shape[1] % scores.shape[2]:
+            raise ValueError(f"scores must have shape (k, m n, n) with k >= 1 and n >= 2, got shape {scores.shape}")
+        finite = np.isfinite(scores)
+        if not finite.all():
+            raise ValueError(f"scores must be finite; {first_entry(scores, ~finite)}")
+        weight_vector = check_weights("weights", weights, scores.shape[0])
+        check_choice("grouping", grouping, GROUPINGS)
         keep = weight_vector > 0
         self.weights = weight_vector[keep] / weight_vector[keep].sum()
         self.scores = scores[keep]
@@ -109,19 +110,18 @@ class RandomizedClassifier:
 
     # ------------------------------------------------------------------ serving
     def _features(self, proba: Any, groups: Any, tau: Any, n_rows: int | None) -> np.ndarray:
+        """The plug-in weights of the samples; ``groups`` and ``tau``, if given, are checked even where unused."""
         proba = check_distributions("proba", proba, n_rows, self.n_classes)
         n = proba.shape[0]
+        groups = None if groups is None else check_labels("groups", groups, n, self.n_groups)
+        tau = None if tau is None else check_distributions("tau", tau, n, self.n_groups)
         if self.grouping == "aware":
             if groups is None:
-                raise ValueError("this classifier is group-aware: give the group of each sample")
-            groups = np.asarray(groups).reshape(n)
-            if not np.issubdtype(groups.dtype, np.integer) or groups.min() < 0 or groups.max() >= self.n_groups:
-                raise ValueError(f"groups must be integers in 0..{self.n_groups - 1}, got {groups.tolist()[:8]}")
+                raise ValueError("this classifier is group-aware: give the group of each sample (group, groups)")
             return cost_features(proba, groups, None, self.n_groups)
         if self.grouping == "unaware":
             if tau is None:
                 raise ValueError("this classifier is group-unaware: give the group posterior tau of each sample")
-            tau = check_distributions("tau", np.asarray(tau, dtype=float).reshape(n, -1), n, self.n_groups)
             return cost_features(proba, None, tau, self.n_groups)
         return proba
 
@@ -145,6 +145,8 @@ class RandomizedClassifier:
         if keys is None:
             keys = [f"draw:{self._draws + i}" for i in range(n)]
             self._draws += n
+        elif isinstance(keys, (str, bytes)) or not hasattr(keys, "__len__"):
+            raise ValueError(f"keys must be a sequence of one key per sample ({n}), got {keys!r}")
         elif len(keys) != n:
             raise ValueError(f"keys must have one key per sample ({n}), got {len(keys)}")
         return keys
@@ -159,9 +161,11 @@ class RandomizedClassifier:
         proba
             ``(n, n_classes)`` class probabilities ``eta_hat(x)``.
         groups
-            ``(n,)`` groups in ``0..m-1``; required when the grouping is ``"aware"``.
+            ``(n,)`` integer groups in ``0..m-1``; required when the grouping is ``"aware"``, not
+            used otherwise (but checked if given).
         tau
-            ``(n, m)`` group posteriors; required when the grouping is ``"unaware"``.
+            ``(n, m)`` group posteriors (rows summing to one); required when the grouping is
+            ``"unaware"``, not used otherwise (but checked if given).
         keys
             One key per sample (the message ids); ``None``: the keys ``"draw:<i>"`` of an internal
             counter, which continues across calls.
@@ -187,9 +191,11 @@ class RandomizedClassifier:
         proba
             ``(n_classes,)`` class probabilities ``eta_hat(x)``.
         group
-            The sample's group; required when the grouping is ``"aware"``.
+            The sample's group, an integer in ``0..m-1``; required when the grouping is ``"aware"``,
+            not used otherwise (but checked if given).
         tau
-            ``(m,)`` group posterior; required when the grouping is ``"unaware"``.
+            ``(m,)`` group posterior; required when the grouping is ``"unaware"``, not used
+            otherwise (but checked if given).
         key
             The message's key: the same key draws the same component.  ``None``: the next key of
             the internal counter (as in :meth:`predict_many`).
@@ -199,7 +205,8 @@ class RandomizedClassifier:
         int
             The predicted class.
         """
-        features = self._features([proba], None if group is None else [group], None if tau is None else [tau], 1)
+        groups = None if group is None else [check_index("group", group, self.n_groups)]
+        features = self._features([proba], groups, None if tau is None else [tau], 1)
         (key,) = self._keys(1, None if key is None else [key])
         return int(plug_in(features, self.scores[self.draw(key)])[0])
 
@@ -218,7 +225,7 @@ class RandomizedClassifier:
             Row ``t``: the predictions of the deterministic component ``t``.
         """
         self._check_sample(sample)
-        return np.stack([sample.predict(scores) for scores in self.scores])
+        return np.stack([sample._predict(scores) for scores in self.scores])
 
     def confusion(self, sample: Sample) -> np.ndarray:
         """The mixture's expected confusion tensor on ``sample``: ``sum_t alpha_t C[h_t]`` (Prop. 7).
@@ -234,9 +241,10 @@ class RandomizedClassifier:
             The confusion tensor, an expectation over the component draws.
         """
         self._check_sample(sample)
-        return sum(w * sample.confusion(sample.predict(s)) for w, s in zip(self.weights, self.scores, strict=True))
+        return sum(w * sample._confusion(sample._predict(s)) for w, s in zip(self.weights, self.scores, strict=True))
 
     def _check_sample(self, sample: Sample) -> None:
+        check_instance("sample", sample, Sample)
         if sample.n_classes != self.n_classes or sample.grouping != self.grouping or sample.n_groups != self.n_groups:
             raise ValueError(
                 f"sample ({sample.n_classes} classes, {sample.n_groups} groups, grouping {sample.grouping!r}) "
@@ -278,12 +286,17 @@ class RandomizedClassifier:
         RandomizedClassifier
             A classifier that predicts as the original did (same components, seed and counter).
         """
+        if not isinstance(state, dict):
+            raise ValueError(f"state must be a dict from state_dict(), got {type(state).__name__}")
         if state.get("version") != STATE_VERSION or state.get("class") != cls.__name__:
             raise ValueError(
                 f"state is for {state.get('class')!r} version {state.get('version')!r}, expected {cls.__name__!r}"
             )
+        missing = sorted(STATE_KEYS - state.keys())
+        if missing:
+            raise ValueError(f"state is missing {missing}")
         obj = cls(state["weights"], state["scores"], state["grouping"], state["seed"])
-        obj._draws = int(state["draws"])
+        obj._draws = check_integer("draws", state["draws"], 0)
         return obj
 
     def __getstate__(self) -> dict:

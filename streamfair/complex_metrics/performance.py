@@ -27,6 +27,7 @@ import math
 
 import numpy as np
 
+from ..validation import check_array, first_entry
 from .convex import minimize_on_box
 
 __all__ = [
@@ -43,15 +44,36 @@ __all__ = [
 ]
 
 
-def as_tensor(confusion: np.ndarray) -> np.ndarray:
-    """A confusion matrix ``(n, n)`` or tensor ``(m, n, n)`` as a tensor, checked."""
-    tensor = np.asarray(confusion, dtype=float)
+#: Absolute tolerance on ``sum(C) == 1``: looser than a probability vector's, since an estimated
+#: confusion adds up rows of class probabilities and group posteriors that may each be off by ``SUM_TOLERANCE``.
+CONFUSION_TOLERANCE = 1e-4
+
+
+def as_tensor(confusion: np.ndarray, shape: tuple[int, int, int] | None = None) -> np.ndarray:
+    """A confusion matrix ``(n, n)`` or tensor ``(m, n, n)`` as a tensor, checked to be a distribution.
+
+    Its entries are probabilities ``P(A = a, Y = i, Y_hat = j)``: finite, non-negative and summing to
+    one within :data:`CONFUSION_TOLERANCE` (counts or percentages are refused).  ``shape``: the
+    tensor shape required (a matrix is accepted for ``m = 1``).
+
+    >>> as_tensor(np.array([[40.0, 10.0], [20.0, 30.0]]))
+    Traceback (most recent call last):
+    ...
+    ValueError: confusion must sum to 1 (a distribution, not counts), got entries summing to 100
+    """
+    tensor = check_array("confusion", confusion, finite=False)
     if tensor.ndim == 2:
         tensor = tensor[None]
-    if tensor.ndim != 3 or tensor.shape[1] != tensor.shape[2] or tensor.shape[1] < 2:
+    if tensor.ndim != 3 or tensor.shape[1] != tensor.shape[2] or tensor.shape[1] < 2 or tensor.shape[0] < 1:
         raise ValueError(f"confusion must have shape (n, n) or (m, n, n), got shape {np.shape(confusion)}")
-    if not np.all(np.isfinite(tensor)) or tensor.min() < 0:
-        raise ValueError("confusion must have finite non-negative entries")
+    if shape is not None and tensor.shape != shape:
+        raise ValueError(f"confusion must have shape {shape}, got shape {np.shape(confusion)}")
+    bad = ~(tensor >= 0) | ~np.isfinite(tensor)
+    if bad.any():
+        raise ValueError(f"confusion must have finite non-negative entries; {first_entry(tensor, bad)}")
+    total = float(tensor.sum())
+    if abs(total - 1.0) > CONFUSION_TOLERANCE:
+        raise ValueError(f"confusion must sum to 1 (a distribution, not counts), got entries summing to {total:.6g}")
     return tensor
 
 
@@ -110,7 +132,10 @@ class Metric:
         return minimize_on_box(value_and_gradient, (lower + upper) / 2, lower, upper)
 
     def __call__(self, confusion: np.ndarray) -> float:
-        """The metric of a confusion matrix ``(n, n)`` or tensor ``(m, n, n)``, marginals from itself."""
+        """The metric of a confusion matrix ``(n, n)`` or tensor ``(m, n, n)``, marginals from itself.
+
+        The confusion is a distribution: entries ``>= 0`` summing to one (see :func:`as_tensor`).
+        """
         tensor = as_tensor(confusion)
         return self.value(self.coordinates(tensor.sum(axis=2)) @ tensor.ravel())
 
@@ -125,8 +150,8 @@ class CostSensitive(Metric):
     Parameters
     ----------
     costs
-        ``(n, n)`` (shared by all groups) or ``(m, n, n)`` (group-dependent costs, Alg. 10):
-        ``costs[..., i, j]`` is the cost of predicting ``j`` when the label is ``i``.
+        ``(n, n)`` (shared by all groups) or ``(m, n, n)`` (group-dependent costs, Alg. 10), finite,
+        with ``n >= 2``: ``costs[..., i, j]`` is the cost of predicting ``j`` when the label is ``i``.
 
     Examples
     --------
@@ -147,9 +172,9 @@ class CostSensitive(Metric):
     name = "cost"
 
     def __init__(self, costs: np.ndarray):
-        costs = np.asarray(costs, dtype=float)
-        if costs.ndim not in (2, 3) or costs.shape[-1] != costs.shape[-2] or not np.all(np.isfinite(costs)):
-            raise ValueError(f"costs must be a finite (n, n) or (m, n, n) array, got shape {costs.shape}")
+        costs = check_array("costs", costs, ("n", "n"), ("m", "n", "n"))
+        if costs.shape[-1] != costs.shape[-2] or costs.shape[-1] < 2 or costs.shape[0] < 1:
+            raise ValueError(f"costs must be a finite (n, n) or (m, n, n) array with n >= 2, got shape {costs.shape}")
         self.costs = costs
 
     def _costs(self, joint: np.ndarray) -> np.ndarray:

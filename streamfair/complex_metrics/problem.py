@@ -25,12 +25,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .confusion import Sample, zero_one_scores
+from ..validation import check_array, check_index, check_instance
+from .confusion import Sample, check_scores, zero_one_scores
 from .constraints import LinearConstraint
 from .lp import linprog
-from .performance import Metric
+from .performance import Metric, as_tensor
 
-__all__ = ["Component", "Layout", "Problem"]
+__all__ = ["Component", "Layout", "Problem", "check_constraints"]
+
+
+def check_constraints(constraints: Sequence[LinearConstraint]) -> tuple[LinearConstraint, ...]:
+    """A sequence of :class:`LinearConstraint` (possibly empty) as a tuple."""
+    try:
+        items = tuple(constraints)
+    except TypeError:  # not iterable: e.g. a single constraint, not in a list
+        raise ValueError(f"constraints must be a sequence of constraints, got {constraints!r}") from None
+    for constraint in items:
+        if not isinstance(constraint, LinearConstraint):
+            raise ValueError(f"constraints must hold constraints such as Coverage, got {type(constraint).__name__}")
+    return items
 
 
 @dataclass(frozen=True)
@@ -127,9 +140,9 @@ class Problem:
     """
 
     def __init__(self, metric: Metric, sample: Sample, constraints: Sequence[LinearConstraint] = ()):
-        self.metric = metric
-        self.sample = sample
-        self.constraints = tuple(constraints)
+        self.metric = check_instance("metric", metric, Metric)
+        self.sample = check_instance("sample", sample, Sample)
+        self.constraints = check_constraints(constraints)
         layout = Layout.build(metric, self.constraints, sample.joint)
         self.matrix, self.lower, self.upper = layout.matrix, layout.lower, layout.upper
         self.metric_size, self.A, self.b = layout.metric_size, layout.A, layout.b
@@ -143,6 +156,10 @@ class Problem:
     def n_constraints(self) -> int:
         """``K``, the number of one-sided constraint rows."""
         return self.b.size
+
+    def _vector(self, name: str, value: np.ndarray) -> np.ndarray:
+        """A finite vector of length ``d`` (the argument ``name`` of a public method)."""
+        return check_array(name, value, (self.dimension,))
 
     def with_metric(self, metric: Metric) -> Problem:
         """The same sample and constraints with another objective.
@@ -166,13 +183,16 @@ class Problem:
         Parameters
         ----------
         v
-            A generalized confusion vector, shape ``(d,)``.
+            A finite generalized confusion vector, shape ``(d,)``.
 
         Returns
         -------
         float
             The metric, read from the first :attr:`metric_size` entries of ``v``.
         """
+        return self._objective(self._vector("v", v))
+
+    def _objective(self, v: np.ndarray) -> float:
         return self.metric.value(v[: self.metric_size])
 
     def objective_gradient(self, v: np.ndarray) -> np.ndarray:
@@ -181,13 +201,16 @@ class Problem:
         Parameters
         ----------
         v
-            A generalized confusion vector, shape ``(d,)``.
+            A finite generalized confusion vector, shape ``(d,)``.
 
         Returns
         -------
         ndarray of shape (d,)
             The gradient.
         """
+        return self._objective_gradient(self._vector("v", v))
+
+    def _objective_gradient(self, v: np.ndarray) -> np.ndarray:
         gradient = np.zeros(self.dimension)
         gradient[: self.metric_size] = self.metric.gradient(v[: self.metric_size])
         return gradient
@@ -198,13 +221,16 @@ class Problem:
         Parameters
         ----------
         v
-            A generalized confusion vector, shape ``(d,)``.
+            A finite generalized confusion vector, shape ``(d,)``.
 
         Returns
         -------
         ndarray of shape (K,)
             One value per one-sided constraint row.
         """
+        return self._constraint_values(self._vector("v", v))
+
+    def _constraint_values(self, v: np.ndarray) -> np.ndarray:
         return self.A @ v - self.b
 
     def violation(self, v: np.ndarray) -> float:
@@ -213,14 +239,17 @@ class Problem:
         Parameters
         ----------
         v
-            A generalized confusion vector, shape ``(d,)``.
+            A finite generalized confusion vector, shape ``(d,)``.
 
         Returns
         -------
         float
             The largest entry of :meth:`constraint_values`: feasible iff ``<= 0``.
         """
-        return float(self.constraint_values(v).max()) if self.n_constraints else 0.0
+        return self._violation(self._vector("v", v))
+
+    def _violation(self, v: np.ndarray) -> float:
+        return float(self._constraint_values(v).max()) if self.n_constraints else 0.0
 
     def point(self, confusion: np.ndarray) -> np.ndarray:
         """``v = Phi vec(C)``.
@@ -228,13 +257,18 @@ class Problem:
         Parameters
         ----------
         confusion
-            A confusion tensor ``C``, shape ``(m, n, n)``.
+            A confusion tensor ``C``, shape ``(m, n, n)``: a distribution (entries ``>= 0`` summing
+            to one).
 
         Returns
         -------
         ndarray of shape (d,)
             Its generalized confusion vector.
         """
+        n, m = self.sample.n_classes, self.sample.n_groups
+        return self._point(as_tensor(confusion, (m, n, n)))
+
+    def _point(self, confusion: np.ndarray) -> np.ndarray:
         return self.matrix @ confusion.ravel()
 
     def conjugate_argmin(self, g: np.ndarray) -> np.ndarray:
@@ -246,13 +280,16 @@ class Problem:
         Parameters
         ----------
         g
-            The linear term, shape ``(d,)``.
+            The finite linear term, shape ``(d,)``.
 
         Returns
         -------
         ndarray of shape (d,)
             The minimizer.
         """
+        return self._conjugate_argmin(self._vector("g", g))
+
+    def _conjugate_argmin(self, g: np.ndarray) -> np.ndarray:
         k = self.metric_size
         v = np.where(g > 0, self.upper, self.lower)
         v[:k] = self.metric.conjugate_argmin(g[:k], self.lower[:k], self.upper[:k])
@@ -265,13 +302,16 @@ class Problem:
         Parameters
         ----------
         w
-            The weights of the linear objective, shape ``(d,)``.
+            The finite weights of the linear objective, shape ``(d,)``.
 
         Returns
         -------
         ndarray of shape (m n, n)
             The scores ``L[a n + i, j]`` of predicting ``j`` for group ``a`` and label ``i``.
         """
+        return self._scores(self._vector("w", w))
+
+    def _scores(self, w: np.ndarray) -> np.ndarray:
         n = self.sample.n_classes
         return (self.matrix.T @ w).reshape(-1, n)
 
@@ -281,15 +321,18 @@ class Problem:
         Parameters
         ----------
         scores
-            A score matrix, shape ``(m n, n)``.
+            A finite score matrix, shape ``(m n, n)``.
 
         Returns
         -------
         Component
             The classifier (one plug-in, weight 1), its ``v`` and its confusion tensor on the sample.
         """
-        confusion = self.sample.confusion(self.sample.predict(scores))
-        point = self.point(confusion)
+        return self._oracle(check_scores(scores, self.sample.n_groups, self.sample.n_classes))
+
+    def _oracle(self, scores: np.ndarray) -> Component:
+        confusion = self.sample._confusion(self.sample._predict(scores))
+        point = self._point(confusion)
         return Component(scores[None].copy(), np.ones(1), point[None], point, confusion)
 
     def lmo(self, w: np.ndarray) -> Component:
@@ -298,14 +341,17 @@ class Problem:
         Parameters
         ----------
         w
-            The weights of the linear objective, shape ``(d,)``.
+            The finite weights of the linear objective, shape ``(d,)``.
 
         Returns
         -------
         Component
             The plug-in classifier with the scores :meth:`scores` of ``w``, placed on the sample.
         """
-        return self.oracle(self.scores(w))
+        return self._lmo(self._vector("w", w))
+
+    def _lmo(self, w: np.ndarray) -> Component:
+        return self._oracle(self._scores(w))
 
     def baseline(self) -> Component:
         """The plug-in ``argmax eta_hat`` (the arbitrary first oracle call of the algorithms).
@@ -315,7 +361,7 @@ class Problem:
         Component
             The classifier, placed on the sample.
         """
-        return self.oracle(zero_one_scores(self.sample.n_classes, self.sample.n_groups))
+        return self._oracle(zero_one_scores(self.sample.n_classes, self.sample.n_groups))
 
     def constant(self, j: int) -> Component:
         """The classifier that always predicts class ``j`` (exactly fair; coverage ``e_j``).
@@ -332,8 +378,8 @@ class Problem:
         """
         n, m = self.sample.n_classes, self.sample.n_groups
         scores = np.ones((m * n, n))
-        scores[:, j] = 0.0
-        return self.oracle(scores)
+        scores[:, check_index("j", j, n, "a class")] = 0.0
+        return self._oracle(scores)
 
     def feasible_start(self) -> Component:
         """A mixture of the constant classifiers and ``argmax eta_hat`` with the smallest ``max_k phi_k``.

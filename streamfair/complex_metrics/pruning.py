@@ -30,10 +30,27 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..validation import check_array, check_instance, check_integer, check_non_negative, check_weights
 from .lp import linprog
 from .problem import Component, Problem
 
 __all__ = ["prune", "best_mixture", "sparsify"]
+
+
+def _component_points(problem: Problem, components: Sequence[Component]) -> np.ndarray:
+    """``(k, d)``: the vector of each component, checked to be at least one component placed on ``problem``."""
+    check_instance("problem", problem, Problem)
+    if not isinstance(components, Sequence) or not components:
+        raise ValueError(f"components must be a non-empty list of components, got {components!r}")
+    for component in components:
+        check_instance("components", component, Component)
+    shapes = {component.point.shape for component in components}
+    if shapes != {(problem.dimension,)}:
+        raise ValueError(
+            f"components must be placed on the problem (vectors of shape ({problem.dimension},)), got shapes "
+            f"{sorted(shapes)}"
+        )
+    return np.stack([c.point for c in components])
 
 
 def _unique_points(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -76,8 +93,8 @@ def prune(problem: Problem, components: Sequence[Component]) -> np.ndarray:
     problem
         The problem whose objective and constraint rows are used.
     components
-        The candidate classifiers, placed on ``problem``'s sample (the LP searches the whole
-        simplex of their weights, whatever the current mixture).
+        The candidate classifiers (at least one), placed on ``problem``'s sample (the LP searches
+        the whole simplex of their weights, whatever the current mixture).
 
     Returns
     -------
@@ -100,9 +117,9 @@ def prune(problem: Problem, components: Sequence[Component]) -> np.ndarray:
     >>> prune(problem, [problem.constant(0), problem.constant(1)]).round(6).tolist()
     [0.29, 0.71]
     """
-    points = np.stack([c.point for c in components])
+    points = _component_points(problem, components)
     unique, first, _ = _unique_points(points)
-    objectives = np.array([problem.objective(v) for v in unique])
+    objectives = np.array([problem._objective(v) for v in unique])
     values = _relaxation(problem, unique)
     u = unique.shape[0]
     result = linprog(
@@ -145,12 +162,12 @@ def best_mixture(
     problem
         The problem whose objective and constraint rows are used.
     components
-        The classifiers to mix, placed on ``problem``'s sample.
+        The classifiers to mix (at least one), placed on ``problem``'s sample.
     iterations
-        Maximum Frank-Wolfe steps over the weights (metrics that are not piecewise linear; for the
-        others the program is one LP).
+        Maximum Frank-Wolfe steps over the weights, an integer ``>= 0`` (metrics that are not
+        piecewise linear; for the others the program is one LP).
     tolerance
-        Frank-Wolfe stops once its duality gap is below this.
+        Frank-Wolfe stops once its duality gap is below this (a finite number ``>= 0``).
 
     Returns
     -------
@@ -176,7 +193,9 @@ def best_mixture(
     >>> best_mixture(smooth, [smooth.constant(j) for j in range(3)]).round(3).tolist()
     [0.333, 0.333, 0.333]
     """
-    points = np.stack([c.point for c in components])
+    points = _component_points(problem, components)
+    iterations = check_integer("iterations", iterations, 0)
+    tolerance = check_non_negative("tolerance", tolerance)
     unique, first, _ = _unique_points(points)
     u, k = unique.shape[0], problem.metric_size
     values = _relaxation(problem, unique)
@@ -193,15 +212,15 @@ def best_mixture(
         alpha = linprog(cost, rows, rhs, a_eq, np.ones(1)).solution()[:u]
         return _spread(alpha / alpha.sum(), first, len(components))
     # Frank-Wolfe over {alpha in the simplex, A V^T alpha <= b}, started at the pruning LP's solution.
-    objectives = np.array([problem.objective(v) for v in unique])
+    objectives = np.array([problem._objective(v) for v in unique])
     alpha = linprog(objectives, a_ub if problem.n_constraints else None,
                     np.zeros(a_ub.shape[0]) if problem.n_constraints else None, np.ones((1, u)), np.ones(1)).solution()
 
     def f(weights):
-        return problem.objective(weights @ unique)
+        return problem._objective(weights @ unique)
 
     for _ in range(iterations):
-        gradient = unique @ problem.objective_gradient(alpha @ unique)
+        gradient = unique @ problem._objective_gradient(alpha @ unique)
         if problem.n_constraints:
             vertex = linprog(gradient, a_ub, np.zeros(a_ub.shape[0]), np.ones((1, u)), np.ones(1)).solution()
         else:
@@ -222,9 +241,9 @@ def sparsify(points: np.ndarray, weights: np.ndarray) -> np.ndarray:
     Parameters
     ----------
     points
-        ``(k, d)``: the vector of each component.
+        ``(k, d)``: the vector of each component (finite, ``k >= 1``).
     weights
-        ``(k,)`` non-negative mixture weights summing to one.
+        ``(k,)`` non-negative mixture weights summing to one (within ``1e-6``).
 
     Returns
     -------
@@ -240,9 +259,12 @@ def sparsify(points: np.ndarray, weights: np.ndarray) -> np.ndarray:
     >>> int(np.count_nonzero(sparse)) <= 2, (sparse @ points).round(9).tolist(), round(float(sparse.sum()), 9)
     (True, [1.0], 1.0)
     """
-    weights = np.asarray(weights, dtype=float)
+    points = check_array("points", points, ("k", "d"))
+    if points.shape[0] < 1:
+        raise ValueError(f"points must have shape (k, d) with k >= 1, got shape {points.shape}")
+    weights = check_weights("weights", weights, points.shape[0])
     support = np.flatnonzero(weights > 0)
-    unique, first, inverse = _unique_points(np.asarray(points, dtype=float)[support])
+    unique, first, inverse = _unique_points(points[support])
     merged = np.bincount(inverse, weights=weights[support])
     target = merged @ unique
     a_eq = np.vstack([unique.T, np.ones((1, unique.shape[0]))])

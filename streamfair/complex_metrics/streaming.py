@@ -34,46 +34,79 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
+from numbers import Real
 from typing import Any
 
 import numpy as np
 
 from ..keyed_random import Key
-from ..validation import check_integer, check_positive, check_seed
-from .confusion import Sample, plug_in, zero_one_scores
+from ..validation import (
+    check_array,
+    check_choice,
+    check_distributions,
+    check_index,
+    check_instance,
+    check_integer,
+    check_positive,
+    check_seed,
+    show,
+)
+from .confusion import Sample, check_labels, plug_in, zero_one_scores
 from .constraints import LinearConstraint
 from .fit import Fit
 from .mixture import GROUPINGS, RandomizedClassifier
-from .performance import Metric
-from .problem import Layout, Problem
+from .performance import Metric, as_tensor
+from .problem import Layout, Problem, check_constraints
 
 __all__ = ["WindowedRefit", "StreamingPlugIn", "StreamingFrankWolfe", "OnlinePrimalDual"]
 
 STATE_VERSION = 1
+#: The entries of :meth:`StreamingPlugIn.state_dict` besides ``version``.
+STATE_KEYS = frozenset({"confusion", "multipliers", "n_labels", "snapshots", "scores", "joint"})
 
 
-def _membership(n_groups: int, group: Any, tau: Any) -> np.ndarray:
-    """The sample's group weights ``G[a]``: one-hot ``group`` if given, else ``tau`` (``[1]`` without groups)."""
-    if n_groups == 1:
-        return np.ones(1)
-    if group is not None:
-        if isinstance(group, bool) or not isinstance(group, (int, np.integer)) or not 0 <= group < n_groups:
-            raise ValueError(f"group must be an integer in 0..{n_groups - 1}, got {group!r}")
-        return np.eye(n_groups)[int(group)]
-    if tau is None:
-        raise ValueError("each sample needs its group or its group posterior tau")
-    tau = np.asarray(tau, dtype=float)
-    if tau.shape != (n_groups,) or not np.all(np.isfinite(tau)) or tau.min() < 0 or abs(tau.sum() - 1) > 1e-6:
-        raise ValueError(f"tau must be {n_groups} probabilities summing to 1, got {tau.tolist()}")
-    return tau
+def _check_grouping(grouping: str, n_groups: int) -> str:
+    """One of ``GROUPINGS``, ``"none"`` exactly when there is one group."""
+    check_choice("grouping", grouping, GROUPINGS)
+    if (grouping == "none") != (n_groups == 1):
+        raise ValueError(f"grouping {grouping!r} does not fit n_groups={n_groups}")
+    return grouping
+
+
+def _check_vector(name: str, value: Any, size: int, what: str) -> np.ndarray:
+    """One sample's probability vector of length ``size`` (within ``1e-6`` of summing to one)."""
+    try:
+        vector = np.asarray(value, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name} must be {size} {what} summing to 1, got {value!r}") from None
+    if vector.shape != (size,):
+        raise ValueError(f"{name} must be {size} {what} summing to 1, got {show(vector)}")
+    values = vector.tolist()  # element by element in Python: faster than numpy reductions for a few entries
+    if not all(0.0 <= v <= 1.0 for v in values) or abs(sum(values) - 1) > 1e-6:
+        raise ValueError(f"{name} must be {size} {what} summing to 1, got {values}")
+    return vector
 
 
 def _check_proba(n_classes: int, proba: Any) -> np.ndarray:
     """One sample's class probabilities."""
-    proba = np.asarray(proba, dtype=float)
-    if proba.shape != (n_classes,) or not np.all(np.isfinite(proba)) or proba.min() < 0 or abs(proba.sum() - 1) > 1e-6:
-        raise ValueError(f"proba must be {n_classes} class probabilities summing to 1, got {proba.tolist()}")
-    return proba
+    return _check_vector("proba", proba, n_classes, "class probabilities")
+
+
+def _check_group_and_tau(n_groups: int, group: Any, tau: Any) -> tuple[int | None, np.ndarray | None]:
+    """One sample's group (an integer in ``0..m-1``) and group posterior ``tau``, each ``None`` if not given."""
+    checked_group = None if group is None else check_index("group", group, n_groups)
+    return checked_group, None if tau is None else _check_vector("tau", tau, n_groups, "probabilities")
+
+
+def _membership(n_groups: int, group: int | None, tau: np.ndarray | None) -> np.ndarray:
+    """The sample's group weights ``G[a]``: one-hot ``group`` if given, else ``tau`` (``[1]`` without groups)."""
+    if n_groups == 1:
+        return np.ones(1)
+    if group is not None:
+        return np.eye(n_groups)[group]
+    if tau is None:
+        raise ValueError("each sample needs its group or its group posterior tau")
+    return tau
 
 
 class StreamingPlugIn:
@@ -124,16 +157,12 @@ class StreamingPlugIn:
         snapshot_every: int = 100,
         seed: int = 0,
     ):
-        self.metric = metric
-        self.constraints = tuple(constraints)
+        self.metric = check_instance("metric", metric, Metric)
+        self.constraints = check_constraints(constraints)
         self.n_classes = check_integer("n_classes", n_classes, 2)
         self.n_groups = check_integer("n_groups", n_groups, 1)
-        if grouping not in GROUPINGS:
-            raise ValueError(f"grouping must be one of {GROUPINGS}, got {grouping!r}")
-        if (grouping == "none") != (self.n_groups == 1):
-            raise ValueError(f"grouping {grouping!r} does not fit n_groups={self.n_groups}")
-        self.grouping = grouping
-        if step is not None and not (0 < step <= 1):
+        self.grouping = _check_grouping(grouping, self.n_groups)
+        if step is not None and (isinstance(step, bool) or not isinstance(step, Real) or not 0 < step <= 1):
             raise ValueError(f"step must be None or in (0, 1], got {step!r}")
         self.step = step
         self.dual_step = check_positive("dual_step", dual_step)
@@ -151,10 +180,10 @@ class StreamingPlugIn:
         self._refresh()
 
     # ------------------------------------------------------------------ structure
-    def _structure(self, joint: np.ndarray) -> None:
-        """``Phi``, ``A``, ``b`` at the marginals ``joint``, and ``A Phi``."""
+    def _structure(self, joint: np.ndarray, layout: Layout | None = None) -> None:
+        """``Phi``, ``A``, ``b`` at the marginals ``joint`` (their ``layout``, if already built), and ``A Phi``."""
         self._joint = joint
-        layout = Layout.build(self.metric, self.constraints, joint)
+        layout = Layout.build(self.metric, self.constraints, joint) if layout is None else layout
         self._phi, self._metric_size, self._a, self._b = layout.matrix, layout.metric_size, layout.A, layout.b
         self._constraint_map = self._a @ self._phi  # (K, m n n): one-sample constraint estimates
 
@@ -174,9 +203,10 @@ class StreamingPlugIn:
         proba
             ``(n,)`` class probabilities ``eta_hat(x)``.
         group
-            The sample's group (``"aware"`` grouping).
+            The sample's group, an integer in ``0..m-1`` (``"aware"`` grouping; checked, not used,
+            otherwise).
         tau
-            ``(m,)`` group posterior (``"unaware"`` grouping).
+            ``(m,)`` group posterior (``"unaware"`` grouping; checked, not used, otherwise).
 
         Returns
         -------
@@ -184,11 +214,21 @@ class StreamingPlugIn:
             The plug-in prediction for the served cost matrix.
         """
         proba = _check_proba(self.n_classes, proba)
+        group, tau = _check_group_and_tau(self.n_groups, group, tau)
         if self.grouping == "aware":
-            proba = np.outer(_membership(self.n_groups, group, None), proba)
-        elif self.grouping == "unaware":
-            proba = np.outer(_membership(self.n_groups, None, tau), proba)
-        return int(plug_in(proba.reshape(1, -1), self.scores)[0])
+            if group is None:
+                raise ValueError("this policy is group-aware: each sample needs its group")
+            return self._predict(proba, np.eye(self.n_groups)[group])
+        if self.grouping == "unaware":
+            if tau is None:
+                raise ValueError("this policy is group-unaware: each sample needs its group posterior tau")
+            return self._predict(proba, tau)
+        return self._predict(proba, None)
+
+    def _predict(self, proba: np.ndarray, membership: np.ndarray | None) -> int:
+        """The plug-in prediction for a checked sample, with the group weights the policy reads (or none)."""
+        features = proba if membership is None else np.outer(membership, proba)
+        return int(plug_in(features.reshape(1, -1), self.scores)[0])
 
     def learn_one(
         self, proba: Any, prediction: int, y: int | None = None, group: int | None = None, tau: Any = None
@@ -200,31 +240,29 @@ class StreamingPlugIn:
         proba
             ``(n,)`` class probabilities ``eta_hat(x)`` of the sample.
         prediction
-            The class that was served for it.
+            The class that was served for it, in ``0..n-1``.
         y
-            Its label; ``None``: unknown (``proba`` is used in its place).
+            Its label, in ``0..n-1``; ``None``: unknown (``proba`` is used in its place).
         group
-            Its group, if known (it takes precedence over ``tau``).
+            Its group, an integer in ``0..m-1``, if known (it takes precedence over ``tau``).
         tau
             ``(m,)`` its group posterior, used when ``group`` is not given.
         """
         proba = _check_proba(self.n_classes, proba)
-        if (
-            isinstance(prediction, bool)
-            or not isinstance(prediction, (int, np.integer))
-            or not 0 <= prediction < self.n_classes
-        ):
-            raise ValueError(f"prediction must be a class in 0..{self.n_classes - 1}, got {prediction!r}")
+        prediction = check_index("prediction", prediction, self.n_classes, "a class")
+        label = None if y is None else check_index("y", y, self.n_classes, "a class")
+        group, tau = _check_group_and_tau(self.n_groups, group, tau)
+        self._learn(proba, prediction, label, _membership(self.n_groups, group, tau))
+
+    def _learn(self, proba: np.ndarray, prediction: int, y: int | None, membership: np.ndarray) -> None:
+        """:meth:`learn_one` for a checked sample and its group weights ``membership``."""
         if y is None:
             labels = proba
-        elif isinstance(y, bool) or not isinstance(y, (int, np.integer)) or not 0 <= y < self.n_classes:
-            raise ValueError(f"y must be a class in 0..{self.n_classes - 1}, got {y!r}")
         else:
             labels = np.zeros(self.n_classes)
-            labels[int(y)] = 1.0
-        membership = _membership(self.n_groups, group, tau)
+            labels[y] = 1.0
         weights = np.outer(membership, labels).ravel()  # the sample's mass in cells (a, i, prediction)
-        cells = np.arange(weights.size) * self.n_classes + int(prediction)
+        cells = np.arange(weights.size) * self.n_classes + prediction
         self.n_labels += 1
         rate = self.step if self.step is not None else 1.0 / (self.n_labels + self.prior_count)
         self.confusion *= 1.0 - rate
@@ -242,16 +280,18 @@ class StreamingPlugIn:
     def run(self, proba: Any, y: Any = None, groups: Any = None, tau: Any = None, delay: int = 0) -> np.ndarray:
         """Serve a stream in order: predict sample ``t``, learn the label of sample ``t - delay``.
 
-        At the end the labels of the last ``delay`` samples are learned too.
+        At the end the labels of the last ``delay`` samples are learned too.  Every argument is
+        checked before the first sample is served: a rejected stream leaves the object unchanged.
 
         Parameters
         ----------
         proba
             ``(N, n)`` class probabilities, in arrival order.
         y
-            ``(N,)`` labels; ``None``: learn without labels.
+            ``(N,)`` integer labels in ``0..n-1``; ``None``: learn without labels.
         groups
-            ``(N,)`` groups (``"aware"`` grouping, or with ``tau`` for the confusion update).
+            ``(N,)`` integer groups in ``0..m-1`` (``"aware"`` grouping, or with ``tau`` for the
+            confusion update).
         tau
             ``(N, m)`` group posteriors (``"unaware"`` grouping).
         delay
@@ -262,23 +302,27 @@ class StreamingPlugIn:
         ndarray of shape (N,)
             The predictions made.
         """
-        proba = np.asarray(proba, dtype=float)
-        n = proba.shape[0]
+        proba = check_distributions("proba", proba, None, self.n_classes)
+        n, m = proba.shape[0], self.n_groups
+        labels = None if y is None else check_labels("y", y, n, self.n_classes)
+        groups = None if groups is None else check_labels("groups", groups, n, m)
+        tau = None if tau is None else check_distributions("tau", tau, n, m)
         delay = check_integer("delay", delay, 0)
+        if self.grouping == "aware" and groups is None:
+            raise ValueError("this policy is group-aware: run needs groups")
+        if self.grouping == "unaware" and tau is None:
+            raise ValueError("this policy is group-unaware: run needs tau")
+        onehot = None if groups is None else np.eye(m)[groups]
+        served = {"none": None, "aware": onehot, "unaware": tau}[self.grouping]
+        learned = np.ones((n, 1)) if m == 1 else (onehot if onehot is not None else tau)
+        assert learned is not None  # m > 1: the grouping is aware (groups given) or unaware (tau given)
         predictions = np.empty(n, dtype=np.intp)
 
         def learn(t):
-            self.learn_one(
-                proba[t],
-                int(predictions[t]),
-                None if y is None else int(y[t]),
-                None if groups is None else int(groups[t]),
-                None if tau is None else tau[t],
-            )
+            self._learn(proba[t], int(predictions[t]), None if labels is None else int(labels[t]), learned[t])
 
         for t in range(n):
-            group = None if groups is None else int(groups[t])
-            predictions[t] = self.predict_one(proba[t], group, None if tau is None else tau[t])
+            predictions[t] = self._predict(proba[t], None if served is None else served[t])
             if t >= delay:
                 learn(t - delay)
         for t in range(max(n - delay, 0), n):
@@ -315,13 +359,14 @@ class StreamingPlugIn:
         Parameters
         ----------
         last
-            Mix only the last this many snapshots; ``None`` (or 0): all of them.
+            Mix only the last this many snapshots (an integer ``>= 0``); ``None`` (or 0): all of them.
 
         Returns
         -------
         RandomizedClassifier
             The mixture (the current policy alone before the first snapshot), drawing with ``seed``.
         """
+        last = None if last is None else check_integer("last", last, 0)
         snapshots = self._snapshots[-last:] if last else self._snapshots
         scores = np.stack(snapshots) if snapshots else self.scores[None]
         return RandomizedClassifier(np.full(len(scores), 1.0 / len(scores)), scores, self.grouping, self.seed)
@@ -349,19 +394,35 @@ class StreamingPlugIn:
     def load_state_dict(self, state: dict) -> None:
         """Continue from :meth:`state_dict` (on an object built with the same arguments).
 
+        Every entry is checked before any is loaded: a rejected state leaves the object unchanged.
+
         Parameters
         ----------
         state
             A :meth:`state_dict`.
         """
-        if state.get("version") != STATE_VERSION or np.shape(state["confusion"]) != self.confusion.shape:
-            raise ValueError("state does not fit this streaming object (version or shape differ)")
-        self.confusion = np.array(state["confusion"], dtype=float)
-        self.n_labels = int(state["n_labels"])
-        self._structure(np.array(state["joint"], dtype=float))
-        self.multipliers = np.array(state["multipliers"], dtype=float)
-        self._snapshots = [np.array(s, dtype=float) for s in state["snapshots"]]
-        self.scores = np.array(state["scores"], dtype=float)
+        if not isinstance(state, dict):
+            raise ValueError(f"state must be a dict from state_dict(), got {type(state).__name__}")
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"state version must be {STATE_VERSION}, got {state.get('version')!r}")
+        missing = sorted(STATE_KEYS - state.keys())
+        if missing:
+            raise ValueError(f"state is missing {missing}")
+        m, n = self.n_groups, self.n_classes
+        confusion = np.array(as_tensor(state["confusion"], (m, n, n)))
+        n_labels = check_integer("n_labels", state["n_labels"], 0)
+        joint = np.array(check_array("joint", state["joint"], (m, n)))
+        layout = Layout.build(self.metric, self.constraints, joint)
+        multipliers = np.array(check_array("multipliers", state["multipliers"], layout.b.shape))
+        if multipliers.size and multipliers.min() < 0:
+            raise ValueError(f"multipliers must be >= 0, got {multipliers.tolist()[:8]}")
+        if not isinstance(state["snapshots"], (list, tuple)):
+            raise ValueError(f"snapshots must be a list of score matrices, got {type(state['snapshots']).__name__}")
+        snapshots = [np.array(check_array("snapshots", s, (m * n, n))) for s in state["snapshots"]]
+        scores = np.array(check_array("scores", state["scores"], (m * n, n)))
+        self.confusion, self.n_labels = confusion, n_labels
+        self._structure(joint, layout)
+        self.multipliers, self._snapshots, self.scores = multipliers, snapshots, scores
 
 
 class StreamingFrankWolfe(StreamingPlugIn):
@@ -502,12 +563,14 @@ class WindowedRefit:
         refit_every: int = 1000,
         seed: int = 0,
     ):
-        self.fit, self.metric, self.constraints = fit, metric, tuple(constraints)
+        if not callable(fit):
+            raise ValueError(f"fit must be a function of a Problem returning a Fit, got {fit!r}")
+        self.fit = fit
+        self.metric = check_instance("metric", metric, Metric)
+        self.constraints = check_constraints(constraints)
         self.n_classes = check_integer("n_classes", n_classes, 2)
         self.n_groups = check_integer("n_groups", n_groups, 1)
-        if grouping not in GROUPINGS:
-            raise ValueError(f"grouping must be one of {GROUPINGS}, got {grouping!r}")
-        self.grouping = grouping
+        self.grouping = _check_grouping(grouping, self.n_groups)
         self.window = check_integer("window", window, 1)
         self.refit_every = check_integer("refit_every", refit_every, 1)
         self.seed = check_seed(seed)
@@ -525,17 +588,22 @@ class WindowedRefit:
         proba
             ``(n,)`` class probabilities ``eta_hat(x)``.
         y
-            The label; ``None``: unlabeled.  A window with any unlabeled tuple is refitted without
-            labels.
+            The label, in ``0..n-1``; ``None``: unlabeled.  A window with any unlabeled tuple is
+            refitted without labels.
         group
-            The group (``"aware"``; with ``"unaware"``, for the confusion estimates when known).
+            The group, an integer in ``0..m-1``: required with ``"aware"``; with ``"unaware"``, used
+            for the confusion estimates when every tuple of the window has it; not used with ``"none"``.
         tau
-            ``(m,)`` group posterior (``"unaware"``).
+            ``(m,)`` group posterior: required with ``"unaware"``, not used otherwise.
         """
         proba = _check_proba(self.n_classes, proba)
-        if self.grouping != "none":
-            _membership(self.n_groups, group, tau)  # validates whichever of group / tau is given
-        self._buffer.append((proba, y, group, None if tau is None else np.asarray(tau, dtype=float)))
+        label = None if y is None else check_index("y", y, self.n_classes, "a class")
+        group, tau = _check_group_and_tau(self.n_groups, group, tau)
+        if self.grouping == "aware" and group is None:
+            raise ValueError("this refit is group-aware: each tuple needs its group")
+        if self.grouping == "unaware" and tau is None:
+            raise ValueError("this refit is group-unaware: each tuple needs its group posterior tau")
+        self._buffer.append((proba, label, group, tau))
         self.n_arrivals += 1
         if self.n_arrivals % self.refit_every == 0:
             self.refit()
@@ -549,16 +617,20 @@ class WindowedRefit:
             The fit on the window (also kept as ``last_fit``); its classifier is served with this
             object's ``seed``.
         """
+        if not self._buffer:
+            raise ValueError("refit needs at least one tuple in the window: call learn_one first")
         proba, y, groups, tau = zip(*self._buffer, strict=True)
         labelled = all(label is not None for label in y)
+        grouped = self.grouping != "none" and all(group is not None for group in groups)
         sample = Sample(
             np.stack(proba),
             np.array(y) if labelled else None,
-            np.array(groups) if groups[0] is not None else None,
-            np.stack(tau) if tau[0] is not None else None,
+            np.array(groups) if grouped else None,
+            np.stack(tau) if self.grouping == "unaware" else None,
             n_groups=self.n_groups,
         )
-        self.last_fit = self.fit(Problem(self.metric, sample, self.constraints))
+        fit = self.fit(Problem(self.metric, sample, self.constraints))
+        self.last_fit = check_instance("the result of fit", fit, Fit)
         fitted = self.last_fit.classifier
         self.classifier = RandomizedClassifier(fitted.weights, fitted.scores, fitted.grouping, self.seed)
         return self.last_fit
@@ -571,9 +643,9 @@ class WindowedRefit:
         proba
             ``(n,)`` class probabilities ``eta_hat(x)``.
         group
-            The group (``"aware"``).
+            The group, an integer in ``0..m-1`` (``"aware"``; checked, not used, otherwise).
         tau
-            ``(m,)`` group posterior (``"unaware"``).
+            ``(m,)`` group posterior (``"unaware"``; checked, not used, otherwise).
         key
             The message's key (the same key, the same component); ``None``: the classifier's
             internal counter.
