@@ -18,17 +18,38 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
+from numbers import Real
 
 import numpy as np
 from river import base, linear_model, optim
 
 from streamfair.surrogates import MetricWeightTuner, PublishedWeights
-from streamfair.validation import check_integer, check_positive
+from streamfair.validation import check_finite, check_index, check_integer, check_positive
 
 
 def _check_glm(model) -> None:
     if not isinstance(model, (linear_model.LinearRegression, linear_model.LogisticRegression)):
         raise ValueError(f"model must be a river LinearRegression or LogisticRegression, got {type(model).__name__}")
+
+
+def _check_features(x, name: str = "x") -> dict:
+    """A sample's features: a dict of finite numbers (a missing feature is simply absent)."""
+    if not isinstance(x, dict):
+        raise ValueError(f"{name} must be a dict of features, got {x!r}")
+    for key, value in x.items():
+        if not isinstance(value, Real) or not math.isfinite(value):
+            raise ValueError(f"{name}[{key!r}] must be a finite number, got {value!r}")
+    return x
+
+
+def _check_target(model, y, name: str = "y"):
+    """A label: a finite number for a ``LinearRegression``, a bool (or 0 or 1) for a ``LogisticRegression``."""
+    if isinstance(model, linear_model.LogisticRegression):
+        if not isinstance(y, (bool, np.bool_, Real)) or y not in (0, 1):
+            raise ValueError(f"{name} must be a bool (or 0 or 1) for a LogisticRegression, got {y!r}")
+    elif isinstance(y, (bool, np.bool_)) or not isinstance(y, Real) or not math.isfinite(y):
+        raise ValueError(f"{name} must be a finite number for a LinearRegression, got {y!r}")
+    return y
 
 
 def linear_parameters(model, features: Sequence[Hashable]) -> np.ndarray:
@@ -61,9 +82,13 @@ def set_linear_parameters(model, features: Sequence[Hashable], theta) -> None:
     ValueError: theta must have shape (3,), got (2,)
     """
     _check_glm(model)
-    theta = np.asarray(theta, dtype=float)
+    try:
+        theta = np.asarray(theta, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"theta must be numbers, got {theta!r}") from None
     if theta.shape != (len(features) + 1,):
         raise ValueError(f"theta must have shape ({len(features) + 1},), got {theta.shape}")
+    theta = check_finite("theta", theta)
     for feature, value in zip(features, theta[:-1], strict=True):
         model._weights[feature] = float(value)
     model.intercept = float(theta[-1])
@@ -77,6 +102,10 @@ def feature_vector(x: dict, features: Sequence[Hashable]) -> np.ndarray:
     >>> feature_vector({"b": 2, "c": 5.0}, ["a", "b"]).tolist()
     [0.0, 2.0, 1.0]
     """
+    return _feature_vector(_check_features(x), features)
+
+
+def _feature_vector(x: dict, features: Sequence[Hashable]) -> np.ndarray:
     return np.array([float(x.get(f, 0.0)) for f in features] + [1.0])
 
 
@@ -117,6 +146,8 @@ class WeightedLinearLearner:
         _check_glm(model)
         self.model = model
         self.features = list(features)
+        if tuner is not None and not isinstance(tuner, MetricWeightTuner):
+            raise ValueError(f"tuner must be a MetricWeightTuner or None, got {tuner!r}")
         if tuner is not None and tuner.n_features != len(self.features) + 1:
             raise ValueError(
                 f"tuner must have n_features = {len(self.features) + 1} (features + intercept), got {tuner.n_features}"
@@ -132,7 +163,14 @@ class WeightedLinearLearner:
         ----------
         weights
             A version the tuner published (e.g. received from another process).
+
+        Raises
+        ------
+        ValueError
+            If ``weights`` is not a :class:`~streamfair.surrogates.PublishedWeights`.
         """
+        if not isinstance(weights, PublishedWeights):
+            raise ValueError(f"weights must be a PublishedWeights, got {weights!r}")
         if self.weights is None or weights.version >= self.weights.version:
             self.weights = weights
 
@@ -144,15 +182,26 @@ class WeightedLinearLearner:
         Parameters
         ----------
         x
-            The features (those outside ``features`` reach the model but not the tuner).
+            The features, finite numbers (those outside ``features`` reach the model but not the
+            tuner; a missing one counts as 0 for the tuner).
         y
-            The label: a number (``LinearRegression``) or a bool (``LogisticRegression``).
+            The label: a finite number (``LinearRegression``) or a bool (``LogisticRegression``;
+            the tuner sees it as ``+1`` or ``-1`` for its ``"logistic"`` and ``"hinge"`` losses,
+            as ``1`` or ``0`` for ``"squared"``).
         cell
             The sample's cell ``0 .. K - 1`` among the tuner's cells; the version in use gives
             it the sample weight ``w_k / (K share_k)`` (1 while no version is in use).
+
+        Raises
+        ------
+        ValueError
+            For a bad sample, which is then neither learned nor given to the tuner.
         """
+        _check_features(x)
+        _check_target(self.model, y)
+        cell = self._check_cell(cell)
         if self.tuner is not None:
-            published = self.tuner.observe(feature_vector(x, self.features), float(y), cell)
+            published = self.tuner.observe(_feature_vector(x, self.features), self._tuner_label(y), cell)
             if published is not None:
                 self.apply(published)
         w = 1.0 if self.weights is None else self.weights.sample_weight(cell)
@@ -160,20 +209,35 @@ class WeightedLinearLearner:
         self.trained_by_version[version] = self.trained_by_version.get(version, 0) + 1
         self.model.learn_one(x, y, w=w)
 
+    def _check_cell(self, cell) -> int:
+        """A cell of the tuner (or of the version in use); without either, an integer >= 0."""
+        if self.tuner is not None:
+            return check_index("cell", cell, self.tuner.n_cells)
+        if self.weights is not None:
+            return check_index("cell", cell, self.weights.cell_weights.size)
+        return check_integer("cell", cell, 0)
+
+    def _tuner_label(self, y) -> float:
+        """The label as the tuner's loss reads it: a classifier's bool is ``+-1`` unless the loss is squared."""
+        assert self.tuner is not None  # only called to feed the tuner
+        if isinstance(self.model, linear_model.LogisticRegression) and self.tuner.loss != "squared":
+            return 1.0 if y else -1.0
+        return float(y)
+
     def predict_one(self, x: dict) -> base.typing.Target | None:
         """The model's prediction for ``x``.
 
         Parameters
         ----------
         x
-            The features.
+            The features, finite numbers.
 
         Returns
         -------
         float or bool
             ``model.predict_one(x)``: a number, or a class for a ``LogisticRegression``.
         """
-        return self.model.predict_one(x)
+        return self.model.predict_one(_check_features(x))
 
 
 class _SurrogateLoss:
@@ -263,7 +327,7 @@ class RiverSSO:
         Parameters
         ----------
         x
-            The features.
+            The features, finite numbers.
 
         Returns
         -------
@@ -271,7 +335,7 @@ class RiverSSO:
             ``w . x + intercept``: the prediction of a ``LinearRegression``, the logit of a
             ``LogisticRegression``.
         """
-        return self.model._raw_dot_one(x)
+        return self.model._raw_dot_one(_check_features(x))
 
     def learn_one(self, x: dict, y: float) -> None:
         """SSO on a batch of one labelled sample (``m = 1``: exactly ``model.learn_one(x, y)``).
@@ -279,11 +343,11 @@ class RiverSSO:
         Parameters
         ----------
         x
-            The features.
+            The features, finite numbers.
         y
-            The label: a number (``LinearRegression``) or a bool (``LogisticRegression``).
+            The label: a finite number (``LinearRegression``) or a bool (``LogisticRegression``).
         """
-        self.learn_batch([x], ys=[y])
+        self.learn_batch([_check_features(x)], ys=[_check_target(self.model, y)])
 
     def learn_batch(self, xs: Sequence[dict], ys: Sequence[float] | None = None,
                     gradients: Sequence[float] | np.ndarray | None = None) -> None:
@@ -294,30 +358,47 @@ class RiverSSO:
         Parameters
         ----------
         xs
-            The batch's features, at least one sample.
+            The batch's features, at least one sample, each a dict of finite numbers.
         ys
             Their labels: the oracle is then the model's loss derivative at the current raw scores.
+            Finite numbers (``LinearRegression``) or bools (``LogisticRegression``).
         gradients
             Or an external oracle's per-sample derivatives of its loss with respect to the raw
             score, one finite number per sample.
+
+        Raises
+        ------
+        ValueError
+            For a bad batch, found before the model learns anything.
         """
         if (ys is None) == (gradients is None):
             raise ValueError("give exactly one of ys and gradients")
         xs = list(xs)
         if not xs:
             raise ValueError("xs must hold at least one sample, got 0")
-        z = np.array([self.raw_one(x) for x in xs])
+        for index, x in enumerate(xs):
+            _check_features(x, f"xs[{index}]")
+        z = np.array([self.model._raw_dot_one(x) for x in xs])
         if gradients is None:
             assert ys is not None  # exactly one of them was given
-            if len(ys) != len(xs):
-                raise ValueError(f"ys must have {len(xs)} labels, got {len(ys)}")
+            if not hasattr(ys, "__len__") or len(ys) != len(xs):
+                raise ValueError(f"ys must have {len(xs)} labels, got {ys!r}")
+            for index, y in enumerate(ys):
+                _check_target(self.model, y, f"ys[{index}]")
             gradient_z = np.array(
                 [self.model.loss.gradient(y_true=y, y_pred=zi) for y, zi in zip(ys, z, strict=True)], dtype=float
             )
         else:
-            gradient_z = np.asarray(gradients, dtype=float)
-            if gradient_z.shape != (len(xs),) or not np.all(np.isfinite(gradient_z)):
+            try:
+                gradient_z = np.asarray(gradients, dtype=float)
+            except (TypeError, ValueError, OverflowError):
+                raise ValueError(f"gradients must be {len(xs)} finite numbers, got {gradients!r}") from None
+            if gradient_z.shape != (len(xs),):
                 raise ValueError(f"gradients must be {len(xs)} finite numbers, got shape {gradient_z.shape}")
+            bad = np.flatnonzero(~np.isfinite(gradient_z))
+            if bad.size:
+                value = float(gradient_z[bad[0]])
+                raise ValueError(f"gradients must be {len(xs)} finite numbers; entry {bad[0]} is {value!r}")
         self.n_oracle_calls += 1
         surrogate, original = _SurrogateLoss(gradient_z, z, self.eta), self.model.loss
         self.model.loss = surrogate
@@ -328,4 +409,4 @@ class RiverSSO:
                     self.n_inner_steps += 1
         finally:
             self.model.loss = original
-        self.last_target_step_norm = float(np.linalg.norm([self.raw_one(x) for x in xs] - z))
+        self.last_target_step_norm = float(np.linalg.norm([self.model._raw_dot_one(x) for x in xs] - z))

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..validation import check_finite, check_integer, check_positive, check_seed
+from ..validation import check_bool, check_finite, check_integer, check_non_negative, check_positive, check_seed, show
 from .gradient_estimates import GradientEstimate, GradientEstimator
 from .problem import BlackBoxProblem
 from .projection import Projection, project
@@ -127,12 +127,13 @@ class StepConfig:
         ``"raise_sigma"`` or ``"skip"``: what a step does when every metric difference is zero
         (see the module docstring).
     sigma_growth, max_sigma_raises
-        Factor by which ``sigma`` is raised after a dead zone (``> 1``), and how many times per step.
+        Factor by which ``sigma`` is raised after a dead zone (finite, ``> 1``), and how many times
+        per step (an integer ``>= 0``).  A raise that would make ``sigma`` overflow is not made.
     lipschitz
         Lipschitz bound ``L`` of ``psi``: estimates with ``||g|| > 2 sqrt(K) L`` are dropped;
         ``None``: no truncation.
     clip_negative
-        Clip negative components of the estimate to ``0`` (``psi`` is monotone).
+        Clip negative components of the estimate to ``0`` (``psi`` is monotone): ``True`` or ``False``.
 
     Examples
     --------
@@ -160,11 +161,24 @@ class StepConfig:
         check_positive("projection_lr", self.projection_lr)
         if self.dead_zone not in DEAD_ZONE_POLICIES:
             raise ValueError(f"dead_zone must be one of {DEAD_ZONE_POLICIES}, got {self.dead_zone!r}")
-        if not self.sigma_growth > 1:
+        if not check_positive("sigma_growth", self.sigma_growth) > 1:
             raise ValueError(f"sigma_growth must be > 1, got {self.sigma_growth!r}")
         check_integer("max_sigma_raises", self.max_sigma_raises, 0)
         if self.lipschitz is not None:
             check_positive("lipschitz", self.lipschitz)
+        check_bool("clip_negative", self.clip_negative)
+
+
+def _check_sigma(sigma):
+    """A perturbation scale: finite and ``>= 0`` (``0`` for an exact gradient)."""
+    return check_non_negative("sigma", sigma)
+
+
+def _check_estimator(estimator: GradientEstimator) -> GradientEstimator:
+    """An estimator: an ``estimate`` method and a scale ``sigma``."""
+    if not callable(getattr(estimator, "estimate", None)) or not hasattr(estimator, "sigma"):
+        raise ValueError(f"estimator must have an estimate method and a sigma, got {show(estimator)}")
+    return estimator
 
 
 def pgd_step(
@@ -183,17 +197,18 @@ def pgd_step(
     problem
         The surrogates and the black-box metric.
     theta
-        The current parameters ``theta_t``, shape ``(d,)``.
+        The current parameters ``theta_t``, finite, shape ``(d,)``.
     estimator
         A gradient estimator of :mod:`.gradient_estimates`.
     config
         Step size, projection and safeguards.
     rng
-        Source of the estimator's perturbations.
+        Source of the estimator's perturbations, a ``numpy.random.Generator``.
     sigma
-        Perturbation scale of the estimate (raised here after a dead zone, see ``config``).
+        Perturbation scale of the estimate, finite and ``>= 0`` (raised here after a dead zone, see
+        ``config``).
     iteration
-        Outer steps before this one (recorded in the report).
+        Outer steps before this one (recorded in the report), an integer ``>= 0``.
 
     Returns
     -------
@@ -221,11 +236,22 @@ def pgd_step(
     >>> theta.round(6).tolist(), round(problem.metric_at(theta), 6)
     ([1.0], 2.0)
     """
-    metric = problem.metric_at(theta)
-    u = problem.surrogates.values(theta)
+    if not isinstance(problem, BlackBoxProblem):
+        raise ValueError(f"problem must be a BlackBoxProblem, got {show(problem)}")
+    theta = check_finite("theta", theta, problem.surrogates.n_features)
+    _check_estimator(estimator)
+    if not isinstance(config, StepConfig):
+        raise ValueError(f"config must be a StepConfig, got {show(config)}")
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng must be a numpy.random.Generator, got {show(rng)}")
+    sigma = _check_sigma(sigma)
+    check_integer("iteration", iteration, 0)
+    metric = problem._metric_at(theta)
+    u = problem.surrogates._values(theta)
     raises = 0
     estimate = estimator.estimate(problem, theta, rng, sigma)
-    while estimate.dead_zone and config.dead_zone == "raise_sigma" and raises < config.max_sigma_raises:
+    while (estimate.dead_zone and config.dead_zone == "raise_sigma" and raises < config.max_sigma_raises
+           and math.isfinite(sigma * config.sigma_growth)):
         raises += 1
         sigma *= config.sigma_growth
         estimate = estimator.estimate(problem, theta, rng, sigma)
@@ -264,7 +290,7 @@ class SurrogatePGD:
     dead_zone, sigma_growth, max_sigma_raises, lipschitz, clip_negative
         Safeguards, see the module docstring and :class:`StepConfig`.
     theta0
-        Initial parameters, shape ``(d,)``; ``None``: zeros (the paper does not say).
+        Initial parameters, finite, shape ``(d,)``; ``None``: zeros (the paper does not say).
     seed
         Seed of the perturbations.
 
@@ -314,14 +340,16 @@ class SurrogatePGD:
         theta0: ArrayLike | None = None,
         seed: int = 0,
     ):
+        if not isinstance(problem, BlackBoxProblem):
+            raise ValueError(f"problem must be a BlackBoxProblem, got {show(problem)}")
         self.problem = problem
-        self.estimator = estimator
+        self.estimator = _check_estimator(estimator)
         self.config = StepConfig(
             eta, projection_steps, projection_lr, dead_zone, sigma_growth, max_sigma_raises, lipschitz, clip_negative
         )
         d = problem.surrogates.n_features
         self.theta = np.zeros(d) if theta0 is None else check_finite("theta0", theta0, d).copy()
-        self.sigma = estimator.sigma
+        self.sigma = _check_sigma(estimator.sigma)
         self._rng = np.random.default_rng(check_seed(seed))
         self.history: list[StepReport] = []
         self.best_theta, self.best_metric = self.theta, math.inf
@@ -356,7 +384,7 @@ class SurrogatePGD:
             The reports of these iterations.
         """
         reports = [self.step() for _ in range(check_integer("n_steps", n_steps, 1))]
-        self._remember(self.theta, self.problem.metric_at(self.theta))
+        self._remember(self.theta, self.problem._metric_at(self.theta))
         return reports
 
     def _remember(self, theta: np.ndarray, metric: float) -> None:

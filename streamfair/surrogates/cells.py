@@ -26,7 +26,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..validation import check_finite, check_integer
+from ..validation import check_array, check_finite, check_indices, check_integer, first_entry
+from ._checks import check_labels
 
 SURROGATE_LOSSES = ("logistic", "hinge", "squared")
 
@@ -40,7 +41,7 @@ class CellSurrogates:
     Parameters
     ----------
     X
-        Features, shape ``(n, d)`` (include a column of ones for an intercept).
+        Features, finite, shape ``(n, d)`` with ``n >= 1`` (include a column of ones for an intercept).
     y
         Labels, shape ``(n,)``: ``-1`` or ``+1`` for ``"logistic"`` and ``"hinge"``, real for ``"squared"``.
     cells
@@ -49,6 +50,12 @@ class CellSurrogates:
         ``K``; ``None``: ``max(cells) + 1``.
     loss
         ``"logistic"``, ``"hinge"`` or ``"squared"``.
+
+    Raises
+    ------
+    ValueError
+        For arguments outside these ranges; the methods likewise refuse scores, parameters,
+        weights or targets of another shape or not finite.
 
     Attributes
     ----------
@@ -75,17 +82,13 @@ class CellSurrogates:
     def __init__(
         self, X: ArrayLike, y: ArrayLike, cells: ArrayLike, n_cells: int | None = None, loss: str = "logistic"
     ):
-        X = np.asarray(X, dtype=float)
-        if X.ndim != 2 or X.shape[0] < 1 or not np.all(np.isfinite(X)):
-            raise ValueError(f"X must be a finite (n, d) array with n >= 1, got shape {X.shape}")
+        X = check_array("X", X, ("n >= 1", "d"))
+        if X.shape[0] < 1:
+            raise ValueError(f"X must have shape (n >= 1, d), got shape {X.shape}")
         if loss not in SURROGATE_LOSSES:
             raise ValueError(f"loss must be one of {SURROGATE_LOSSES}, got {loss!r}")
-        y = check_finite("y", y, X.shape[0])
-        if loss != "squared" and not np.all(np.abs(y) == 1.0):
-            raise ValueError(f"y must be -1 or +1 for the {loss} loss, got {y[np.abs(y) != 1.0][0]!r}")
-        cells = np.asarray(cells)
-        if cells.shape != (X.shape[0],) or not np.issubdtype(cells.dtype, np.integer) or cells.min() < 0:
-            raise ValueError(f"cells must be {X.shape[0]} integers >= 0, got {cells!r}")
+        y = check_labels("y", check_finite("y", y, X.shape[0]), loss)
+        cells = check_indices("cells", cells, X.shape[0], None)
         self.n_cells = int(cells.max()) + 1 if n_cells is None else check_integer("n_cells", n_cells, 1)
         self.counts = np.bincount(cells, minlength=self.n_cells).astype(float)
         if cells.max() >= self.n_cells or np.any(self.counts == 0):
@@ -100,7 +103,11 @@ class CellSurrogates:
         """``d``, the number of features."""
         return self.X.shape[1]
 
-    def pointwise(self, scores: np.ndarray) -> np.ndarray:
+    def _check_scores(self, scores: ArrayLike) -> np.ndarray:
+        n = self.X.shape[0]
+        return check_array("scores", scores, (n,), (n, "p"))
+
+    def pointwise(self, scores: ArrayLike) -> np.ndarray:
         """``phi(y_i, f_i)`` for scores of shape ``(n,)`` or ``(n, p)``.
 
         Parameters
@@ -113,6 +120,9 @@ class CellSurrogates:
         ndarray of the shape of ``scores``
             The point-wise losses.
         """
+        return self._pointwise(self._check_scores(scores))
+
+    def _pointwise(self, scores: np.ndarray) -> np.ndarray:
         y = self.y if scores.ndim == 1 else self.y[:, None]
         if self.loss == "squared":
             return 0.5 * (scores - y) ** 2
@@ -139,7 +149,10 @@ class CellSurrogates:
         ndarray of shape (K,) or (K, p)
             The mean loss of each cell (for each scorer).
         """
-        return self._average.T @ self.pointwise(np.asarray(scores, dtype=float))
+        return self._values_from_scores(self._check_scores(scores))
+
+    def _values_from_scores(self, scores: np.ndarray) -> np.ndarray:
+        return self._average.T @ self._pointwise(scores)
 
     def values(self, theta: ArrayLike) -> np.ndarray:
         """``l(theta)`` of shape ``(K,)``; for ``theta`` of shape ``(p, d)``, shape ``(K, p)``.
@@ -154,10 +167,16 @@ class CellSurrogates:
         ndarray of shape (K,) or (K, p)
             The surrogates ``l_k(theta)``.
         """
-        theta = np.asarray(theta, dtype=float)
-        return self.values_from_scores(self.X @ theta.T)
+        d = self.n_features
+        return self._values(check_array("theta", theta, (d,), ("p", d)))
 
-    def gradient(self, theta: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    def _values(self, theta: np.ndarray) -> np.ndarray:
+        return self._values_from_scores(self.X @ theta.T)
+
+    def _check_weights(self, weights: ArrayLike) -> np.ndarray:
+        return check_finite("weights", weights, self.n_cells)
+
+    def gradient(self, theta: ArrayLike, weights: ArrayLike) -> np.ndarray:
         """``grad_theta sum_k w_k l_k(theta)`` (a subgradient for the hinge loss).
 
         Parameters
@@ -172,9 +191,10 @@ class CellSurrogates:
         ndarray of shape (d,)
             The gradient.
         """
-        return self.gradient_from_scores(self.X @ theta, weights)
+        theta = check_finite("theta", theta, self.n_features)
+        return self._gradient_from_scores(self.X @ theta, self._check_weights(weights))
 
-    def gradient_from_scores(self, scores: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    def gradient_from_scores(self, scores: ArrayLike, weights: ArrayLike) -> np.ndarray:
         """:meth:`gradient` at the parameters whose scores are ``scores`` (saves one product).
 
         Parameters
@@ -189,6 +209,10 @@ class CellSurrogates:
         ndarray of shape (d,)
             The gradient.
         """
+        scores = check_finite("scores", scores, self.X.shape[0])
+        return self._gradient_from_scores(scores, self._check_weights(weights))
+
+    def _gradient_from_scores(self, scores: np.ndarray, weights: np.ndarray) -> np.ndarray:
         return self.X.T @ (self._derivative(scores) * (weights / self.counts)[self.cells])
 
     def perturb_scores(self, scores: ArrayLike, targets: ArrayLike) -> np.ndarray:
@@ -213,21 +237,25 @@ class CellSurrogates:
         Raises
         ------
         ValueError
-            For targets of the wrong shape or ``<= 0``, or a squared-error cell with zero loss.
+            For non-finite scores, targets of the wrong shape, not finite or ``<= 0``, or a
+            squared-error cell with zero loss.
         """
-        scores = np.asarray(scores, dtype=float)
-        targets = np.asarray(targets, dtype=float)
+        scores = self._check_scores(scores)
         column = scores.ndim == 1
+        shape = (self.n_cells,) if column else (self.n_cells, scores.shape[1])
+        targets = check_array("targets", targets, shape)
+        if not np.all(targets > 0):
+            raise ValueError(f"targets must be > 0; {first_entry(targets, targets <= 0)}")
         scores2 = scores[:, None] if column else scores
         targets2 = targets[:, None] if column else targets
-        if targets2.shape != (self.n_cells, scores2.shape[1]) or not np.all(targets2 > 0):
-            raise ValueError(
-                f"targets must be > 0 with shape ({self.n_cells}, p) matching the scores, got {targets.shape}"
-            )
         if self.loss == "squared":
-            current = self.values_from_scores(scores2)
+            current = self._values_from_scores(scores2)
             if np.any(current <= 0):
-                raise ValueError("a squared-error cell with zero loss cannot be perturbed by residual scaling")
+                cell = int(np.argwhere(current <= 0)[0][0])
+                raise ValueError(
+                    f"scores must give each squared-error cell a loss > 0 (residual scaling cannot perturb a zero "
+                    f"loss); cell {cell} has loss 0"
+                )
             y = self.y[:, None]
             perturbed = y + np.sqrt(targets2 / current)[self.cells] * (scores2 - y)
         else:
@@ -243,11 +271,11 @@ class CellSurrogates:
         """
         shifted = lambda shift: scores + self.y[:, None] * shift[self.cells]  # noqa: E731
         shift = -np.ones_like(targets)
-        while np.any(low := self.values_from_scores(shifted(shift)) <= targets):
+        while np.any(low := self._values_from_scores(shifted(shift)) <= targets):
             shift = np.where(low, 2 * shift, shift)
         for _ in range(NEWTON_STEPS):
             current = shifted(shift)
-            excess = self.values_from_scores(current) - targets
+            excess = self._values_from_scores(current) - targets
             if np.all(np.abs(excess) <= NEWTON_TOLERANCE * targets):
                 break
             margins = self.y[:, None] * current

@@ -38,7 +38,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..validation import check_integer, check_positive
+from ..validation import check_array, check_finite, check_integer, check_positive, show
 from .problem import BlackBoxProblem
 
 
@@ -105,6 +105,43 @@ class GradientEstimator(Protocol):
         ...
 
 
+def _check_problem(problem: BlackBoxProblem, theta: ArrayLike) -> np.ndarray:
+    """``theta`` as finite parameters of ``problem``'s linear scorer."""
+    if not isinstance(problem, BlackBoxProblem):
+        raise ValueError(f"problem must be a BlackBoxProblem, got {show(problem)}")
+    return check_finite("theta", theta, problem.surrogates.n_features)
+
+
+def _check_draw(rng: np.random.Generator, sigma: float | None, default: float) -> float:
+    """The perturbation scale of an estimate (``default`` for ``None``); ``rng`` must be a numpy Generator."""
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng must be a numpy.random.Generator, got {show(rng)}")
+    return default if sigma is None else check_positive("sigma", sigma)
+
+
+def _check_coordinates(coordinates: ArrayLike | None) -> np.ndarray | None:
+    """Perturbed coordinates: ``None`` (all) or distinct integers ``>= 0``."""
+    if coordinates is None:
+        return None
+    try:
+        array = np.asarray(coordinates)
+    except (TypeError, ValueError):
+        array = np.asarray(None)
+    if (array.ndim != 1 or array.size == 0 or not np.issubdtype(array.dtype, np.integer) or array.min() < 0
+            or np.unique(array).size != array.size):
+        raise ValueError(f"coordinates must be distinct integers >= 0, at least one, got {show(coordinates)}")
+    return array.astype(int)
+
+
+def check_coordinates_fit(coordinates: np.ndarray | None, n_features: int) -> np.ndarray:
+    """The coordinates (all for ``None``), each an index of the ``n_features`` parameters."""
+    if coordinates is None:
+        return np.arange(n_features)
+    if coordinates.max() >= n_features:
+        raise ValueError(f"coordinates must index the {n_features} parameters, got {coordinates.tolist()}")
+    return coordinates
+
+
 def _estimate(gradient, sigma, calls, differences, condition=math.nan, skipped=0) -> GradientEstimate:
     differences = np.asarray(differences)
     zero = float(np.mean(differences == 0.0)) if differences.size else 1.0
@@ -124,8 +161,9 @@ class LinearInterpolation(GradientEstimator):
     sigma
         Perturbation scale in parameter space.
     coordinates
-        Indices of the parameters to perturb (the paper's advice for surrogates that are only
-        L2-Lipschitz: the few coordinates most related to the surrogates); ``None``: all.
+        Indices of the parameters to perturb, distinct integers ``>= 0`` (the paper's advice for
+        surrogates that are only L2-Lipschitz: the few coordinates most related to the
+        surrogates); ``None``: all.
 
     Examples
     --------
@@ -146,7 +184,7 @@ class LinearInterpolation(GradientEstimator):
     def __init__(self, n_perturbations: int = 10, sigma: float = 0.1, coordinates: ArrayLike | None = None):
         self.n_perturbations = check_integer("n_perturbations", n_perturbations, 1)
         self.sigma = check_positive("sigma", sigma)
-        self.coordinates = None if coordinates is None else np.asarray(coordinates, dtype=int)
+        self.coordinates = _check_coordinates(coordinates)
 
     def estimate(
         self, problem: BlackBoxProblem, theta: np.ndarray, rng: np.random.Generator, sigma: float | None = None
@@ -162,23 +200,29 @@ class LinearInterpolation(GradientEstimator):
         rng
             Source of the perturbations.
         sigma
-            Perturbation scale; ``None``: ``self.sigma``.
+            Perturbation scale, ``> 0``; ``None``: ``self.sigma``.
 
         Returns
         -------
         GradientEstimate
             The estimate and its diagnostics.
+
+        Raises
+        ------
+        ValueError
+            For bad arguments, or coordinates that do not index the parameters.
         """
-        sigma = self.sigma if sigma is None else sigma
+        theta = _check_problem(problem, theta)
+        sigma = _check_draw(rng, sigma, self.sigma)
         d, m = theta.size, self.n_perturbations
-        coordinates = np.arange(d) if self.coordinates is None else self.coordinates
-        if coordinates.size == 0 or coordinates.min() < 0 or coordinates.max() >= d:
-            raise ValueError(f"coordinates must index the {d} parameters, got {coordinates.tolist()}")
+        coordinates = check_coordinates_fit(self.coordinates, d)
         noise = np.zeros((2, m, d))
         noise[:, :, coordinates] = rng.standard_normal((2, m, coordinates.size))
         first, second = theta + sigma * noise[0], theta + sigma * noise[1]
-        H = (problem.surrogates.values(first) - problem.surrogates.values(second)).T
-        M = np.array([problem.metric_at(a) - problem.metric_at(b) for a, b in zip(first, second, strict=True)])
+        H = (problem.surrogates._values(first) - problem.surrogates._values(second)).T
+        M = np.array([problem._metric_at(a) - problem._metric_at(b) for a, b in zip(first, second, strict=True)])
+        if not (np.isfinite(H).all() and np.isfinite(M).all()):
+            raise ValueError(f"sigma must keep the perturbed surrogates and metric finite, got {sigma!r}")
         gradient = np.linalg.lstsq(H, M, rcond=None)[0]
         singular = np.linalg.svd(H, compute_uv=False)
         condition = float(singular[0] / singular[-1]) if singular[-1] > 0 else math.inf
@@ -234,7 +278,7 @@ class FiniteDifference(GradientEstimator):
         rng
             Source of the perturbations.
         sigma
-            Perturbation scale; ``None``: ``self.sigma``.
+            Perturbation scale, ``> 0``; ``None``: ``self.sigma``.
 
         Returns
         -------
@@ -244,18 +288,18 @@ class FiniteDifference(GradientEstimator):
         Raises
         ------
         ValueError
-            If the metric has its own sample (``metric_features`` was given).
+            For bad arguments, or if the metric has its own sample (``metric_features`` was given).
         """
-        sigma = self.sigma if sigma is None else sigma
         scores, u = _shared_scores(problem, theta)
+        sigma = _check_draw(rng, sigma, self.sigma)
         Z = rng.standard_normal((self.n_perturbations, u.size))
         keep = np.all(u + sigma * Z > 0, axis=1)
         Z = Z[keep]
-        base = problem.metric_of_scores(scores)
+        base = problem._metric_of_scores(scores)
         if Z.shape[0] == 0:
             return _estimate(np.zeros(u.size), sigma, 1, [], skipped=self.n_perturbations)
         perturbed = problem.surrogates.perturb_scores(np.repeat(scores[:, None], Z.shape[0], 1), (u + sigma * Z).T)
-        differences = np.array([problem.metric_of_scores(column) - base for column in perturbed.T])
+        differences = np.array([problem._metric_of_scores(column) - base for column in perturbed.T])
         gradient = (differences / sigma) @ Z / Z.shape[0]
         return _estimate(gradient, sigma, 1 + Z.shape[0], differences, skipped=int(np.sum(~keep)))
 
@@ -319,7 +363,7 @@ class TwoStepFiniteDifference(GradientEstimator):
         rng
             Source of the perturbations.
         sigma
-            Smoothing scale ``sigma_1``; ``None``: ``self.sigma``.
+            Smoothing scale ``sigma_1``, ``> 0``; ``None``: ``self.sigma``.
 
         Returns
         -------
@@ -329,10 +373,10 @@ class TwoStepFiniteDifference(GradientEstimator):
         Raises
         ------
         ValueError
-            If the metric has its own sample (``metric_features`` was given).
+            For bad arguments, or if the metric has its own sample (``metric_features`` was given).
         """
-        sigma = self.sigma if sigma is None else sigma
         scores, u = _shared_scores(problem, theta)
+        sigma = _check_draw(rng, sigma, self.sigma)
         k = u.size
         sigma2 = self.sigma2 if self.sigma2 is not None else math.sqrt(sigma / (k**1.5 * self.lipschitz))
         Z1, Z2 = rng.standard_normal((2, self.n_perturbations, k))
@@ -344,7 +388,7 @@ class TwoStepFiniteDifference(GradientEstimator):
         low = problem.surrogates.perturb_scores(repeated, first[keep].T)
         high = problem.surrogates.perturb_scores(repeated, second[keep].T)
         differences = np.array(
-            [problem.metric_of_scores(b) - problem.metric_of_scores(a) for a, b in zip(low.T, high.T, strict=True)]
+            [problem._metric_of_scores(b) - problem._metric_of_scores(a) for a, b in zip(low.T, high.T, strict=True)]
         )
         gradient = (differences / sigma2) @ Z2[keep] / keep.sum()
         return _estimate(gradient, sigma, 2 * int(keep.sum()), differences, skipped=int(np.sum(~keep)))
@@ -401,16 +445,17 @@ class ExactGradient(GradientEstimator):
         Raises
         ------
         ValueError
-            If ``psi_gradient`` does not return shape ``(K,)``.
+            For bad arguments, or if ``psi_gradient`` does not return ``K`` finite numbers.
         """
-        gradient = np.asarray(self.psi_gradient(problem.surrogates.values(theta)), dtype=float)
-        if gradient.shape != (problem.n_cells,):
-            raise ValueError(f"psi_gradient must return shape ({problem.n_cells},), got {gradient.shape}")
+        theta = _check_problem(problem, theta)
+        gradient = self.psi_gradient(problem.surrogates._values(theta))
+        gradient = check_array("psi_gradient(u)", gradient, (problem.n_cells,))
         return GradientEstimate(gradient, 0.0, 0, 0.0, float(np.mean(gradient < 0)), math.nan, 0)
 
 
-def _shared_scores(problem: BlackBoxProblem, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _shared_scores(problem: BlackBoxProblem, theta: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    theta = _check_problem(problem, theta)
     if not problem.shared_sample:
         raise ValueError("finite-difference estimates need the metric on the surrogates' sample (metric_features=None)")
     scores = problem.surrogates.X @ theta
-    return scores, problem.surrogates.values_from_scores(scores)
+    return scores, problem.surrogates._values_from_scores(scores)

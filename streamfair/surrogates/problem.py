@@ -18,11 +18,13 @@ Examples
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..validation import check_array, check_finite, show
 from .cells import CellSurrogates
 
 Metric = Callable[[np.ndarray], float]
@@ -38,7 +40,8 @@ class BlackBoxProblem:
     metric
         ``M(scores) -> float``, lower is better, where ``scores = metric_features @ theta``.
     metric_features
-        The metric sample's features, shape ``(n_M, d)``; ``None``: the surrogates' sample.
+        The metric sample's features, finite, shape ``(n_M, d)`` with ``n_M >= 1``; ``None``: the
+        surrogates' sample.
 
     Attributes
     ----------
@@ -63,17 +66,14 @@ class BlackBoxProblem:
     """
 
     def __init__(self, surrogates: CellSurrogates, metric: Metric, metric_features: ArrayLike | None = None):
+        if not isinstance(surrogates, CellSurrogates):
+            raise ValueError(f"surrogates must be a CellSurrogates, got {show(surrogates)}")
         if not callable(metric):
             raise ValueError(f"metric must be callable, got {metric!r}")
         self.surrogates = surrogates
         self.metric = metric
         self.shared_sample = metric_features is None
-        features = surrogates.X if metric_features is None else np.asarray(metric_features, dtype=float)
-        if features.ndim != 2 or features.shape[1] != surrogates.n_features or not np.all(np.isfinite(features)):
-            raise ValueError(
-                f"metric_features must be a finite (n, {surrogates.n_features}) array, got shape {features.shape}"
-            )
-        self.metric_features = features
+        self.metric_features = surrogates.X if metric_features is None else _check_features(metric_features, surrogates)
         self.metric_calls = 0
 
     @property
@@ -81,7 +81,7 @@ class BlackBoxProblem:
         """``K``, the number of surrogates."""
         return self.surrogates.n_cells
 
-    def metric_of_scores(self, scores: np.ndarray) -> float:
+    def metric_of_scores(self, scores: ArrayLike) -> float:
         """``M`` at the given metric-sample scores (counted).
 
         Parameters
@@ -97,15 +97,23 @@ class BlackBoxProblem:
         Raises
         ------
         ValueError
-            If the metric returns a value that is not a finite number.
+            For scores of another shape or not finite, or if the metric returns a value that is not
+            a finite number.
         """
-        value = float(self.metric(scores))
-        self.metric_calls += 1
-        if not np.isfinite(value):
-            raise ValueError(f"metric must return a finite number, got {value!r}")
-        return value
+        return self._metric_of_scores(check_array("scores", scores, (self.metric_features.shape[0],)))
 
-    def metric_at(self, theta: np.ndarray) -> float:
+    def _metric_of_scores(self, scores: np.ndarray) -> float:
+        value = self.metric(scores)
+        self.metric_calls += 1
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if not math.isfinite(number):
+            raise ValueError(f"metric must return a finite number, got {show(value)}")
+        return number
+
+    def metric_at(self, theta: ArrayLike) -> float:
         """``M(theta)`` (counted).
 
         Parameters
@@ -117,5 +125,23 @@ class BlackBoxProblem:
         -------
         float
             ``M(metric_features @ theta)``.
+
+        Raises
+        ------
+        ValueError
+            For parameters of another shape or not finite, or if the metric returns a value that
+            is not a finite number.
         """
-        return self.metric_of_scores(self.metric_features @ theta)
+        return self._metric_at(check_finite("theta", theta, self.surrogates.n_features))
+
+    def _metric_at(self, theta: np.ndarray) -> float:
+        return self._metric_of_scores(self.metric_features @ theta)
+
+
+def _check_features(metric_features: ArrayLike, surrogates: CellSurrogates) -> np.ndarray:
+    """The metric sample's features: finite, ``(n_M >= 1, d)``."""
+    d = surrogates.n_features
+    features = check_array("metric_features", metric_features, ("n", "d"), finite=False)
+    if features.shape[0] < 1 or features.shape[1] != d:
+        raise ValueError(f"metric_features must be a finite (n >= 1, {d}) array, got shape {features.shape}")
+    return check_array("metric_features", features, ("n", d))

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..validation import check_finite, check_integer, check_positive
+from ..validation import check_finite, check_integer, check_positive, show
 from .cells import CellSurrogates
 
 #: Added to the Adagrad denominator.
@@ -87,13 +87,14 @@ def project(
     surrogates
         The per-cell surrogates ``l``.
     target
-        The target ``u~`` in surrogate space, shape ``(K,)``.
+        The target ``u~`` in surrogate space, finite, shape ``(K,)``.
     theta0
-        The starting parameters, shape ``(d,)`` (the current iterate of Algorithm 1).
+        The starting parameters, finite, shape ``(d,)`` (the current iterate of Algorithm 1).
     steps
-        Adagrad steps at most; the search stops early once the residual is ``0``.
+        Adagrad steps at most, an integer ``>= 0`` (``0``: ``theta0`` itself, with its residual);
+        the search stops early once the residual is ``0``.
     lr
-        Adagrad step size.
+        Adagrad step size, ``> 0``.
 
     Returns
     -------
@@ -114,6 +115,8 @@ def project(
     >>> project(cells, target=[3.0], theta0=[0.0]).steps      # already below the target
     0
     """
+    if not isinstance(surrogates, CellSurrogates):
+        raise ValueError(f"surrogates must be a CellSurrogates, got {show(surrogates)}")
     target = check_finite("target", target, surrogates.n_cells)
     theta = check_finite("theta0", theta0, surrogates.n_features).copy()
     steps = check_integer("steps", steps, 0)
@@ -122,14 +125,14 @@ def project(
     best = None
     for step in range(steps + 1):
         scores = surrogates.X @ theta
-        values = surrogates.values_from_scores(scores)
+        values = surrogates._values_from_scores(scores)
         excess = np.maximum(values - target, 0.0)
         residual = float(excess @ excess)
         if best is None or residual < best.residual:
             best = Projection(theta, values, excess, residual, step)
         if step == steps or residual == 0.0:
             break
-        gradient = surrogates.gradient_from_scores(scores, excess)
+        gradient = surrogates._gradient_from_scores(scores, excess)
         accumulator += gradient * gradient
         theta = theta - lr * gradient / (np.sqrt(accumulator) + ADAGRAD_EPS)
     assert best is not None  # step 0 always sets it

@@ -40,9 +40,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..validation import check_finite, check_integer, check_positive
+from ..validation import check_array, check_finite, check_integer, check_non_negative, check_positive
+from ._checks import check_finite_or_nan, check_label, check_labels
 
 SCHEDULES = ("constant", "sqrt", "exponential", "armijo")
+TARGET_LOSSES = ("logistic", "squared")
 
 #: Armijo line searches: sufficient-decrease constant, backtracking factor, maximal backtracks.
 ARMIJO_C, ARMIJO_BACKTRACK, ARMIJO_MAX_BACKTRACKS = 0.5, 0.5, 60
@@ -58,7 +60,7 @@ class TargetLoss:
     name
         ``"squared"`` or ``"logistic"``.
     smoothness
-        ``L``, a bound on the second derivative of the loss in the target.
+        ``L > 0``, a bound on the second derivative of the loss in the target.
 
     Examples
     --------
@@ -74,6 +76,11 @@ class TargetLoss:
 
     name: str
     smoothness: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or self.name not in TARGET_LOSSES:
+            raise ValueError(f"name must be one of {TARGET_LOSSES}, got {self.name!r}")
+        check_positive("smoothness", self.smoothness)
 
     def check_labels(self, y: ArrayLike) -> np.ndarray:
         """Labels as floats; the logistic loss needs labels in ``{-1, +1}``.
@@ -93,13 +100,9 @@ class TargetLoss:
         ValueError
             For a non-finite label, or a label other than ``-1`` or ``+1`` for the logistic loss.
         """
-        y = check_finite("y", y)
-        if self.name == "logistic" and not np.all(np.abs(y) == 1.0):
-            bad = y[np.abs(y) != 1.0][0]
-            raise ValueError(f"y must be -1 or +1 for the logistic loss, got {bad!r}")
-        return y
+        return check_labels("y", check_finite("y", y), self.name)
 
-    def value(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
+    def value(self, z: ArrayLike, y: ArrayLike) -> np.ndarray:
         """``l_i(z_i)`` for each sample.
 
         Parameters
@@ -113,12 +116,21 @@ class TargetLoss:
         -------
         ndarray of shape (n,)
             The losses.
+
+        Raises
+        ------
+        ValueError
+            For non-finite targets or labels, or labels of another shape than the targets.
         """
+        z = check_finite("z", z)
+        return self._value(z, check_finite("y", y, z.size))
+
+    def _value(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
         if self.name == "squared":
             return 0.5 * (z - y) ** 2
         return np.logaddexp(0.0, -y * z)
 
-    def derivative(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
+    def derivative(self, z: ArrayLike, y: ArrayLike) -> np.ndarray:
         """``dl_i / dz_i`` for each sample.
 
         Parameters
@@ -132,7 +144,16 @@ class TargetLoss:
         -------
         ndarray of shape (n,)
             The derivatives.
+
+        Raises
+        ------
+        ValueError
+            For non-finite targets or labels, or labels of another shape than the targets.
         """
+        z = check_finite("z", z)
+        return self._derivative(z, check_finite("y", y, z.size))
+
+    def _derivative(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
         if self.name == "squared":
             return z - y
         return -y / (1.0 + np.exp(y * z))
@@ -168,7 +189,7 @@ def target_loss(name: str) -> TargetLoss:
     ...
     ValueError: loss must be one of ['logistic', 'squared'], got 'hinge'
     """
-    if name not in LOSSES:
+    if not isinstance(name, str) or name not in LOSSES:
         raise ValueError(f"loss must be one of {sorted(LOSSES)}, got {name!r}")
     return LOSSES[name]
 
@@ -178,16 +199,26 @@ def _backprop(X: np.ndarray, dz: np.ndarray, theta: np.ndarray, l2: float) -> np
     return X.T @ dz / X.shape[0] + l2 * theta
 
 
-def _check_batch(X, n_features: int) -> np.ndarray:
-    try:
-        X = np.asarray(X, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"X must be an array of numbers, got {type(X).__name__}") from None
-    if X.ndim != 2 or X.shape[1] != n_features or X.shape[0] < 1:
+def _check_batch(X, n_features: int | str) -> np.ndarray:
+    """A finite batch ``X`` of shape ``(n >= 1, n_features)`` (a ``str``: any number of columns)."""
+    X = check_array("X", X, ("n >= 1", n_features))
+    if X.shape[0] < 1:
         raise ValueError(f"X must have shape (n >= 1, {n_features}), got shape {X.shape}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("X must be finite")
     return X
+
+
+def _diverged(what: str, step_sizes: str) -> ValueError:
+    """The error of a step that overflowed: the step sizes given are too large for the data."""
+    return ValueError(
+        f"the steps diverged ({what} would not be finite): lower the step size, {step_sizes}, or rescale X"
+    )
+
+
+def _check_finite_theta(theta: np.ndarray, step_sizes: str) -> np.ndarray:
+    """``theta`` after a step, refused when the step diverged (an overflow to inf or nan)."""
+    if not np.all(np.isfinite(theta)):
+        raise _diverged("theta", step_sizes)
+    return theta
 
 
 # ------------------------------------------------------------------------------------- surrogate
@@ -204,11 +235,17 @@ class TargetSurrogate:
     gradient_z
         The oracle's per-sample derivatives ``dl_i / dz`` at ``z``, shape ``(b,)``.
     eta
-        Target-space step (the proximal term is ``||f_B - z||^2 / (2 eta b)``).
+        Target-space step, ``> 0`` (the proximal term is ``||f_B - z||^2 / (2 eta b)``).
     loss_at_z
         ``l_B(z)`` (``nan`` when an external oracle gave only the gradient).
     l2
-        Exact L2 term ``l2 / 2 ||theta||^2``.
+        Exact L2 term ``l2 / 2 ||theta||^2``, ``l2 >= 0``.
+
+    Raises
+    ------
+    ValueError
+        For ``X``, ``z`` or ``gradient_z`` not finite or of inconsistent shapes, ``eta <= 0``, an
+        infinite ``loss_at_z`` or ``l2 < 0``.
 
     Examples
     --------
@@ -232,7 +269,19 @@ class TargetSurrogate:
     loss_at_z: float
     l2: float
 
-    def value(self, theta: np.ndarray) -> float:
+    def __post_init__(self) -> None:
+        X = _check_batch(self.X, "d")
+        object.__setattr__(self, "X", X)
+        object.__setattr__(self, "z", check_finite("z", self.z, X.shape[0]))
+        object.__setattr__(self, "gradient_z", check_finite("gradient_z", self.gradient_z, X.shape[0]))
+        check_positive("eta", self.eta)
+        check_finite_or_nan("loss_at_z", self.loss_at_z)
+        check_non_negative("l2", self.l2)
+
+    def _check_theta(self, theta: ArrayLike) -> np.ndarray:
+        return check_finite("theta", theta, self.X.shape[1])
+
+    def value(self, theta: ArrayLike) -> float:
         """``g_t(theta)``.
 
         Parameters
@@ -245,11 +294,14 @@ class TargetSurrogate:
         float
             The surrogate's value.
         """
+        return self._value(self._check_theta(theta))
+
+    def _value(self, theta: np.ndarray) -> float:
         r = self.X @ theta - self.z
         linear_and_proximal = np.mean(self.gradient_z * r + r * r / (2 * self.eta))
         return float(self.loss_at_z + linear_and_proximal + 0.5 * self.l2 * theta @ theta)
 
-    def gradient(self, theta: np.ndarray) -> np.ndarray:
+    def gradient(self, theta: ArrayLike) -> np.ndarray:
         """``grad g_t(theta)``; equals the batch gradient of the objective at the query point.
 
         Parameters
@@ -262,6 +314,9 @@ class TargetSurrogate:
         ndarray of shape (d,)
             The gradient.
         """
+        return self._gradient(self._check_theta(theta))
+
+    def _gradient(self, theta: np.ndarray) -> np.ndarray:
         return _backprop(self.X, self.gradient_z + (self.X @ theta - self.z) / self.eta, theta, self.l2)
 
     @property
@@ -271,7 +326,7 @@ class TargetSurrogate:
         gram = X @ X.T if X.shape[0] < X.shape[1] else X.T @ X
         return float(np.linalg.eigvalsh(gram)[-1]) / (X.shape[0] * self.eta) + self.l2
 
-    def minimize(self, theta: np.ndarray) -> np.ndarray:
+    def minimize(self, theta: ArrayLike) -> np.ndarray:
         """The exact minimiser closest to ``theta`` (what gradient descent from ``theta`` converges to).
 
         Parameters
@@ -285,6 +340,7 @@ class TargetSurrogate:
         ndarray of shape (d,)
             The minimiser.
         """
+        theta = self._check_theta(theta)
         X, b = self.X, self.X.shape[0]
         wanted = self.z - self.eta * self.gradient_z
         if self.l2 == 0.0:
@@ -388,7 +444,7 @@ class SGD:
         self.n_features = check_integer("n_features", n_features, 1)
         self.target_loss = target_loss(loss)
         self.alpha = check_positive("alpha", alpha)
-        self.l2 = _check_l2(l2)
+        self.l2 = check_non_negative("l2", l2)
         self.theta = _initial_theta(theta0, self.n_features)
         self.n_oracle_calls = 0
 
@@ -406,12 +462,18 @@ class SGD:
         -------
         ndarray of shape (d,)
             The new parameters.
+
+        Raises
+        ------
+        ValueError
+            For a bad batch, or when the step overflows (``alpha`` too large): nothing is updated.
         """
         X = _check_batch(X, self.n_features)
         y = self.target_loss.check_labels(check_finite("y", y, X.shape[0]))
-        gradient_z = self.target_loss.derivative(X @ self.theta, y)
+        gradient_z = self.target_loss._derivative(X @ self.theta, y)
+        theta = self.theta - self.alpha * _backprop(X, gradient_z, self.theta, self.l2)
+        self.theta = _check_finite_theta(theta, f"alpha (got {self.alpha!r})")
         self.n_oracle_calls += 1
-        self.theta = self.theta - self.alpha * _backprop(X, gradient_z, self.theta, self.l2)
         return self.theta
 
     def predict(self, X: ArrayLike) -> np.ndarray:
@@ -467,7 +529,7 @@ class SSO:
         ``a = (decay / horizon)^(1 / horizon)`` (Thm 4.2b); ``"armijo"``: stochastic line search in
         target space, backtracking until ``l_B(z - eta g) <= l_B(z) - eta/2 mean(g^2)`` (SSO-SLS).
     horizon, decay
-        ``T`` and ``beta`` of the exponential schedule.
+        ``T`` (an integer >= 1) and ``beta`` (> 0) of the exponential schedule.
     alpha
         Inner step: ``"lipschitz"`` (``1 / beta``, the smoothness of the surrogate in ``theta``; the
         theory's choice), ``"armijo"`` (backtracking on the surrogate from ``alpha0``, the
@@ -540,15 +602,11 @@ class SSO:
         self.schedule = schedule
         default_eta = (1.0 if schedule == "armijo" else 0.5) / self.target_loss.smoothness
         self.eta = default_eta if eta is None else check_positive("eta", eta)
-        self.horizon: int | None
+        self.horizon = None if horizon is None else check_integer("horizon", horizon, 1)
+        if schedule == "exponential" and self.horizon is None:
+            raise ValueError("horizon must be given for schedule='exponential', got None")
+        self.decay = check_positive("decay", decay)
         self.alpha: float | str
-        if schedule == "exponential":
-            if horizon is None:
-                raise ValueError("horizon must be given for schedule='exponential', got None")
-            self.horizon = check_integer("horizon", horizon, 1)
-            self.decay = check_positive("decay", decay)
-        else:
-            self.horizon, self.decay = horizon, decay
         if isinstance(alpha, str):
             if alpha not in ("lipschitz", "armijo"):
                 raise ValueError(f"alpha must be 'lipschitz', 'armijo' or a number > 0, got {alpha!r}")
@@ -556,7 +614,7 @@ class SSO:
         else:
             self.alpha = check_positive("alpha", alpha)
         self.alpha0 = check_positive("alpha0", alpha0)
-        self.l2 = _check_l2(l2)
+        self.l2 = check_non_negative("l2", l2)
         self.theta = _initial_theta(theta0, self.n_features)
         self.batch_size = None if batch_size is None else check_integer("batch_size", batch_size, 1)
         self._buffer: list[tuple[np.ndarray, float]] = []
@@ -616,8 +674,10 @@ class SSO:
         X = _check_batch(X, self.n_features)
         y = self.target_loss.check_labels(check_finite("y", y, X.shape[0]))
         z = X @ self.theta
-        gradient_z = self.target_loss.derivative(z, y)
-        loss_at_z = float(np.mean(self.target_loss.value(z, y)))
+        gradient_z = self.target_loss._derivative(z, y)
+        loss_at_z = float(np.mean(self.target_loss._value(z, y)))
+        if not math.isfinite(loss_at_z):
+            raise _diverged("the batch loss at theta", self._step_sizes())
         return TargetSurrogate(X, z, gradient_z, self._target_step(z, y, gradient_z, loss_at_z), loss_at_z, self.l2)
 
     def step(self, X: ArrayLike, y: ArrayLike) -> SSOStep:
@@ -634,6 +694,11 @@ class SSO:
         -------
         SSOStep
             Diagnostics of the step (also in :attr:`last_step`).
+
+        Raises
+        ------
+        ValueError
+            For a bad batch, or when the step overflows (a step size too large): nothing is updated.
         """
         return self._inner(self.surrogate(X, y))
 
@@ -655,7 +720,8 @@ class SSO:
         Raises
         ------
         ValueError
-            With ``schedule="armijo"``, whose line search needs loss values.
+            With ``schedule="armijo"``, whose line search needs loss values; for a bad batch or
+            gradient, or when the step overflows: nothing is updated.
         """
         if self.schedule == "armijo":
             raise ValueError("schedule='armijo' needs loss values; use step(X, y) or another schedule")
@@ -673,7 +739,7 @@ class SSO:
         x
             Features of the event, shape ``(d,)``.
         y
-            Its label.
+            Its label, a finite number (``-1`` or ``+1`` for the logistic loss).
 
         Returns
         -------
@@ -683,15 +749,15 @@ class SSO:
         Raises
         ------
         ValueError
-            If ``batch_size`` is ``None``.
+            If ``batch_size`` is ``None``, or for a bad event (which is not buffered).
         """
         if self.batch_size is None:
             raise ValueError("learn_one needs batch_size, got None")
-        x = check_finite("x", x, self.n_features)
-        self._buffer.append((x, float(y)))
-        if len(self._buffer) < self.batch_size:
+        event = (check_finite("x", x, self.n_features), check_label("y", y, self.target_loss.name))
+        if len(self._buffer) + 1 < self.batch_size:
+            self._buffer.append(event)
             return None
-        return self.flush()
+        return self._step_on([*self._buffer, event])
 
     def flush(self) -> SSOStep | None:
         """Step on the buffered events, if any.
@@ -699,16 +765,21 @@ class SSO:
         Returns
         -------
         SSOStep or None
-            The step's diagnostics, or ``None`` when the buffer was empty.
+            The step's diagnostics, or ``None`` when the buffer was empty (a step that fails
+            keeps the buffer).
         """
-        if not self._buffer:
-            return None
-        X = np.stack([x for x, _ in self._buffer])
-        y = np.array([label for _, label in self._buffer])
+        return self._step_on(self._buffer) if self._buffer else None
+
+    def _step_on(self, events: list[tuple[np.ndarray, float]]) -> SSOStep:
+        """Step on ``events``, then empty the buffer (kept as it was if the step fails)."""
+        step = self.step(np.stack([x for x, _ in events]), np.array([label for _, label in events]))
         self._buffer = []
-        return self.step(X, y)
+        return step
 
     # ---------------------------------------------------------------------------- internals
+    def _step_sizes(self) -> str:
+        return f"alpha (got {self.alpha!r}) or eta (got {self.eta!r})"
+
     def _target_step(self, z, y, gradient_z, loss_at_z) -> float:
         t = self.t
         if self.schedule == "constant":
@@ -721,19 +792,19 @@ class SSO:
             return self.eta * ((self.decay / horizon) ** (1.0 / horizon)) ** t
         eta, wanted = self.eta, 0.5 * float(np.mean(gradient_z**2))
         for _ in range(ARMIJO_MAX_BACKTRACKS):
-            if np.mean(self.target_loss.value(z - eta * gradient_z, y)) <= loss_at_z - eta * wanted:
+            if np.mean(self.target_loss._value(z - eta * gradient_z, y)) <= loss_at_z - eta * wanted:
                 break
             eta *= ARMIJO_BACKTRACK
         return eta
 
     def _inner(self, surrogate: TargetSurrogate) -> SSOStep:
         theta0 = self.theta
-        start = surrogate.value(theta0)
+        start = surrogate._value(theta0)
         if self.m is None:
             theta, alpha, steps = surrogate.minimize(theta0), math.nan, 0
         else:
             theta, alpha, steps = self._descend(surrogate, theta0, self.m)
-        self.theta = theta
+        self.theta = _check_finite_theta(theta, self._step_sizes())
         self.t += 1
         self.n_oracle_calls += 1
         self.n_inner_steps += steps
@@ -744,7 +815,7 @@ class SSO:
             alpha=alpha,
             inner_steps=steps,
             loss_at_z=surrogate.loss_at_z,
-            surrogate_decrease=start - surrogate.value(theta),
+            surrogate_decrease=start - surrogate._value(theta),
             target_step_norm=float(np.linalg.norm(targets - surrogate.z)),
             projection_gap=float(np.linalg.norm(targets - (surrogate.z - surrogate.eta * surrogate.gradient_z))),
         )
@@ -758,11 +829,11 @@ class SSO:
         else:
             alpha = self.alpha
         for _ in range(m):
-            gradient = surrogate.gradient(theta)
+            gradient = surrogate._gradient(theta)
             if self.alpha == "armijo":
-                value, wanted = surrogate.value(theta), ARMIJO_C * float(gradient @ gradient)
+                value, wanted = surrogate._value(theta), ARMIJO_C * float(gradient @ gradient)
                 for _ in range(ARMIJO_MAX_BACKTRACKS):
-                    if surrogate.value(theta - alpha * gradient) <= value - alpha * wanted:
+                    if surrogate._value(theta - alpha * gradient) <= value - alpha * wanted:
                         break
                     alpha *= ARMIJO_BACKTRACK
             theta = theta - alpha * gradient
@@ -771,16 +842,7 @@ class SSO:
 
 def _objective(loss: TargetLoss, z: np.ndarray, y, theta: np.ndarray, l2: float) -> float:
     y = loss.check_labels(check_finite("y", y, z.size))
-    return float(np.mean(loss.value(z, y)) + 0.5 * l2 * theta @ theta)
-
-
-def _check_l2(l2) -> float:
-    if isinstance(l2, (int, float)) and not isinstance(l2, bool) and l2 == 0:
-        return 0.0
-    try:
-        return check_positive("l2", l2)
-    except ValueError:
-        raise ValueError(f"l2 must be a finite number >= 0, got {l2!r}") from None
+    return float(np.mean(loss._value(z, y)) + 0.5 * l2 * theta @ theta)
 
 
 def _initial_theta(theta0, n_features: int) -> np.ndarray:

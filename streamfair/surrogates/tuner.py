@@ -44,10 +44,23 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..keyed_random import keyed_uniform
-from ..validation import check_finite, check_integer, check_positive, check_seed
+from ..validation import (
+    SUM_TOLERANCE,
+    check_array,
+    check_bool,
+    check_finite,
+    check_index,
+    check_indices,
+    check_integer,
+    check_positive,
+    check_seed,
+    first_entry,
+    show,
+)
+from ._checks import check_finite_or_nan, check_fraction, check_label, check_labels
 from .blackbox import StepConfig, StepReport, pgd_step
 from .cells import SURROGATE_LOSSES, CellSurrogates
-from .gradient_estimates import LinearInterpolation
+from .gradient_estimates import LinearInterpolation, check_coordinates_fit
 from .problem import BlackBoxProblem
 
 #: Surrogate kinds: per-cell losses are monotone for any sensible metric; fairness violations are not.
@@ -61,9 +74,9 @@ def check_surrogate_kinds(kinds: Sequence[str], assume_monotone: bool = False) -
     Parameters
     ----------
     kinds
-        What each surrogate measures: ``"loss"`` or ``"fairness_violation"``.
+        What each surrogate measures, a sequence of ``"loss"`` or ``"fairness_violation"``.
     assume_monotone
-        The caller vouches that the metric never improves when a fairness violation grows.
+        ``True``: the caller vouches that the metric never improves when a fairness violation grows.
 
     Returns
     -------
@@ -88,7 +101,14 @@ def check_surrogate_kinds(kinds: Sequence[str], assume_monotone: bool = False) -
     ...
     ValueError: surrogate_kinds[1] is 'fairness_violation': a fairness violation cannot be a coordinate of ...
     """
-    kinds = tuple(kinds)
+    try:
+        listed = None if isinstance(kinds, str) else tuple(kinds)
+    except TypeError:
+        listed = None
+    if listed is None:
+        raise ValueError(f"surrogate_kinds must be a sequence of kinds, one per surrogate, got {show(kinds)}")
+    kinds = listed
+    check_bool("assume_monotone", assume_monotone)
     for index, kind in enumerate(kinds):
         if kind not in LOSS_KINDS + FAIRNESS_KINDS:
             raise ValueError(f"surrogate_kinds[{index}] must be one of {LOSS_KINDS + FAIRNESS_KINDS}, got {kind!r}")
@@ -117,7 +137,14 @@ class FeedbackWindow:
     cells
         Cell of each event, integers of shape ``(n,)``.
     extra
-        User columns (e.g. revenue), shape ``(n, e)``; ``e = 0`` if none.
+        User columns (e.g. revenue), numbers of shape ``(n, e)`` (``nan`` allowed: they are only
+        handed to the metric); ``e = 0`` if none.
+
+    Raises
+    ------
+    ValueError
+        For features or labels that are not finite, cells that are not integers ``>= 0``, or
+        arrays whose numbers of rows differ.
 
     Examples
     --------
@@ -137,6 +164,14 @@ class FeedbackWindow:
     cells: np.ndarray
     extra: np.ndarray
 
+    def __post_init__(self) -> None:
+        X = check_array("X", self.X, ("n", "d"))
+        n = X.shape[0]
+        object.__setattr__(self, "X", X)
+        object.__setattr__(self, "y", check_array("y", self.y, (n,)))
+        object.__setattr__(self, "cells", check_indices("cells", self.cells, n, None))
+        object.__setattr__(self, "extra", check_array("extra", self.extra, (n, "e"), finite=False))
+
 
 @dataclass(frozen=True)
 class PublishedWeights:
@@ -145,17 +180,22 @@ class PublishedWeights:
     Parameters
     ----------
     version
-        Version number, ``0`` for the initial parameters.
+        Version number, an integer ``>= 0``, ``0`` for the initial parameters.
     theta
-        Parameters of the linear component, shape ``(d,)``.
+        Parameters of the linear component, finite, shape ``(d,)``.
     cell_weights
-        KKT weights of the surrogates, shape ``(K,)``, mean 1.
+        KKT weights of the surrogates, finite and ``>= 0``, shape ``(K,)``, mean 1.
     cell_shares
-        Share of each cell in the window used, shape ``(K,)``.
+        Share of each cell in the window used, shape ``(K,)``: each ``> 0``, summing to 1.
     metric
-        ``M(theta)`` before the step that produced this version (``nan`` for version 0).
+        ``M(theta)`` before the step that produced this version, finite (``nan`` for version 0).
     n_events
-        Labelled events observed when published.
+        Labelled events observed when published, an integer ``>= 0``.
+
+    Raises
+    ------
+    ValueError
+        For a field outside these ranges.
 
     Examples
     --------
@@ -179,19 +219,41 @@ class PublishedWeights:
     metric: float
     n_events: int
 
+    def __post_init__(self) -> None:
+        check_integer("version", self.version, 0)
+        object.__setattr__(self, "theta", check_array("theta", self.theta, ("d",)))
+        weights = check_array("cell_weights", self.cell_weights, ("K",))
+        if weights.size < 1:
+            raise ValueError(f"cell_weights must hold at least one weight, got shape {weights.shape}")
+        if np.any(weights < 0):
+            raise ValueError(f"cell_weights must be >= 0; {first_entry(weights, weights < 0)}")
+        shares = check_array("cell_shares", self.cell_shares, weights.shape)
+        if np.any(shares <= 0):
+            raise ValueError(f"cell_shares must be > 0; {first_entry(shares, shares <= 0)}")
+        total = math.fsum(shares)
+        if abs(total - 1.0) > SUM_TOLERANCE:
+            raise ValueError(
+                f"cell_shares must sum to 1 (within {SUM_TOLERANCE}), got {show(shares.tolist())} (sum {total:.6g})"
+            )
+        object.__setattr__(self, "cell_weights", weights)
+        object.__setattr__(self, "cell_shares", shares)
+        check_finite_or_nan("metric", self.metric)
+        check_integer("n_events", self.n_events, 0)
+
     def sample_weight(self, cell: int) -> float:
         """Per-sample loss weight ``w_k / (K share_k)``: training on it minimises ``sum_k w_k l_k / K``.
 
         Parameters
         ----------
         cell
-            The sample's cell ``k``.
+            The sample's cell ``k``, an integer in ``[0, K)``.
 
         Returns
         -------
         float
             Its loss weight.
         """
+        cell = check_index("cell", cell, self.cell_weights.size)
         return float(self.cell_weights[cell] / (self.cell_weights.size * self.cell_shares[cell]))
 
     def sample_weights(self, cells: ArrayLike) -> np.ndarray:
@@ -200,14 +262,14 @@ class PublishedWeights:
         Parameters
         ----------
         cells
-            Cells of the samples, integers of shape ``(n,)``.
+            Cells of the samples, integers in ``[0, K)`` of shape ``(n,)``.
 
         Returns
         -------
         ndarray of shape (n,)
             Their loss weights.
         """
-        cells = np.asarray(cells, dtype=int)
+        cells = check_indices("cells", cells, None, self.cell_weights.size)
         return self.cell_weights[cells] / (self.cell_weights.size * self.cell_shares[cells])
 
 
@@ -232,9 +294,10 @@ class MetricWeightTuner:
     window
         Labelled events kept (the last ones); the outer step uses all of them.
     metric_fraction
-        Share of events routed to the metric slice (keyed on the event index, reproducible).
+        Share of events routed to the metric slice (keyed on the event index, reproducible), in ``(0, 1)``.
     n_perturbations, sigma, coordinates
-        Algorithm 3's ``m``, ``sigma`` and perturbed coordinates (``None``: all).
+        Algorithm 3's ``m``, ``sigma`` and perturbed coordinates (``None``: all; else distinct
+        indices of the ``d`` parameters).
     eta, projection_steps, projection_lr, dead_zone, sigma_growth, max_sigma_raises, lipschitz, clip_negative
         See :class:`~.blackbox.SurrogatePGD` (``clip_negative`` defaults to ``True`` here: ``psi`` is
         monotone, and the raw negative fraction stays in the reports).
@@ -308,9 +371,9 @@ class MetricWeightTuner:
         self.n_features = check_integer("n_features", n_features, 1)
         self.n_cells = check_integer("n_cells", n_cells, 1)
         kinds = ("loss",) * self.n_cells if surrogate_kinds is None else surrogate_kinds
-        if len(kinds) != self.n_cells:
-            raise ValueError(f"surrogate_kinds must have {self.n_cells} entries, got {len(kinds)}")
         self.surrogate_kinds = check_surrogate_kinds(kinds, assume_monotone)
+        if len(self.surrogate_kinds) != self.n_cells:
+            raise ValueError(f"surrogate_kinds must have {self.n_cells} entries, got {len(self.surrogate_kinds)}")
         if not callable(metric):
             raise ValueError(f"metric must be callable, got {metric!r}")
         self.metric = metric
@@ -319,10 +382,9 @@ class MetricWeightTuner:
         self.loss = loss
         self.every = check_integer("every", every, 1)
         self.window = check_integer("window", window, 2)
-        if not 0 < metric_fraction < 1:
-            raise ValueError(f"metric_fraction must be in (0, 1), got {metric_fraction!r}")
-        self.metric_fraction = float(metric_fraction)
+        self.metric_fraction = check_fraction("metric_fraction", metric_fraction)
         self.estimator = LinearInterpolation(n_perturbations, sigma, coordinates)
+        check_coordinates_fit(self.estimator.coordinates, self.n_features)
         self.config = StepConfig(
             eta, projection_steps, projection_lr, dead_zone, sigma_growth, max_sigma_raises, lipschitz, clip_negative
         )
@@ -352,31 +414,54 @@ class MetricWeightTuner:
         Parameters
         ----------
         x
-            Features of the event, shape ``(d,)``.
+            Features of the event, finite, shape ``(d,)``.
         y
-            Its label.
+            Its label, a finite number (``-1`` or ``+1`` for the ``"logistic"`` and ``"hinge"`` losses).
         cell
             Its cell, an integer in ``[0, n_cells)``.
         extra
-            User columns passed to the metric in :attr:`FeedbackWindow.extra`, as many for every
-            event as for the first one; ``None``: none.
+            User columns passed to the metric in :attr:`FeedbackWindow.extra`, numbers (``nan``
+            allowed), as many for every event as for the first one; ``None``: none.
 
         Returns
         -------
         PublishedWeights or None
             The newly published version, or ``None`` (no step due, or the step was skipped: see
             :attr:`last_report`).
+
+        Raises
+        ------
+        ValueError
+            For a bad event, which is then not recorded.
         """
         x = check_finite("x", x, self.n_features)
-        if isinstance(cell, bool) or not isinstance(cell, (int, np.integer)) or not 0 <= cell < self.n_cells:
-            raise ValueError(f"cell must be an integer in [0, {self.n_cells}), got {cell!r}")
-        extra = np.atleast_1d(np.asarray([] if extra is None else extra, dtype=float))
+        y = check_label("y", y, self.loss)
+        cell = check_index("cell", cell, self.n_cells)
+        return self._record(x, y, cell, self._check_extra([extra])[0])
+
+    def _check_extra(self, extra: Sequence[ArrayLike | None] | np.ndarray) -> np.ndarray:
+        """The user columns of each event, as many as the first event's: shape ``(n, e)``."""
+        rows = []
+        for e in extra:
+            try:
+                row = np.atleast_1d(np.asarray([] if e is None else e, dtype=float))
+            except (TypeError, ValueError, OverflowError):
+                row = np.zeros((0, 0))
+            if row.ndim != 1:
+                raise ValueError(f"extra must be None, a number or a 1-d sequence of numbers per event, got {show(e)}")
+            rows.append(row)
+        width = self._extra.shape[1] if self._extra is not None else rows[0].size if rows else 0
+        for row in rows:
+            if row.size != width:
+                raise ValueError(f"extra must have {width} entries like the first event, got {row.size}")
+        return np.array(rows).reshape(len(rows), width)
+
+    def _record(self, x: np.ndarray, y: float, cell: int, extra: np.ndarray) -> PublishedWeights | None:
+        """Store one checked event; run an outer step when one is due."""
         if self._extra is None:
             self._extra = np.zeros((self.window, extra.size))
-        if extra.shape != (self._extra.shape[1],):
-            raise ValueError(f"extra must have {self._extra.shape[1]} entries like the first event, got {extra.size}")
         slot = self.n_events % self.window
-        self._X[slot], self._y[slot], self._cells[slot], self._extra[slot] = x, float(y), int(cell), extra
+        self._X[slot], self._y[slot], self._cells[slot], self._extra[slot] = x, y, cell, extra
         self._is_metric[slot] = keyed_uniform(self.seed, self.n_events) < self.metric_fraction
         self.n_events += 1
         if self.n_events % self.every:
@@ -395,9 +480,9 @@ class MetricWeightTuner:
         Parameters
         ----------
         X
-            Features, shape ``(n, d)``.
+            Features, finite, shape ``(n, d)``.
         y
-            Labels, shape ``(n,)``.
+            Labels, shape ``(n,)`` (see :meth:`observe`).
         cells
             Cells, ``n`` integers in ``[0, n_cells)``.
         extra
@@ -407,14 +492,19 @@ class MetricWeightTuner:
         -------
         list of PublishedWeights
             The versions published meanwhile, oldest first.
+
+        Raises
+        ------
+        ValueError
+            For a bad event, found before any event is recorded.
         """
-        X = np.asarray(X, dtype=float)
-        y = check_finite("y", y, X.shape[0] if X.ndim == 2 else None)
-        extra = [None] * y.size if extra is None else extra
-        for name, values in (("cells", cells), ("extra", extra)):
-            if len(values) != y.size:
-                raise ValueError(f"{name} must have {y.size} entries like y, got {len(values)}")
-        published = [self.observe(x, label, int(cell), e) for x, label, cell, e in zip(X, y, cells, extra, strict=True)]
+        X = check_array("X", X, ("n", self.n_features))
+        y = check_labels("y", check_finite("y", y, X.shape[0]), self.loss)
+        cells = check_indices("cells", cells, y.size, self.n_cells)
+        if extra is not None and (isinstance(extra, str) or not hasattr(extra, "__len__") or len(extra) != y.size):
+            raise ValueError(f"extra must have {y.size} entries like y, got {show(extra)}")
+        extras = self._check_extra([None] * y.size if extra is None else extra)
+        published = [self._record(*event) for event in zip(X, y, cells, extras, strict=True)]
         return [version for version in published if version is not None]
 
     def _outer_step(self) -> PublishedWeights | None:
