@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from streamfair.evaluation import FairnessReport, evaluate
+from streamfair.validation import check_distributions, check_finite, check_integer
 
 
 class AuditWindow:
@@ -19,7 +20,8 @@ class AuditWindow:
     Parameters
     ----------
     atoms
-        The values the served distributions are over (the post-processor's atoms).
+        The values the served distributions are over (the post-processor's atoms): finite
+        numbers, at least one, in any order.
     n_groups
         ``K``, at least 2: the groups are ``0 .. K - 1``.
     size
@@ -41,15 +43,11 @@ class AuditWindow:
     (3, [1, 2], 0.0)
     """
 
-    def __init__(self, atoms: Sequence[float], n_groups: int, size: int):
-        self.atoms = np.asarray(atoms, dtype=float)
-        if self.atoms.ndim != 1 or self.atoms.size < 1 or not np.all(np.isfinite(self.atoms)):
+    def __init__(self, atoms: Sequence[float] | np.ndarray, n_groups: int, size: int):
+        self.atoms = check_finite("atoms", atoms)
+        if self.atoms.size < 1:
             raise ValueError(f"atoms must be a non-empty 1-d array of finite numbers, got {atoms!r}")
-        if not (isinstance(n_groups, (int, np.integer)) and n_groups >= 2):
-            raise ValueError(f"n_groups must be an integer >= 2, got {n_groups!r}")
-        if not (isinstance(size, (int, np.integer)) and size >= 1):
-            raise ValueError(f"size must be an integer >= 1, got {size!r}")
-        self.n_groups, self.size = int(n_groups), int(size)
+        self.n_groups, self.size = check_integer("n_groups", n_groups, 2), check_integer("size", size, 1)
         self._proba = np.zeros((self.size, self.atoms.size))
         self._y = np.zeros(self.size)
         self._group = np.zeros(self.size, dtype=int)
@@ -62,34 +60,45 @@ class AuditWindow:
         Parameters
         ----------
         proba
-            Shape ``(n, m)``: the distribution served for each sample, over ``atoms``.
+            Shape ``(n, m)``: the distribution served for each sample, over ``atoms`` (each row
+            finite probabilities summing to one).
         y
-            Shape ``(n,)``: the labels.
+            Shape ``(n,)``: the labels, finite numbers.
         groups
             Shape ``(n,)``: the true groups, integers ``0 .. K - 1``.
 
         Raises
         ------
         ValueError
-            If the shapes disagree, a value is not finite, or a group is out of range; nothing is added.
+            If the shapes disagree, a value is not finite, a row of ``proba`` is not a
+            distribution, or a group is out of range; nothing is added.
         """
-        proba = np.asarray(proba, dtype=float)
-        y = np.asarray(y, dtype=float).reshape(-1)
-        groups = np.asarray(groups).reshape(-1)
+        y = check_finite("y", y)
         n = y.size
-        if proba.shape != (n, self.atoms.size):
-            raise ValueError(f"proba must have shape ({n}, {self.atoms.size}), got {proba.shape}")
-        if groups.shape != (n,) or not np.issubdtype(groups.dtype, np.integer) or np.any(groups < 0) \
-                or np.any(groups >= self.n_groups):
-            raise ValueError(f"groups must be {n} integers in 0..{self.n_groups - 1}, got {groups.tolist()!r}")
-        if not (np.all(np.isfinite(proba)) and np.all(np.isfinite(y))):
-            raise ValueError("proba and y must be finite")
+        proba = check_distributions("proba", proba, n, self.atoms.size)
+        groups = self._check_groups(groups, n)
         if n > self.size:
             proba, y, groups, n = proba[-self.size:], y[-self.size:], groups[-self.size:], self.size
         rows = (self._next + np.arange(n)) % self.size
         self._proba[rows], self._y[rows], self._group[rows] = proba, y, groups
         self._next = int((self._next + n) % self.size)
         self.count = min(self.size, self.count + n)
+
+    def _check_groups(self, groups: Any, n: int) -> np.ndarray:
+        """``n`` group indices, integers in ``0 .. K - 1``, else ``ValueError`` (showing the first bad one)."""
+        groups = np.asarray(groups)
+        if groups.shape != (n,):
+            raise ValueError(f"groups must have shape ({n},), got shape {groups.shape}")
+        if n == 0:
+            return groups.astype(int)
+        if not np.issubdtype(groups.dtype, np.integer):
+            raise ValueError(f"groups must be integers in 0..{self.n_groups - 1}, got dtype {groups.dtype}")
+        bad = np.flatnonzero((groups < 0) | (groups >= self.n_groups))
+        if bad.size:
+            entry = bad[0]
+            raise ValueError(
+                f"groups must be integers in 0..{self.n_groups - 1}; entry {entry} is {groups[entry].item()!r}")
+        return groups
 
     def group_counts(self) -> np.ndarray:
         """Rows held per group.

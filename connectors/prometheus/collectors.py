@@ -14,13 +14,16 @@ from __future__ import annotations
 import bisect
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from numbers import Integral
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
+
+from streamfair.validation import is_real
 
 #: Histogram buckets for durations, 1 microsecond to 10 seconds (the client's defaults start at 5 ms).
 LATENCY_BUCKETS: tuple[float, ...] = (
@@ -40,9 +43,10 @@ class WeightedHistogram(Collector):
     name, documentation
         The metric's name and help text.
     registry
-        The registry it is registered on (at construction).
+        The :class:`~prometheus_client.CollectorRegistry` it is registered on (at construction).
     buckets
-        Upper bounds of the buckets, in seconds (``+Inf`` is added).
+        Upper bounds of the buckets, in seconds: distinct finite numbers, in any order (``+Inf``
+        is added).
 
     Examples
     --------
@@ -67,7 +71,8 @@ class WeightedHistogram(Collector):
     def __init__(self, name: str, documentation: str, registry: CollectorRegistry,
                  buckets: Sequence[float] = LATENCY_BUCKETS):
         self.name, self.documentation = name, documentation
-        self._bounds = sorted(float(b) for b in buckets) + [math.inf]
+        self._bounds = bucket_bounds(buckets) + [math.inf]
+        check_registry(registry)
         self._counts = [0] * len(self._bounds)
         self._sum = 0.0
         self._lock = threading.Lock()
@@ -79,10 +84,14 @@ class WeightedHistogram(Collector):
         Parameters
         ----------
         value
-            The observation, in seconds.
+            The observation, in seconds: a finite number.
         n
-            How many observations of ``value``.
+            How many observations of ``value``: an integer.
         """
+        if type(n) is not int:  # the usual count needs no ABC check
+            check_count("n", n)
+        if not is_real(value):
+            raise ValueError(f"value must be a finite number, got {value!r}")
         if n <= 0:
             return
         index = bisect.bisect_left(self._bounds, value)
@@ -133,3 +142,67 @@ def remove_series(metric: Any, *labels: str) -> None:
         metric.remove(*labels)
     except KeyError:  # never set for this partition
         pass
+
+
+def bucket_bounds(buckets: Any) -> list[float]:
+    """The finite upper bounds of histogram buckets, sorted; ``ValueError`` unless they are distinct finite numbers.
+
+    >>> bucket_bounds([0.01, 0.001])
+    [0.001, 0.01]
+    >>> bucket_bounds([0.01, float("inf")])
+    Traceback (most recent call last):
+    ...
+    ValueError: buckets must be distinct finite numbers (+Inf is added), got [0.01, inf]
+    """
+    try:
+        bounds = sorted(float(b) for b in buckets)
+    except (TypeError, ValueError):
+        raise ValueError(f"buckets must be a sequence of numbers, got {buckets!r}") from None
+    if not all(math.isfinite(b) for b in bounds) or len(set(bounds)) != len(bounds):
+        raise ValueError(f"buckets must be distinct finite numbers (+Inf is added), got {buckets!r}")
+    return bounds
+
+
+def check_registry(registry: Any) -> CollectorRegistry:
+    """``registry`` if it is a :class:`~prometheus_client.CollectorRegistry`, else ``ValueError``.
+
+    >>> check_registry(None)
+    Traceback (most recent call last):
+    ...
+    ValueError: registry must be a prometheus_client CollectorRegistry, got None
+    """
+    if not isinstance(registry, CollectorRegistry):
+        raise ValueError(f"registry must be a prometheus_client CollectorRegistry, got {registry!r}")
+    return registry
+
+
+def check_count(name: str, n: Any) -> int:
+    """A number of observations: an integer (``bool`` refused; ``n <= 0`` is up to the caller).
+
+    >>> check_count("n", 2.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: n must be an integer, got 2.5
+    """
+    if isinstance(n, bool) or not isinstance(n, Integral):
+        raise ValueError(f"{name} must be an integer, got {n!r}")
+    return int(n)
+
+
+def label_values(name: str, values: Any, minimum: int) -> list[str]:
+    """Label values as strings: a sequence (not a string) of at least ``minimum`` distinct ones, else ``ValueError``.
+
+    >>> label_values("groups", [0, 1], 2)
+    ['0', '1']
+    >>> label_values("groups", "ab", 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: groups must be a sequence of distinct labels (at least 2), got 'ab'
+    """
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise ValueError(f"{name} must be a sequence of distinct labels (at least {minimum}), got {values!r}")
+    values = list(values)
+    labels = [str(v) for v in values]
+    if len(labels) < minimum or len(set(labels)) != len(labels):
+        raise ValueError(f"{name} must be a sequence of distinct labels (at least {minimum}), got {values!r}")
+    return labels

@@ -25,6 +25,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -33,8 +34,15 @@ import numpy as np
 from prometheus_client import CollectorRegistry, Gauge
 
 from connectors.prometheus.audit import AuditWindow
-from connectors.prometheus.collectors import WeightedHistogram, remove_series
+from connectors.prometheus.collectors import (
+    WeightedHistogram,
+    check_count,
+    check_registry,
+    label_values,
+    remove_series,
+)
 from streamfair.evaluation import FairnessReport
+from streamfair.validation import check_finite, check_integer, check_slack, is_real
 
 
 class StreamfairMetrics:
@@ -43,19 +51,20 @@ class StreamfairMetrics:
     Parameters
     ----------
     groups
-        Group labels in the column order of tau (the ``group`` label values).
+        Group labels in the column order of tau (the ``group`` label values): a sequence of at
+        least 2, distinct as strings.
     eps
         The post-processors' per-atom slack (the paper's constraints): one number or one per group,
-        exported as ``streamfair_fairness_eps``.
+        each finite and ``>= 0``, exported as ``streamfair_fairness_eps``.
     registry
         Where the metrics are registered; ``None``: a new :class:`~prometheus_client.CollectorRegistry`
         (so two instances never clash, and the process-wide default registry stays untouched).
     audit_window
-        Labelled samples per partition in the audited sliding window.
+        Labelled samples per partition in the audited sliding window, an integer ``>= 1``.
     ks
-        Or, instead of ``eps``, their KS target (the default constraints), exported as
-        ``streamfair_fairness_ks_target`` next to the live and audited KS.  Exactly one of ``eps``
-        and ``ks`` is given.
+        Or, instead of ``eps``, their KS target (the default constraints), one number or one per
+        group, each in ``[0, 1]``, exported as ``streamfair_fairness_ks_target`` next to the
+        live and audited KS.  Exactly one of ``eps`` and ``ks`` is given.
 
     Attributes
     ----------
@@ -90,22 +99,13 @@ class StreamfairMetrics:
     def __init__(self, groups: Sequence[Any], eps: float | Sequence[float] | None = None,
                  registry: CollectorRegistry | None = None, audit_window: int = 1000,
                  ks: float | Sequence[float] | None = None):
-        self.groups = [str(g) for g in groups]
-        if len(self.groups) < 2 or len(set(self.groups)) != len(self.groups):
-            raise ValueError(f"groups must be at least 2 distinct labels, got {list(groups)!r}")
+        self.groups = label_values("groups", groups, 2)
         if (eps is None) == (ks is None):
             raise ValueError(f"give exactly one of eps and ks, got eps={eps!r}, ks={ks!r}")
         name, given = ("eps", eps) if ks is None else ("ks", ks)
-        k = len(self.groups)
-        target = np.asarray(given, float)
-        if target.ndim == 0:
-            target = np.broadcast_to(target, (k,))
-        if target.shape != (k,) or not np.all(np.isfinite(target)) or np.any(target < 0):
-            raise ValueError(f"{name} must be one number >= 0 or {k} of them, got {target.tolist()!r}")
-        if not (isinstance(audit_window, int) and audit_window >= 1):
-            raise ValueError(f"audit_window must be an integer >= 1, got {audit_window!r}")
-        self.audit_window = audit_window
-        self.registry = CollectorRegistry() if registry is None else registry
+        target = check_slack(given, len(self.groups), name, at_most=math.inf if ks is None else 1.0)
+        self.audit_window = check_integer("audit_window", audit_window, 1)
+        self.registry = CollectorRegistry() if registry is None else check_registry(registry)
         reg, pg, p = self.registry, ["partition", "group"], ["partition"]
         self.update_seconds = WeightedHistogram(
             "streamfair_update_seconds", "Time of one post-processor update, per sample learned.", reg)
@@ -174,13 +174,15 @@ class StreamfairMetrics:
         Parameters
         ----------
         n
-            Samples the block learns (``learn_many`` of ``n`` rows); ``n <= 0`` counts nothing.
+            Samples the block learns (``learn_many`` of ``n`` rows), an integer; ``n <= 0``
+            counts nothing.
 
         Yields
         ------
         None
             The block runs at the ``yield``.
         """
+        check_count("n", n)
         started = time.perf_counter()
         yield
         self.update_seconds.observe((time.perf_counter() - started) / max(n, 1), n)
@@ -204,6 +206,8 @@ class StreamfairMetrics:
         tuple of (Diagnostics, FairnessReport or None)
             ``fair.diagnostics()`` and the report of :meth:`observe_audit` (``None`` without one).
         """
+        if not callable(getattr(fair, "diagnostics", None)):
+            raise ValueError(f"fair must be a post-processor (with a diagnostics() method), got {fair!r}")
         diagnostics = fair.diagnostics()
         part = str(partition)
         if diagnostics.group_unfairness.shape != (len(self.groups),):
@@ -241,11 +245,12 @@ class StreamfairMetrics:
         groups
             Shape ``(n,)``: the true groups, as indices into ``groups``.
         """
-        part = str(partition)
+        part, values = str(partition), check_finite("atoms", atoms)
         window = self._audits.get(part)
-        if window is None or not np.array_equal(window.atoms, np.asarray(atoms, dtype=float)):
-            window = self._audits[part] = AuditWindow(atoms, len(self.groups), self.audit_window)
+        if window is None or not np.array_equal(window.atoms, values):
+            window = AuditWindow(values, len(self.groups), self.audit_window)
         window.add(proba, y, groups)
+        self._audits[part] = window  # a new window replaces the old one once it holds the samples
 
     def audited_samples(self, partition: Any = "0") -> int:
         """Labelled samples held in the partition's window.
@@ -302,13 +307,18 @@ class StreamfairMetrics:
         partition
             The partition of the post-processor.
         weights
-            One weight ``>= 0`` per group, in the order of ``groups``.
+            One finite weight ``>= 0`` per group, in the order of ``groups``.
         robust_value
-            The robust (worst-case weighted) risk; ``None``: left as it was.
+            The robust (worst-case weighted) risk, a finite number; ``None``: left as it was.
         """
-        values = np.asarray(weights, dtype=float)
+        try:
+            values = np.asarray(weights, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"weights must be {len(self.groups)} finite numbers >= 0, got {weights!r}") from None
         if values.shape != (len(self.groups),) or not np.all(np.isfinite(values)) or np.any(values < 0):
             raise ValueError(f"weights must be {len(self.groups)} finite numbers >= 0, got {values.tolist()!r}")
+        if robust_value is not None and not is_real(robust_value):
+            raise ValueError(f"robust_value must be a finite number or None, got {robust_value!r}")
         part = str(partition)
         for group, value in zip(self.groups, values, strict=True):
             self.dro_weight.labels(part, group).set(float(value))

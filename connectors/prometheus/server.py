@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from numbers import Integral
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
+
+from connectors.prometheus.collectors import check_registry
 
 METRICS_PATH, HEALTH_PATH, READY_PATH = "/metrics", "/healthz", "/readyz"
 
@@ -40,11 +43,11 @@ class MetricsServer:
     Parameters
     ----------
     registry
-        What ``/metrics`` exposes.
+        What ``/metrics`` exposes (a :class:`~prometheus_client.CollectorRegistry`).
     port
-        TCP port; 0 picks a free one (see :attr:`port`).
+        TCP port, an integer in ``0..65535``; 0 picks a free one (see :attr:`port`).
     host
-        Bind address (``"0.0.0.0"``: every interface, as a container needs).
+        Bind address, a string (``"0.0.0.0"``: every interface, as a container needs).
     live, ready
         ``() -> (ok, message)`` for ``/healthz`` and ``/readyz`` (200 if ok, else 503); ``None``: always ok.
 
@@ -77,9 +80,11 @@ class MetricsServer:
 
     def __init__(self, registry: CollectorRegistry, port: int = 0, host: str = "0.0.0.0",
                  live: Probe | None = None, ready: Probe | None = None):
-        if not (isinstance(port, int) and 0 <= port <= 65535):
-            raise ValueError(f"port must be an integer in 0..65535, got {port!r}")
-        self._metrics = make_wsgi_app(registry)
+        host, port = listen_address(host, port)
+        for name, probe in (("live", live), ("ready", ready)):
+            if probe is not None and not callable(probe):
+                raise ValueError(f"{name} must be a callable () -> (ok, message) or None, got {probe!r}")
+        self._metrics = make_wsgi_app(check_registry(registry))
         self._probes = {HEALTH_PATH: live or _always_ok, READY_PATH: ready or _always_ok}
         self._server = make_server(host, port, self._app, server_class=_Server, handler_class=_QuietHandler)
         self.host, self.port = host, int(self._server.server_port)
@@ -111,6 +116,23 @@ def _always_ok() -> tuple[bool, str]:
     return True, "ok"
 
 
+def listen_address(host: Any, port: Any) -> tuple[str, int]:
+    """``(host, port)`` to listen on: a string and an integer in ``0..65535``, else ``ValueError``.
+
+    >>> listen_address("127.0.0.1", 9100)
+    ('127.0.0.1', 9100)
+    >>> listen_address("127.0.0.1", True)
+    Traceback (most recent call last):
+    ...
+    ValueError: port must be an integer in 0..65535, got True
+    """
+    if isinstance(port, bool) or not isinstance(port, Integral) or not 0 <= int(port) <= 65535:
+        raise ValueError(f"port must be an integer in 0..65535, got {port!r}")
+    if not isinstance(host, str):
+        raise ValueError(f"host must be a string (an address or a host name), got {host!r}")
+    return host, int(port)
+
+
 def serve(registry: CollectorRegistry, port: int = 0, host: str = "0.0.0.0", live: Probe | None = None,
           ready: Probe | None = None) -> MetricsServer:
     """Start a :class:`MetricsServer` (close it with ``.close()``).
@@ -118,11 +140,11 @@ def serve(registry: CollectorRegistry, port: int = 0, host: str = "0.0.0.0", liv
     Parameters
     ----------
     registry
-        What ``/metrics`` exposes.
+        What ``/metrics`` exposes (a :class:`~prometheus_client.CollectorRegistry`).
     port
-        TCP port; 0 picks a free one.
+        TCP port, an integer in ``0..65535``; 0 picks a free one.
     host
-        Bind address (``"0.0.0.0"``: every interface).
+        Bind address, a string (``"0.0.0.0"``: every interface).
     live, ready
         ``() -> (ok, message)`` for ``/healthz`` and ``/readyz``; ``None``: always ok.
 

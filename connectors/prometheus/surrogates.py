@@ -8,6 +8,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from connectors.prometheus.collectors import check_registry, label_values
+from streamfair.validation import check_integer
+
 
 class SurrogateMetrics:
     """Diagnostics of the surrogate optimisers of :mod:`streamfair.surrogates` on a registry.
@@ -34,7 +37,8 @@ class SurrogateMetrics:
     Parameters
     ----------
     models
-        The ``model`` label values allowed (one per optimiser exported).
+        The ``model`` label values allowed (one per optimiser exported): a sequence of at least
+        one, distinct as strings.
     registry
         ``None``: a new private :class:`~prometheus_client.CollectorRegistry`.
 
@@ -51,10 +55,8 @@ class SurrogateMetrics:
     """
 
     def __init__(self, models: Sequence[str] = ("default",), registry: CollectorRegistry | None = None):
-        self.models = tuple(str(m) for m in models)
-        if not self.models or len(set(self.models)) != len(self.models):
-            raise ValueError(f"models must be at least one distinct label, got {list(models)!r}")
-        self.registry = CollectorRegistry() if registry is None else registry
+        self.models = tuple(label_values("models", models, 1))
+        self.registry = CollectorRegistry() if registry is None else check_registry(registry)
         reg, m, mc = self.registry, ["model"], ["model", "cell"]
         self.oracle_calls = Counter("streamfair_sso_oracle_calls_total",
                                     "SSO oracle calls (expensive target-gradient evaluations, one per batch).", m,
@@ -111,7 +113,10 @@ class SurrogateMetrics:
         return label
 
     def _advance(self, counter: Counter, key: tuple[str, str], owner: Any, value: int) -> None:
-        """Increase ``counter`` to follow the cumulative ``value`` of ``owner`` (a new owner restarts at 0)."""
+        """Increase ``counter`` to follow the cumulative ``value`` of ``owner`` (a new owner restarts at 0).
+
+        ``value`` is a count checked by :func:`count_of`.
+        """
         seen_owner, seen = self._seen.get(key, (None, 0))
         if seen_owner is None or seen_owner() is not owner:  # a weak reference: a freed id may be reused
             seen = 0
@@ -132,8 +137,9 @@ class SurrogateMetrics:
             The ``model`` label value, one of ``models``.
         """
         label = self._model(model)
-        self._advance(self.oracle_calls, (label, "oracle"), sso, int(sso.n_oracle_calls))
-        self._advance(self.inner_steps, (label, "inner"), sso, int(sso.n_inner_steps))
+        calls, steps = count_of(sso, "n_oracle_calls", "sso"), count_of(sso, "n_inner_steps", "sso")
+        self._advance(self.oracle_calls, (label, "oracle"), sso, calls)
+        self._advance(self.inner_steps, (label, "inner"), sso, steps)
         step = getattr(sso, "last_step", None)
         if step is not None:
             self.surrogate_decrease.labels(label).set(step.surrogate_decrease)
@@ -153,8 +159,9 @@ class SurrogateMetrics:
             The ``model`` label value, one of ``models``.
         """
         label = self._model(model)
-        self._advance(self.outer_iterations, (label, "outer"), tuner, int(tuner.outer_iterations))
-        self._advance(self.skipped_steps, (label, "skipped"), tuner, int(tuner.skipped_steps))
+        outer, skipped = count_of(tuner, "outer_iterations", "tuner"), count_of(tuner, "skipped_steps", "tuner")
+        self._advance(self.outer_iterations, (label, "outer"), tuner, outer)
+        self._advance(self.skipped_steps, (label, "skipped"), tuner, skipped)
         weights = tuner.weights
         self.version.labels(label).set(weights.version)
         for cell, value in enumerate(weights.cell_weights):
@@ -173,3 +180,17 @@ class SurrogateMetrics:
         for cell, (value, gradient) in enumerate(zip(report.surrogates, report.gradient, strict=True)):
             self.surrogate_value.labels(label, str(cell)).set(float(value))
             self.psi_gradient.labels(label, str(cell)).set(float(gradient))
+
+
+def count_of(owner: Any, attribute: str, name: str) -> int:
+    """The cumulative count ``owner.<attribute>``: an integer >= 0, else ``ValueError`` naming ``name.attribute``.
+
+    >>> from types import SimpleNamespace
+    >>> count_of(SimpleNamespace(n_oracle_calls=3), "n_oracle_calls", "sso")
+    3
+    >>> count_of(SimpleNamespace(n_oracle_calls=float("nan")), "n_oracle_calls", "sso")
+    Traceback (most recent call last):
+    ...
+    ValueError: sso.n_oracle_calls must be an integer >= 0, got nan
+    """
+    return check_integer(f"{name}.{attribute}", getattr(owner, attribute, None), 0)

@@ -33,7 +33,9 @@ class FairClassifier(FairWrapper, base.Classifier):
     Class probabilities and ``tau`` are read alike: labels absent from ``predict_proba_one`` get 0
     (labels outside ``classes`` are dropped) and the rest is renormalized; without mass on any of
     them (River classifiers return ``{}`` before learning) the frequencies of the labels learned
-    so far, smoothed by one pseudo-count each.
+    so far, smoothed by one pseudo-count each.  A probability outside ``[0, 1]`` (NaN included,
+    as a NaN feature in ``x`` usually gives) raises ``ValueError`` naming the model, before
+    anything learns.
 
     Parameters
     ----------
@@ -173,7 +175,7 @@ class FairClassifier(FairWrapper, base.Classifier):
 
     def _base_prediction(self, features: dict, kwargs: dict) -> list[float]:
         proba = self.classifier.predict_proba_one(features, **kwargs)
-        return posterior_in_order(proba, self.classes, self._class_counts)
+        return posterior_in_order(proba, self.classes, self._class_counts, "classifier.predict_proba_one(x)")
 
     # ------------------------------------------------------------------ learning
     def learn_one(self, x: dict, y: Hashable | None = None, w: float = 1.0, **kwargs: Any) -> None:
@@ -190,9 +192,9 @@ class FairClassifier(FairWrapper, base.Classifier):
         y
             The label, one of ``classes`` (else ``ValueError``); ``None``: an unlabeled sample.
         w
-            The sample weight, for the classifier only (the group classifier and the
-            post-processor estimate population quantities); ``w != 1`` with a classifier whose
-            ``learn_one`` takes no ``w`` raises ``ValueError``.
+            The sample weight (a finite number >= 0), for the classifier only (the group
+            classifier and the post-processor estimate population quantities); ``w != 1`` with
+            a classifier whose ``learn_one`` takes no ``w`` raises ``ValueError``.
         **kwargs
             Passed to the classifier's ``predict_proba_one`` and ``learn_one`` (as River
             pipelines pass them).

@@ -11,6 +11,7 @@ from river import base
 
 from connectors.river.wrapper import FairWrapper
 from streamfair import FairRegressionPostProcessor
+from streamfair.validation import is_real
 
 
 class FairRegressor(FairWrapper, base.Regressor):
@@ -31,7 +32,9 @@ class FairRegressor(FairWrapper, base.Regressor):
     absent from it get probability 0 and the rest is renormalized.  When the classifier gives no
     mass to any group (River classifiers return ``{}`` before learning), ``tau(x)`` falls back to
     the frequencies of the S values learned so far, smoothed by one pseudo-count per group
-    (uniform at the start).
+    (uniform at the start).  A base model's output that is not a finite number (``eta``) or a
+    probability in ``[0, 1]`` (``tau``), as a NaN feature in ``x`` usually gives, raises
+    ``ValueError`` naming the model, before anything learns.
 
     Parameters
     ----------
@@ -197,7 +200,11 @@ class FairRegressor(FairWrapper, base.Regressor):
         return tuple(float(a) for a in self.atoms)
 
     def _base_prediction(self, features: dict, kwargs: dict) -> float:
-        return self.regressor.predict_one(features, **kwargs)
+        eta = self.regressor.predict_one(features, **kwargs)
+        if not is_real(eta):
+            raise ValueError(f"regressor.predict_one(x) must give a finite number, got {eta!r} "
+                             "(is a feature of x NaN or infinite?)")
+        return eta
 
     # ------------------------------------------------------------------ learning
     def learn_one(self, x: dict, y: float | None = None, w: float = 1.0, **kwargs: Any) -> None:
@@ -212,16 +219,18 @@ class FairRegressor(FairWrapper, base.Regressor):
             The features; S, under the key ``sensitive``, is removed before either base model
             sees them (without it, the group classifier does not learn).
         y
-            The target, in its own units; ``None``: an unlabeled sample.
+            The target, a finite number in its own units; ``None``: an unlabeled sample.
         w
-            The sample weight, for the regressor only: the group classifier and the
-            post-processor estimate population quantities (``P(S | X)`` and the law of the
-            predictions), so they stay unweighted.  ``w != 1`` with a regressor whose
-            ``learn_one`` takes no ``w`` raises ``ValueError``.
+            The sample weight (a finite number >= 0), for the regressor only: the group
+            classifier and the post-processor estimate population quantities (``P(S | X)`` and
+            the law of the predictions), so they stay unweighted.  ``w != 1`` with a regressor
+            whose ``learn_one`` takes no ``w`` raises ``ValueError``.
         **kwargs
             Passed to the regressor's ``predict_one`` and ``learn_one`` (as River pipelines
             pass them).
         """
+        if y is not None and not is_real(y):
+            raise ValueError(f"y must be a finite number or None, got {y!r}")
         self._learn(x, y, w, kwargs)
 
     # ------------------------------------------------------------------ prediction

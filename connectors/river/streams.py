@@ -5,8 +5,14 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Hashable, Iterator
+from numbers import Integral
 
 from river import datasets
+
+from streamfair.validation import check_integer
+
+#: Features of River's Friedman stream (keys ``0 .. 9``) and of :func:`logistic_with_group` (``0 .. 4``).
+FRIEDMAN_FEATURES, LOGISTIC_FEATURES = 10, 5
 
 
 def friedman_with_group(n: int, seed: int, sensitive: Hashable = "group") -> Iterator[tuple[dict, float]]:
@@ -21,11 +27,11 @@ def friedman_with_group(n: int, seed: int, sensitive: Hashable = "group") -> Ite
     Parameters
     ----------
     n
-        Samples in the stream.
+        Samples in the stream, an integer >= 0.
     seed
-        Seed of River's stream and of the draws of S.
+        Seed of River's stream and of the draws of S, an integer.
     sensitive
-        The key of S in ``x``.
+        The key of S in ``x``: hashable, and not a feature's key ``0 .. 9``.
 
     Yields
     ------
@@ -47,6 +53,7 @@ def friedman_with_group(n: int, seed: int, sensitive: Hashable = "group") -> Ite
     >>> abs(sum(high) / len(high) - 0.863) < 0.03
     True
     """
+    check_stream(n, seed, sensitive, FRIEDMAN_FEATURES)
     rng = random.Random(seed)
     for x, y in datasets.synth.Friedman(seed=seed).take(n):
         x[sensitive] = int(rng.random() < 1 / (1 + math.exp(10 * (0.5 - x[3]))))
@@ -68,13 +75,13 @@ def logistic_with_group(
     Parameters
     ----------
     n
-        Samples in the stream.
+        Samples in the stream, an integer >= 0.
     seed
-        Seed of the features, the labels and S.
+        Seed of the features, the labels and S, an integer.
     n_classes
         The labels are ``0 .. n_classes - 1``; at least 2.
     sensitive
-        The key of S in ``x``.
+        The key of S in ``x``: hashable, and not a feature's key ``0 .. 4``.
 
     Yields
     ------
@@ -101,11 +108,12 @@ def logistic_with_group(
     >>> sorted({y for _, y in logistic_with_group(500, seed=0, n_classes=3)})
     [0, 1, 2]
     """
+    check_stream(n, seed, sensitive, LOGISTIC_FEATURES)
     if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 2:
         raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")
     rng = random.Random(seed)
     for _ in range(n):
-        x: dict[Hashable, float] = {i: rng.gauss(0.0, 1.0) for i in range(5)}
+        x: dict[Hashable, float] = {i: rng.gauss(0.0, 1.0) for i in range(LOGISTIC_FEATURES)}
         u = 2 * x[0] + x[1] - x[2] / 2
         top = max(0.0, (n_classes - 1) * u)
         weights = [math.exp(j * u - top) for j in range(n_classes)]
@@ -115,3 +123,23 @@ def logistic_with_group(
             y += 1
         x[sensitive] = int(rng.random() < 1 / (1 + math.exp(-3 * x[0])))
         yield x, y
+
+
+def check_stream(n: int, seed: int, sensitive: Hashable, n_features: int) -> None:
+    """The arguments of a stream whose features are keyed ``0 .. n_features - 1``; ``ValueError`` if one is bad.
+
+    >>> check_stream(10, seed=1, sensitive=0, n_features=5)
+    Traceback (most recent call last):
+    ...
+    ValueError: sensitive must not be a feature's key 0 .. 4 (S would replace the feature), got 0
+    """
+    check_integer("n", n, 0)
+    if isinstance(seed, bool) or not isinstance(seed, Integral):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    try:
+        hash(sensitive)
+    except TypeError:
+        raise ValueError(f"sensitive must be a hashable key of x, got {sensitive!r}") from None
+    if sensitive in range(n_features):
+        raise ValueError(f"sensitive must not be a feature's key 0 .. {n_features - 1} (S would replace the "
+                         f"feature), got {sensitive!r}")

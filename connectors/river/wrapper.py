@@ -17,7 +17,7 @@ import inspect
 import math
 import random
 from abc import abstractmethod
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from river import base
 
 from connectors.river.draw_keys import DrawKeys
 from streamfair import Diagnostics, FairClassificationPostProcessor, FairRegressionPostProcessor
+from streamfair.validation import check_integer, check_non_negative
 
 
 class FairWrapper(base.Wrapper):
@@ -122,6 +123,8 @@ class FairWrapper(base.Wrapper):
         except TypeError:
             raise ValueError(f"sensitive must be a hashable key of x, got {self.sensitive!r}") from None
         self._group_index = label_index("groups", self.groups, "S values")
+        for name in ("eps", "ks", "p"):
+            check_per_group(name, getattr(self, name, None), self.groups)
         if self.mode not in engine.prediction_modes:
             raise ValueError(f"mode must be one of {engine.prediction_modes}, got {self.mode!r}")
         self._seed = random.SystemRandom().getrandbits(63) if self.seed is None else self.seed
@@ -188,9 +191,12 @@ class FairWrapper(base.Wrapper):
     def debug_one(self, x: dict, n_decimals: int = 4, top: int = 5, **kwargs) -> str:
         """What the model computes for ``x``: the base output ``eta``, ``tau``, the fair law ``pi`` and the prediction.
 
-        ``pi(. | x)`` is shown by its ``top`` most likely outcomes.  River's ``Pipeline.debug_one`` prints it
-        as the last step.  Nothing is learned.
+        ``pi(. | x)`` is shown by its ``top`` most likely outcomes (an integer >= 1), numbers with
+        ``n_decimals`` decimals (an integer >= 0).  River's ``Pipeline.debug_one`` prints it as the
+        last step.  Nothing is learned.
         """
+        check_integer("n_decimals", n_decimals, 0)
+        check_integer("top", top, 1)
         features = self._features(x)
         eta, tau = self._inputs(features, kwargs)
         pi = self._postprocessor.proba_one(eta, tau)
@@ -216,12 +222,16 @@ class FairWrapper(base.Wrapper):
     # ------------------------------------------------------------------ inputs of the post-processor
     def _features(self, x: dict) -> dict:
         """``x`` without S, in the order of ``x``: a new dict, which the cache of the last x may keep."""
-        features = dict(x)
+        try:
+            features = dict(x)
+        except (TypeError, ValueError):
+            raise ValueError(f"x must be a dict of features, got {x!r}") from None
         features.pop(self.sensitive, None)
         return features
 
     def _tau(self, features: dict) -> list[float]:
-        return posterior_in_order(self._group_model.predict_proba_one(features), self.groups, self._group_counts)
+        proba = self._group_model.predict_proba_one(features)
+        return posterior_in_order(proba, self.groups, self._group_counts, "group_classifier.predict_proba_one(x)")
 
     def _inputs(self, features: dict, kwargs: dict) -> tuple[Any, list[float]]:
         """``(eta, tau)`` of ``features``; the base models are asked once per x until one of them learns."""
@@ -248,10 +258,10 @@ class FairWrapper(base.Wrapper):
     # ------------------------------------------------------------------ learning
     def _learn(self, x: dict, y: Any, w: float, kwargs: dict) -> None:
         """The post-processor learns ``x`` unlabeled, the group classifier S, the base model ``y``."""
-        group = self._group_of(x)
-        if w != 1.0 and not self._model_takes_w:
-            raise ValueError(f"w must be 1 for a {self._kind} whose learn_one takes no w, got w={w!r}")
         features = self._features(x)
+        group = self._group_of(x)
+        if w != 1.0:
+            self._check_weight(w)
         self._postprocessor.learn_one(*self._inputs(features, kwargs))
         self._last_inputs = None  # the base models change now
         if group is not None:
@@ -261,6 +271,12 @@ class FairWrapper(base.Wrapper):
             if w != 1.0:
                 kwargs = {**kwargs, "w": w}
             self._wrapped_model.learn_one(features, y, **kwargs)
+
+    def _check_weight(self, w: Any) -> None:
+        """A sample weight other than 1: finite, >= 0, for a base model whose ``learn_one`` takes ``w``."""
+        if not self._model_takes_w:
+            raise ValueError(f"w must be 1 for a {self._kind} whose learn_one takes no w, got w={w!r}")
+        check_non_negative("w", w)
 
     def learn_unlabeled_one(self, x: dict, **kwargs) -> None:
         """Learn from one unlabeled sample: only the post-processor learns (S, if present, is ignored)."""
@@ -297,21 +313,46 @@ def label_index(name: str, labels: Any, what: str) -> dict:
     return index
 
 
-def posterior_in_order(proba: dict, labels: tuple, counts: list[int]) -> list[float]:
+def check_per_group(name: str, value: Any, groups: tuple) -> None:
+    """A per-group parameter given as a sequence (``eps``, ``ks``, ``p``) has one value per group of ``groups``.
+
+    >>> check_per_group("p", (0.2, 0.3, 0.5), (0, 1))
+    Traceback (most recent call last):
+    ...
+    ValueError: p must have one value per group of groups=(0, 1), got (0.2, 0.3, 0.5)
+    """
+    if isinstance(value, (Sequence, np.ndarray)) and not isinstance(value, str) and len(value) != len(groups):
+        raise ValueError(f"{name} must have one value per group of groups={groups!r}, got {value!r}")
+
+
+def posterior_in_order(proba: dict, labels: tuple, counts: list[int], source: str = "proba") -> list[float]:
     """A River ``predict_proba_one`` output read in the order of ``labels``, renormalized.
 
     Labels absent from ``proba`` get 0 (and labels not in ``labels`` are dropped).  Without mass
     on any label (River classifiers return ``{}`` before learning) it is the frequencies
-    ``counts`` of the labels learned so far, smoothed by one pseudo-count each.
+    ``counts`` of the labels learned so far, smoothed by one pseudo-count each.  ``proba`` must
+    be a dict whose values for ``labels`` are probabilities in ``[0, 1]``, else ``ValueError``
+    naming ``source`` (where ``proba`` comes from).
 
     >>> posterior_in_order({"b": 0.6, "c": 0.2, "z": 0.5}, ("a", "b", "c"), [0, 0, 0])
     [0.0, 0.7499999999999999, 0.25]
     >>> posterior_in_order({}, ("a", "b"), [2, 0])             # (2 + 1) / 4 and (0 + 1) / 4
     [0.75, 0.25]
+    >>> posterior_in_order({"a": float("nan")}, ("a", "b"), [0, 0], "clf")
+    Traceback (most recent call last):
+    ...
+    ValueError: clf must give probabilities in [0, 1], got {'a': nan} (is a feature of x NaN or infinite?)
     """
-    mass = [float(proba.get(label, 0.0)) for label in labels]
+    try:
+        mass = [float(proba.get(label, 0.0)) for label in labels]
+    except (AttributeError, TypeError, ValueError):
+        raise ValueError(f"{source} must give a dict of probabilities, got {proba!r}") from None
+    for m in mass:  # a loop, not numpy: a handful of labels per sample
+        if not 0.0 <= m <= 1.0:  # False for NaN
+            raise ValueError(f"{source} must give probabilities in [0, 1], got {proba!r} "
+                             "(is a feature of x NaN or infinite?)")
     total = math.fsum(mass)
-    if total > 0.0 and math.isfinite(total):
+    if total > 0.0:
         return [m / total for m in mass]
     n = sum(counts) + len(labels)
     return [(count + 1) / n for count in counts]
