@@ -400,6 +400,9 @@ class DaemonMetrics(DaemonObserver):
 def make_observer(config: Any) -> DaemonMetrics:
     """The daemon's metrics observer, serving on ``metrics.host:metrics.port`` (``streamfair serve``).
 
+    A port of 0 picks a free one here; ``streamfair serve`` reads ``metrics.port = 0`` as "no endpoint"
+    and does not call this function then.
+
     Parameters
     ----------
     config

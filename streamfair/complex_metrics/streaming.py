@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -49,6 +48,7 @@ from ..validation import (
     check_integer,
     check_positive,
     check_seed,
+    is_real,
     show,
 )
 from .confusion import Sample, check_labels, plug_in, zero_one_scores
@@ -162,7 +162,7 @@ class StreamingPlugIn:
         self.n_classes = check_integer("n_classes", n_classes, 2)
         self.n_groups = check_integer("n_groups", n_groups, 1)
         self.grouping = _check_grouping(grouping, self.n_groups)
-        if step is not None and (isinstance(step, bool) or not isinstance(step, Real) or not 0 < step <= 1):
+        if step is not None and (not is_real(step) or not 0 < step <= 1):
             raise ValueError(f"step must be None or in (0, 1], got {step!r}")
         self.step = step
         self.dual_step = check_positive("dual_step", dual_step)

@@ -15,7 +15,7 @@ from numbers import Real
 
 import numpy as np
 
-from ..validation import check_real
+from ..validation import check_real, is_real
 
 
 def check_finite_or_nan(name: str, value) -> float:
@@ -27,7 +27,7 @@ def check_finite_or_nan(name: str, value) -> float:
 
 def check_fraction(name: str, value) -> float:
     """A number in ``(0, 1)``."""
-    if isinstance(value, bool) or not isinstance(value, Real) or not 0 < float(value) < 1:
+    if not is_real(value) or not 0 < value < 1:
         raise ValueError(f"{name} must be in (0, 1), got {value!r}")
     return float(value)
 
