@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .validation import check_finite
+from .validation import check_distributions, check_finite
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,8 @@ def evaluate(proba: ArrayLike, atoms: ArrayLike, y: ArrayLike, groups: ArrayLike
     Parameters
     ----------
     proba
-        Shape ``(n, m)``: the law of each sample's prediction over ``atoms``.
+        Shape ``(n, m)``: the law of each sample's prediction over ``atoms`` (each row finite,
+        non-negative, summing to one).
     atoms
         Shape ``(m,)``: the values the predictions take, in any order.
     y
@@ -129,7 +130,8 @@ def evaluate(proba: ArrayLike, atoms: ArrayLike, y: ArrayLike, groups: ArrayLike
     Raises
     ------
     ValueError
-        If the shapes disagree, a value is not finite, or a group has no weight.
+        If the shapes disagree, a value is not finite, a row of ``proba`` is not a distribution, or
+        a group has no weight.
 
     Examples
     --------
@@ -144,10 +146,8 @@ def evaluate(proba: ArrayLike, atoms: ArrayLike, y: ArrayLike, groups: ArrayLike
     >>> report.atom_unfairness.tolist(), report.ks_unfairness.tolist()
     ([0.375, 0.375], [0.375, 0.375])
     """
-    proba = np.asarray(proba, dtype=float)
     atoms = check_finite("atoms", atoms)
-    if proba.ndim != 2 or proba.shape[1] != atoms.size:
-        raise ValueError(f"proba must have shape (n, {atoms.size}), got {proba.shape}")
+    proba = check_distributions("proba", proba, None, atoms.size)
     y = check_finite("y", y, proba.shape[0])
     weights = group_membership(groups, proba.shape[0], n_groups)
     order = np.argsort(atoms, kind="stable")  # the CDFs of the KS distance follow the values' order

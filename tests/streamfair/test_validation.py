@@ -189,6 +189,8 @@ def test_bad_state_dict_is_rejected():
 def test_evaluation_rejects_bad_inputs():
     proba, atoms, y, groups = np.full((4, 3), 1 / 3), [0.0, 0.5, 1.0], [0.0, 1.0, 0.5, 0.5], [0, 1, 0, 1]
     check_error(lambda: evaluate(np.full((4, 2), 0.5), atoms, y, groups), "proba", "(4, 2)")
+    check_error(lambda: evaluate(np.full((4, 3), 2 / 3), atoms, y, groups), "proba", "row 0", "sum")
+    check_error(lambda: evaluate(np.r_[proba[:3], [[NAN, 0.5, 0.5]]], atoms, y, groups), "proba", "row 3", "nan")
     check_error(lambda: evaluate(proba, atoms, [0.0, 1.0], groups), "y", "(2,)")
     check_error(lambda: evaluate(proba, atoms, [0.0, NAN, 0.5, 0.5], groups), "y", "nan")
     check_error(lambda: evaluate(proba, [0.0, INF, 1.0], y, groups), "atoms", "inf")
