@@ -361,7 +361,13 @@ def check_bool(name: str, value) -> bool:
 
 
 def check_instance(name: str, value: Any, kind: type[T]) -> T:
-    """An instance of ``kind`` (e.g. a :class:`~streamfair.complex_metrics.Problem` where a problem is expected)."""
+    """An instance of ``kind`` (e.g. a :class:`~streamfair.complex_metrics.Problem` where a problem is expected).
+
+    >>> check_instance("rng", 3, np.random.Generator)
+    Traceback (most recent call last):
+    ...
+    ValueError: rng must be a Generator, got 3 (int)
+    """
     if not isinstance(value, kind):
-        raise ValueError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+        raise ValueError(f"{name} must be a {kind.__name__}, got {show(value)} ({type(value).__name__})")
     return value

@@ -471,11 +471,12 @@ class KLTracker(DivergenceTracker):
             m = scaled
         else:
             m = float(np.logaddexp(self.eta / self.temperature + math.log1p(-rate), math.log(rate) + scaled))
-        if not math.isfinite(self.temperature * m):
+        eta = self.temperature * m
+        if not math.isfinite(eta):
             _refuse(loss)
         if t > 0:
             self._log_keep += math.log1p(-rate)
-        self.eta = self.value = self.temperature * m
+        self.eta = self.value = eta
         self.n_samples = t + 1
         return w, 0.0, rate
 

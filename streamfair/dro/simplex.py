@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import kernel
 from ..softmax import softmax
-from ..validation import check_finite, check_positive
+from ..validation import check_array, check_finite, check_positive
 
 __all__ = ["log_sum_exp", "softmax", "project_simplex", "project_capped_simplex"]
 
@@ -54,7 +54,7 @@ def log_sum_exp(values: np.ndarray) -> float:
     >>> round(log_sum_exp(np.array([1000.0, 1000.0])), 6)          # 1000 + log 2, no overflow
     1000.693147
     """
-    values = _check_vector("values", values)
+    values = _vector("values", values, finite=False)
     top = float(np.max(values))
     if not np.isfinite(top):  # NaN is the maximum of an array that holds one
         if top == -np.inf:
@@ -90,7 +90,7 @@ def project_simplex(v: np.ndarray) -> np.ndarray:
     >>> project_simplex(np.array([0.25, 0.25, 0.5])).tolist()      # already on the simplex
     [0.25, 0.25, 0.5]
     """
-    v = _finite_vector("v", v)
+    v = _vector("v", v)
     ordered = np.sort(v)[::-1]
     excess = np.cumsum(ordered) - 1.0
     k = np.arange(1, v.size + 1)
@@ -136,7 +136,7 @@ def project_capped_simplex(v: np.ndarray, cap: float) -> np.ndarray:
     >>> bool(np.allclose(project_capped_simplex(v, cap=1.0), project_simplex(v)))
     True
     """
-    v = _finite_vector("v", v)
+    v = _vector("v", v)
     cap = check_positive("cap", cap)
     if cap * v.size < 1.0 - 1e-12:
         raise ValueError(f"cap must be >= 1 / n = {1.0 / v.size}, got {cap!r}")
@@ -160,17 +160,12 @@ def project_capped_simplex(v: np.ndarray, cap: float) -> np.ndarray:
     return np.clip(v - theta, 0.0, cap)
 
 
-def _check_vector(name: str, value) -> np.ndarray:
-    """``value`` as a non-empty 1-d float array."""
-    try:
-        array = np.asarray(value, dtype=float)
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{name} must be numbers, got {value!r}") from None
-    if array.ndim != 1 or array.size == 0:
+def _vector(name: str, value, *, finite: bool = True) -> np.ndarray:
+    """``value`` as a non-empty 1-d float array (a number is one entry), finite unless ``finite=False``.
+
+    ``finite=False`` is for ``log_sum_exp``, whose ``-inf`` terms are zeros of the sum (and which takes no number).
+    """
+    array = check_finite(name, value) if finite else check_array(name, value, ("n",), finite=False)
+    if array.size == 0:
         raise ValueError(f"{name} must have shape (n,) with n >= 1, got shape {array.shape}")
     return array
-
-
-def _finite_vector(name: str, value) -> np.ndarray:
-    """``value`` as a non-empty 1-d array of finite numbers."""
-    return check_finite(name, _check_vector(name, value))

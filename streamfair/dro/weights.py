@@ -43,7 +43,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..validation import check_integer, check_positive, check_weights
-from .simplex import _finite_vector, log_sum_exp, project_simplex, softmax
+from .simplex import _vector, log_sum_exp, project_simplex, softmax
 
 __all__ = [
     "WorstCase",
@@ -93,7 +93,7 @@ class WorstCase(NamedTuple):
 
 
 def _check_losses(losses: ArrayLike) -> np.ndarray:
-    return _finite_vector("losses", losses)
+    return _vector("losses", losses)
 
 
 def _check_alpha(alpha, n: int | None = None) -> float:

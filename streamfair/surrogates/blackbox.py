@@ -43,7 +43,16 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..validation import check_bool, check_finite, check_integer, check_non_negative, check_positive, check_seed, show
+from ..validation import (
+    check_bool,
+    check_finite,
+    check_instance,
+    check_integer,
+    check_non_negative,
+    check_positive,
+    check_seed,
+    show,
+)
 from .gradient_estimates import GradientEstimate, GradientEstimator
 from .problem import BlackBoxProblem
 from .projection import Projection, project
@@ -236,14 +245,11 @@ def pgd_step(
     >>> theta.round(6).tolist(), round(problem.metric_at(theta), 6)
     ([1.0], 2.0)
     """
-    if not isinstance(problem, BlackBoxProblem):
-        raise ValueError(f"problem must be a BlackBoxProblem, got {show(problem)}")
+    check_instance("problem", problem, BlackBoxProblem)
     theta = check_finite("theta", theta, problem.surrogates.n_features)
     _check_estimator(estimator)
-    if not isinstance(config, StepConfig):
-        raise ValueError(f"config must be a StepConfig, got {show(config)}")
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"rng must be a numpy.random.Generator, got {show(rng)}")
+    check_instance("config", config, StepConfig)
+    check_instance("rng", rng, np.random.Generator)
     sigma = _check_sigma(sigma)
     check_integer("iteration", iteration, 0)
     metric = problem._metric_at(theta)
@@ -340,8 +346,7 @@ class SurrogatePGD:
         theta0: ArrayLike | None = None,
         seed: int = 0,
     ):
-        if not isinstance(problem, BlackBoxProblem):
-            raise ValueError(f"problem must be a BlackBoxProblem, got {show(problem)}")
+        check_instance("problem", problem, BlackBoxProblem)
         self.problem = problem
         self.estimator = _check_estimator(estimator)
         self.config = StepConfig(

@@ -38,7 +38,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..validation import check_array, check_finite, check_integer, check_positive, show
+from ..validation import check_array, check_finite, check_instance, check_integer, check_positive, show
 from .problem import BlackBoxProblem
 
 
@@ -107,15 +107,13 @@ class GradientEstimator(Protocol):
 
 def _check_problem(problem: BlackBoxProblem, theta: ArrayLike) -> np.ndarray:
     """``theta`` as finite parameters of ``problem``'s linear scorer."""
-    if not isinstance(problem, BlackBoxProblem):
-        raise ValueError(f"problem must be a BlackBoxProblem, got {show(problem)}")
+    check_instance("problem", problem, BlackBoxProblem)
     return check_finite("theta", theta, problem.surrogates.n_features)
 
 
 def _check_draw(rng: np.random.Generator, sigma: float | None, default: float) -> float:
     """The perturbation scale of an estimate (``default`` for ``None``); ``rng`` must be a numpy Generator."""
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"rng must be a numpy.random.Generator, got {show(rng)}")
+    check_instance("rng", rng, np.random.Generator)
     return default if sigma is None else check_positive("sigma", sigma)
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..validation import check_array, check_finite, show
+from ..validation import check_array, check_finite, check_instance, show
 from .cells import CellSurrogates
 
 Metric = Callable[[np.ndarray], float]
@@ -66,8 +66,7 @@ class BlackBoxProblem:
     """
 
     def __init__(self, surrogates: CellSurrogates, metric: Metric, metric_features: ArrayLike | None = None):
-        if not isinstance(surrogates, CellSurrogates):
-            raise ValueError(f"surrogates must be a CellSurrogates, got {show(surrogates)}")
+        check_instance("surrogates", surrogates, CellSurrogates)
         if not callable(metric):
             raise ValueError(f"metric must be callable, got {metric!r}")
         self.surrogates = surrogates

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..validation import check_finite, check_integer, check_positive, show
+from ..validation import check_finite, check_instance, check_integer, check_positive
 from .cells import CellSurrogates
 
 #: Added to the Adagrad denominator.
@@ -115,8 +115,7 @@ def project(
     >>> project(cells, target=[3.0], theta0=[0.0]).steps      # already below the target
     0
     """
-    if not isinstance(surrogates, CellSurrogates):
-        raise ValueError(f"surrogates must be a CellSurrogates, got {show(surrogates)}")
+    check_instance("surrogates", surrogates, CellSurrogates)
     target = check_finite("target", target, surrogates.n_cells)
     theta = check_finite("theta0", theta0, surrogates.n_features).copy()
     steps = check_integer("steps", steps, 0)
