@@ -47,7 +47,9 @@ Two *profiles* set the defaults (:mod:`streamfair.profiles`):
 * ``"anytime"`` (the default): the :class:`~streamfair.tracking.TrackingOptimizer` (the paper's
   projected SGD with step ``1 / M``, decaying where a group is small, served as the mixture of
   the policies at snapshots of the dual over the last ``memory`` samples): predictions are
-  corrected from the first samples on and follow a drifting stream;
+  corrected from the first samples on and follow a drifting stream; with given shares ``p``,
+  ``tau`` is corrected to them by its own mean over the last ``memory`` samples
+  (:meth:`DualPostProcessor._serving_features`);
   ``beta`` is chosen so that the entropic randomization costs at most ``RISK_BUDGET`` of the
   cost scale (Lemma 3.3), with no horizon.
 * ``"paper"``: the settings of Chzhen, Hebiri & Taturyan (NeurIPS 2024) -- SGD3 with AC-SA^2, ``L``
@@ -165,9 +167,9 @@ class Diagnostics:
     >>> report.n_samples, report.target.tolist()  # the KS target, next to its estimate
     (2000, [0.05, 0.05])
     >>> report.group_ks.round(3).tolist()
-    [0.055, 0.055]
+    [0.052, 0.052]
     >>> report.group_mean.round(3).tolist()  # the base model's plug-in group means: -0.324, 0.325
-    [-0.065, 0.093]
+    [-0.061, 0.094]
     """
 
     n_samples: int
@@ -334,6 +336,11 @@ class DualPostProcessor:
         k = self.n_groups
         self._tau_sum = np.full(k, 1.0 / k)  # running sum of tau, with one uniform pseudo-sample
         self._tau_count = 1
+        # The tracking optimizer with given shares corrects tau to them (see _serving_features) by the
+        # mean of tau over its memory (one pseudo-sample at p to start with), as of the last change of
+        # the served points (the reference); empty: no correction.
+        self._tau_mean = self.p_given.copy() if tracking and self.p_given is not None else np.empty(0)
+        self._tau_reference = self._tau_mean.copy()
         smoothness, mu, smallest_share = self._step_constants()
         if tracking:
             for name, value in (("horizon", horizon), ("inner", inner), ("mu", mu_arg), ("serve", serve)):
@@ -507,11 +514,13 @@ class DualPostProcessor:
         return check_distributions("tau", tau, n_rows, self.n_groups)
 
     def _learning_features(self, tau: np.ndarray, serving: np.ndarray | None = None) -> np.ndarray:
-        """``[t(x) | 1]`` rows for learning; updates the running ``p`` estimate sample by sample.
+        """``t(x)`` rows for learning; moves the running ``p`` estimate (or the mean of ``tau``) sample by sample.
 
         ``serving``: the :meth:`_serving_features` of ``tau`` just computed, which are the learning
         features when ``p`` is given.
         """
+        if self._prior_shift:
+            return self._shifted_features(tau, self._tau_reference, self._tau_mean)
         if self.p_given is not None:
             if serving is not None:
                 return serving
@@ -530,7 +539,35 @@ class DualPostProcessor:
         return dual.group_features(tau, p)
 
     def _serving_features(self, tau: np.ndarray) -> np.ndarray:
+        """The group features ``t(x) = 1 - tau(x) / p`` of each row at the current state.
+
+        With the tracking optimizer and given shares ``p``, ``tau`` is first corrected to them:
+        ``tau'_s = tau_s (p_s / q_s) / Z`` with ``q`` the mean of ``tau`` over the last ``memory``
+        samples (Saerens, Latinne & Decaestecker's adjustment to new priors, Neural Computation
+        2002; :func:`streamfair.kernel.prior_shift_features`).  A posterior whose mean is not ``p``
+        (a group classifier still learning its intercept, or trained on another population) then
+        gives features of mean zero, as the dual's gradient assumes; a calibrated one is left as
+        it is (``q = p``).  The ``q`` in use is the one of the last change of the served points, so
+        that the served law still changes only then.
+        """
+        if self._prior_shift:
+            return self._shifted_features(tau, self._tau_reference, np.empty(0))
         return dual.group_features(tau, self.p)
+
+    def _row_features(self, taus: np.ndarray) -> np.ndarray:
+        """The group features of each row at the state that learned the rows before it; nothing is updated."""
+        if self._prior_shift:
+            return self._shifted_features(taus, self._tau_reference.copy(), self._tau_mean.copy())
+        return dual.group_features(taus, self._running_p(taus))
+
+    def _shifted_features(self, taus: np.ndarray, reference: np.ndarray, tau_mean: np.ndarray) -> np.ndarray:
+        """:func:`streamfair.kernel.prior_shift_features` of ``taus``: ``reference`` and ``tau_mean`` move in place."""
+        optimizer = self._optimizer
+        assert self.p_given is not None and isinstance(optimizer, TrackingOptimizer)  # by _prior_shift
+        features = np.empty(taus.shape)
+        kernel.prior_shift_features(taus, self.p_given, reference, tau_mean, self.n_samples, optimizer.interval,
+                                    optimizer.memory, features)
+        return features
 
     def _remember(self, predictions: np.ndarray, tau: np.ndarray) -> None:
         """Keep the last ``window`` samples in a ring buffer (row ``n_samples % window`` is next)."""
@@ -582,6 +619,11 @@ class DualPostProcessor:
         self._step(self._learning_features(taus)[0], costs[0])
         self._learned(predictions, taus, None if key is None else [key])
 
+    @property
+    def _prior_shift(self) -> bool:
+        """Whether ``tau`` is corrected to the given shares (see :meth:`_serving_features`)."""
+        return self._tau_reference.size > 0
+
     def _one_call_inputs(self, prediction: Any, tau: TauRow) -> tuple[float, np.ndarray] | None:
         """``(eta, tau row)`` of a sample the compiled one-call paths may take, or ``None`` for the general path.
 
@@ -618,7 +660,8 @@ class DualPostProcessor:
         w, baseline, slack, step, count = optimizer.step_state()
         clipped, index = kernel.tracking_sample(
             w, baseline, slack, step, self.beta, self._cdf, count, self.atoms, cost.low, cost.high, eta, row,
-            self._p_or_empty, self._tau_sum, self._tau_count, self._recent_predictions, self._recent_tau,
+            self._p_or_empty, self._tau_reference, self._tau_mean, self.n_samples, optimizer.interval,
+            optimizer.memory, self._tau_sum, self._tau_count, self._recent_predictions, self._recent_tau,
             self.n_samples % self.window, coefficients, u, learn)
         if clipped < 0:  # a tau for the general path to judge
             self._draws = draws
@@ -870,7 +913,7 @@ class DualPostProcessor:
                 stop = min(stop, start + horizon)
             rows = slice(start, stop)
             costs = self._learning_costs(predictions[rows], taus[rows])
-            serve(rows, dual.group_features(taus[rows], self._running_p(taus[rows])), costs)
+            serve(rows, self._row_features(taus[rows]), costs)
             self._learn_piece(predictions[rows], taus[rows], None, costs)
             self._learned(predictions[rows], taus[rows], None if keys is None else keys[rows])
             start = stop
@@ -1011,7 +1054,8 @@ class DualPostProcessor:
             cost = self.cost
             assert isinstance(cost, SquaredCosts)  # by _one_call
             if kernel.tracking_proba(self.atoms, cost.low, cost.high, self.beta, *inputs, self._p_or_empty,
-                                     self._tau_sum, self._tau_count, self._served_coefficients(), proba):
+                                     self._tau_reference, self._tau_sum, self._tau_count,
+                                     self._served_coefficients(), proba):
                 return proba
         return self._proba(*self._check_one(prediction, tau))[0]
 
@@ -1220,6 +1264,8 @@ class DualPostProcessor:
             "recent_count": self._recent_count,
             "tau_sum": self._tau_sum.copy(),
             "tau_count": self._tau_count,
+            "tau_mean": self._tau_mean.copy(),
+            "tau_reference": self._tau_reference.copy(),
             "n_samples": self.n_samples,
             "n_clipped": self.n_clipped,
             "draws": self._draws,
@@ -1258,6 +1304,9 @@ class DualPostProcessor:
         obj._recent_count = int(state["recent_count"])
         obj._tau_sum = np.array(state["tau_sum"], dtype=float)
         obj._tau_count = int(state["tau_count"])
+        # A state written before the prior shift continues without it, exactly as it was written.
+        obj._tau_mean = np.array(state.get("tau_mean", ()), dtype=float)
+        obj._tau_reference = np.array(state.get("tau_reference", ()), dtype=float)
         obj.n_samples, obj.n_clipped, obj._draws = int(state["n_samples"]), int(state["n_clipped"]), int(state["draws"])
         return obj
 

@@ -20,7 +20,8 @@ Crime; within 0.001 on Law School).  So that:
 * it moves in small steps: it changes only when a snapshot is taken, and then one of the
   ``SNAPSHOTS`` components of the mixture is replaced, so the law of the prediction of any ``x``
   moves by at most ``1 / SNAPSHOTS`` in total variation every ``memory / SNAPSHOTS`` samples
-  once the ring is full (``1 / k`` while it holds ``k`` snapshots).
+  once the ring is full (``1 / k`` while it holds ``k`` snapshots).  (The post-processor refreshes
+  the mean of ``tau`` it corrects ``tau`` by at the same moments, which adds its own, small, move.)
 
 The stochastic gradient ``(C pi(x) - b) t(x)^T`` subtracts a baseline ``b``, the exponential
 average of ``C pi`` over ``memory`` samples (a control variate): ``E[t] = 0`` under the

@@ -249,7 +249,7 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         costs = self._scaled_costs(predictions, tau, learning=False) / self.beta
         output = self._optimizer.output  # its per-atom form: C^T applied to Lambda and to V
         per_atom = np.stack([self.constraints.atoms_of(output[0]), self.constraints.atoms_of(output[1])])
-        return dual.policy(per_atom, dual.group_features(tau, self.p), costs, self.beta)
+        return dual.policy(per_atom, self._serving_features(tau), costs, self.beta)
 
     def _refresh_weights(self) -> None:
         """Fold the block's surrogate (or early-labelled) losses into the updater; refresh ``q``."""

@@ -24,6 +24,7 @@ from river import (
     stats,
 )
 
+from connectors.experiments.datasets import load_law_held_out
 from connectors.river import FairClassifier, FairRegressor, friedman_with_group
 from streamfair import FairRegressionPostProcessor, evaluate_deterministic
 from streamfair import evaluate as audit
@@ -423,6 +424,36 @@ def test_fair_model_is_much_fairer_than_the_base_model_at_a_bounded_risk_cost():
     diagnostics = fair.diagnostics()
     assert diagnostics.n_samples == 7500 and diagnostics.epoch == 3  # windows of 2,000 samples
     assert np.all(diagnostics.group_ks < 0.5 * before.max_ks)  # the S-free estimate agrees
+
+
+@pytest.mark.slow
+def test_models_learning_from_scratch_are_served_fairer_from_the_start():
+    """Law School, base models and post-processor all starting from nothing, only ``B`` and ``p`` given.
+
+    The group classifier takes about a thousand samples to learn its intercept (its mean ``tau`` of
+    the smaller group goes from 0.43 to 0.2 against a share of 0.15); the post-processor corrects
+    ``tau`` to ``p`` meanwhile.  Prequential (predict, then learn) over the first 2,000 people, with
+    the true S: the served draws' KS is under 0.7 of the base model's, at under 1.25 times its
+    squared error (measured: 0.08 against 0.28, at 1.07 times; uncorrected: 0.26, at 2.2 times).
+    """
+    data = load_law_held_out()
+    order = np.random.default_rng(0).permutation(data.y.size)[:2000]
+    p = tuple(np.bincount(data.s) / data.s.size)
+    fair = FairRegressor(scaled(linear_model.LinearRegression()), scaled(linear_model.LogisticRegression()),
+                         B=(0, 1), p=p, sensitive="S", groups=(0, 1), seed=0)
+    base_model = scaled(linear_model.LinearRegression())
+    served, raw = [], []
+    for i in order:
+        x, y = dict(zip(data.feature_names, data.X[i].tolist(), strict=True)), float(data.y[i])
+        served.append(fair.predict_one(x))
+        raw.append(base_model.predict_one(x))
+        fair.learn_one({**x, "S": int(data.s[i])}, y)
+        base_model.learn_one(x, y)
+    after = evaluate_deterministic(served, data.y[order], data.s[order])
+    before = evaluate_deterministic(raw, data.y[order], data.s[order])
+    assert before.max_ks > 0.2
+    assert after.max_ks < 0.7 * before.max_ks
+    assert after.risk < 1.25 * before.risk
 
 
 def test_progressive_val_score_runs_with_the_wrapper_alone():
