@@ -555,9 +555,11 @@ class DualPostProcessor:
         return dual.group_features(tau, self.p)
 
     def _row_features(self, taus: np.ndarray) -> np.ndarray:
-        """The group features of each row at the state that learned the rows before it; nothing is updated."""
+        """The group features of each row of a run the same points serve, at the state that learned the rows
+        before it; nothing is updated.  The mean of ``tau`` in use changes only with the served points: in
+        such a run, not at all."""
         if self._prior_shift:
-            return self._shifted_features(taus, self._tau_reference.copy(), self._tau_mean.copy())
+            return self._serving_features(taus)
         return dual.group_features(taus, self._running_p(taus))
 
     def _shifted_features(self, taus: np.ndarray, reference: np.ndarray, tau_mean: np.ndarray) -> np.ndarray:
