@@ -427,79 +427,67 @@ def _is_distribution(tau, groups):
     return abs(total - 1.0) <= SAMPLE_SUM_TOLERANCE
 
 
-#: The least a group's windowed mean of ``tau`` may fall to (:func:`_move_tau_mean`): the prior shift's
-#: ratios ``p / q`` stay below ``1e200``, so that their sums stay finite.
+#: The least a group's windowed mean of ``tau`` may fall to (:func:`prior_shift_features`): the prior
+#: shift's ratios ``p / q`` stay below ``1e200``, so that their sums stay finite.
 TAU_MEAN_FLOOR = 1e-200
 
 
 @compiled
-def _shifted_features(tau, p_given, reference, out):
-    """The group features ``1 - tau_s / (q_s Z)``, ``Z = sum_k tau_k p_k / q_k``, of ``tau`` into ``out``.
+def prior_shift_features(taus, p_given, tau_means, n_before, interval, memory, move, out):
+    """The group features ``1 - tau_s / (q_s Z)``, ``Z = sum_k tau_k p_k / q_k``, of the rows of ``taus`` into ``out``.
 
     They are ``1 - tau'_s / p_s`` for ``tau'`` the posterior ``tau`` corrected from the prior ``q``
-    (``reference``, the mean of ``tau`` over the stream) to the given shares ``p``:
-    ``tau'_s = tau_s (p_s / q_s) / Z``, Saerens, Latinne & Decaestecker's (Neural Computation, 2002)
-    adjustment of a classifier's outputs to new priors.
+    (the mean in use, ``tau_means[1]``) to the given shares ``p``: ``tau'_s = tau_s (p_s / q_s) / Z``,
+    Saerens, Latinne & Decaestecker's (Neural Computation, 2002) adjustment of a classifier's
+    outputs to new priors.
+
+    ``taus`` and ``out`` hold their rows of ``K`` entries one after the other (flat: a single sample
+    is its own row, and no row is a view, which costs more here than the arithmetic).  Row ``i``
+    is the ``n_before + i``-th sample (from 0).  With ``move``, each row, once corrected,
+    moves the mean ``tau_means[0]`` of ``tau`` by ``1 / min(n + 2, memory)``, no lower than
+    ``TAU_MEAN_FLOOR``, and the mean in use takes its value after each of the first ``interval``
+    samples, then every ``interval`` samples (when the tracking optimizer's served points change);
+    without, nothing moves (the rows are served at the current state) and the counts are not read.
     """
-    z = 0.0
-    for k in range(out.size):
-        z += tau[k] * (p_given[k] / reference[k])
-    for s in range(out.size):
-        out[s] = 1.0 - tau[s] / (reference[s] * z)
+    groups = p_given.size
+    for i in range(taus.size // groups):
+        row = i * groups
+        z = 0.0
+        for k in range(groups):
+            z += taus[row + k] * (p_given[k] / tau_means[1, k])
+        for s in range(groups):
+            out[row + s] = 1.0 - taus[row + s] / (tau_means[1, s] * z)
+        if move:
+            n = n_before + i
+            for s in range(groups):
+                mean = tau_means[0, s]
+                tau_means[0, s] = max(mean + (taus[row + s] - mean) / min(n + 2, memory), TAU_MEAN_FLOOR)
+            if n + 1 < interval or (n + 1) % interval == 0:
+                for s in range(groups):
+                    tau_means[1, s] = tau_means[0, s]
 
 
 @compiled
-def _move_tau_mean(tau, tau_mean, reference, n, interval, memory):
-    """The ``n``-th sample (from 0) moves the mean ``q`` of ``tau`` by ``1 / min(n + 2, memory)``, no lower than
-    ``TAU_MEAN_FLOOR``; ``reference`` takes its value after each of the first ``interval`` samples, then every
-    ``interval`` samples (when the tracking optimizer's served points change)."""
-    for s in range(tau.size):
-        tau_mean[s] = max(tau_mean[s] + (tau[s] - tau_mean[s]) / min(n + 2, memory), TAU_MEAN_FLOOR)
-    if n + 1 < interval or (n + 1) % interval == 0:
-        for s in range(tau.size):
-            reference[s] = tau_mean[s]
+def _plain_features(tau, p_given, tau_sum, tau_count, out):
+    """The group features ``1 - tau_s / p_s`` of ``tau`` into ``out``, uncorrected.
 
-
-@compiled
-def prior_shift_features(taus, p_given, reference, tau_mean, n_before, interval, memory, out):
-    """:func:`_shifted_features` of each row of ``taus`` into ``out``, each row then moving ``q`` (in place).
-
-    Row ``i`` is the ``n_before + i``-th sample: it is corrected by ``reference`` as it is, then
-    moves ``tau_mean`` and ``reference`` (:func:`_move_tau_mean`).  An empty ``tau_mean``: nothing
-    moves (the rows are served at the current state).
+    ``p`` is ``p_given``, or if it is empty the running shares ``tau_sum / tau_count`` (before the sample).
     """
-    for i in range(taus.shape[0]):
-        _shifted_features(taus[i], p_given, reference, out[i])
-        if tau_mean.size:
-            _move_tau_mean(taus[i], tau_mean, reference, n_before + i, interval, memory)
-
-
-@compiled
-def _serving_features(tau, p_given, reference, tau_sum, tau_count, out):
-    """The group features ``1 - tau_s / p_s`` a sample is served with into ``out``.
-
-    ``p`` is ``p_given``, or if it is empty the running shares ``tau_sum / tau_count`` (before the
-    sample); with a non-empty ``reference``, ``tau`` is corrected to ``p_given`` first
-    (:func:`_shifted_features`).
-    """
-    if reference.size:
-        _shifted_features(tau, p_given, reference, out)
-        return
     for s in range(out.size):
         out[s] = 1.0 - tau[s] / (p_given[s] if p_given.size else tau_sum[s] / tau_count)
 
 
 @compiled
-def tracking_sample(w, baseline, slack, step, beta, cdf, count, atoms, low, high, eta, tau, p_given, reference,
-                    tau_mean, n, interval, memory, tau_sum, tau_count, recent_eta, recent_tau, slot, coefficients, u,
-                    learn):
+def tracking_sample(w, baseline, slack, step, beta, cdf, n_steps, atoms, low, high, eta, tau, p_given, tau_means, n,
+                    interval, memory, tau_sum, tau_count, recent_eta, recent_tau, coefficients, u, learn):
     """One regression sample of the tracking optimizer, whole: served, then learned (``learn_one``'s floats).
 
     ``eta`` (a finite number) and ``tau`` (a ``float64`` vector, checked here) are the sample;
     ``p_given`` the given shares, or empty for the running estimate ``tau_sum / tau_count`` (which
-    the sample then moves, in place); ``reference``, if not empty, the mean of ``tau`` that corrects
-    it to ``p_given``, which the ``n``-th sample then moves with ``tau_mean`` (in place, see
-    :func:`prior_shift_features`); ``recent_*[slot]`` receive the sample.  With ``u >= 0``, the
+    the sample then moves, in place); ``tau_means``, if not empty, the means of ``tau`` that correct
+    it to ``p_given``, which the sample, the ``n``-th, then moves (in place, see
+    :func:`prior_shift_features`); ``recent_*[n % window]`` receive the sample; ``n_steps`` the
+    steps taken before it, of which the last ``memory`` make the baseline.  With ``u >= 0``, the
     atom drawn at ``u`` from the served points' policies (``coefficients``, the draw of
     :func:`served_draw`) before learning; ``learn=False`` stops after the draw, with nothing changed.
     Returns ``(clipped, index)``: whether ``eta`` was clipped to ``[low, high]`` and the drawn
@@ -511,8 +499,10 @@ def tracking_sample(w, baseline, slack, step, beta, cdf, count, atoms, low, high
         return -1, -1
     scores, pi, rows, halvings, costs, features = _buffers(w.shape[1], groups, atoms.size)
     clipped = _scaled_squared_row(eta, atoms, low, high, beta, costs)
-    if u >= 0.0 or p_given.size:  # given shares: the learning features too
-        _serving_features(tau, p_given, reference, tau_sum, tau_count, features)
+    if tau_means.size:  # corrected to the given shares (the learning features too); learned, it moves the means
+        prior_shift_features(tau, p_given, tau_means, n, interval, memory, learn, features)
+    elif u >= 0.0 or p_given.size:  # given shares: the learning features too
+        _plain_features(tau, p_given, tau_sum, tau_count, features)
     index = -1
     if u >= 0.0:  # the drawn policy is written to pi, which the step then overwrites
         index = _component_draw(coefficients, features, costs, u, pi, halvings)
@@ -522,17 +512,17 @@ def tracking_sample(w, baseline, slack, step, beta, cdf, count, atoms, low, high
         for s in range(groups):
             tau_sum[s] += tau[s]
             features[s] = 1.0 - tau[s] / (tau_sum[s] / (tau_count + 1))
-    elif reference.size:  # learned with the features it was served with; then q moves
-        _move_tau_mean(tau, tau_mean, reference, n, interval, memory)
+    slot = n % recent_eta.size
     recent_eta[slot] = eta
     for s in range(groups):
         recent_tau[slot, s] = tau[s]
-    _tracking_step(w, baseline, slack, step, beta, cdf, features, costs, count, scores, pi, rows, halvings)
+    _tracking_step(w, baseline, slack, step, beta, cdf, features, costs, min(n_steps + 1, memory), scores, pi, rows,
+                   halvings)
     return clipped, index
 
 
 @compiled
-def tracking_proba(atoms, low, high, beta, eta, tau, p_given, reference, tau_sum, tau_count, coefficients, out):
+def tracking_proba(atoms, low, high, beta, eta, tau, p_given, tau_means, tau_sum, tau_count, coefficients, out):
     """The served law of one regression sample of the tracking optimizer into ``out`` (``proba_one``'s floats).
 
     The inputs are those of :func:`tracking_sample`, ``coefficients`` those of :func:`served_proba`.
@@ -544,7 +534,10 @@ def tracking_proba(atoms, low, high, beta, eta, tau, p_given, reference, tau_sum
         return False
     _, policy, _, halvings, costs, features = _buffers(0, groups, atoms.size)
     _scaled_squared_row(eta, atoms, low, high, beta, costs)
-    _serving_features(tau, p_given, reference, tau_sum, tau_count, features)
+    if tau_means.size:
+        prior_shift_features(tau, p_given, tau_means, 0, 1, 1, False, features)
+    else:
+        _plain_features(tau, p_given, tau_sum, tau_count, features)
     _served_row(coefficients, features, costs, policy, halvings, out)
     return True
 

@@ -337,10 +337,10 @@ class DualPostProcessor:
         self._tau_sum = np.full(k, 1.0 / k)  # running sum of tau, with one uniform pseudo-sample
         self._tau_count = 1
         # The tracking optimizer with given shares corrects tau to them (see _serving_features) by the
-        # mean of tau over its memory (one pseudo-sample at p to start with), as of the last change of
-        # the served points (the reference); empty: no correction.
-        self._tau_mean = self.p_given.copy() if tracking and self.p_given is not None else np.empty(0)
-        self._tau_reference = self._tau_mean.copy()
+        # mean of tau over its memory (row 0, one pseudo-sample at p to start with) as of the last change
+        # of the served points (row 1, the mean in use); no columns: no correction.
+        shares = self.p_given if tracking and self.p_given is not None else np.empty(0)
+        self._tau_means = np.stack([shares, shares])
         smoothness, mu, smallest_share = self._step_constants()
         if tracking:
             for name, value in (("horizon", horizon), ("inner", inner), ("mu", mu_arg), ("serve", serve)):
@@ -520,7 +520,7 @@ class DualPostProcessor:
         features when ``p`` is given.
         """
         if self._prior_shift:
-            return self._shifted_features(tau, self._tau_reference, self._tau_mean)
+            return self._shifted_features(tau, move=True)
         if self.p_given is not None:
             if serving is not None:
                 return serving
@@ -551,7 +551,7 @@ class DualPostProcessor:
         that the served law still changes only then.
         """
         if self._prior_shift:
-            return self._shifted_features(tau, self._tau_reference, np.empty(0))
+            return self._shifted_features(tau, move=False)
         return dual.group_features(tau, self.p)
 
     def _row_features(self, taus: np.ndarray) -> np.ndarray:
@@ -562,13 +562,13 @@ class DualPostProcessor:
             return self._serving_features(taus)
         return dual.group_features(taus, self._running_p(taus))
 
-    def _shifted_features(self, taus: np.ndarray, reference: np.ndarray, tau_mean: np.ndarray) -> np.ndarray:
-        """:func:`streamfair.kernel.prior_shift_features` of ``taus``: ``reference`` and ``tau_mean`` move in place."""
+    def _shifted_features(self, taus: np.ndarray, move: bool) -> np.ndarray:
+        """:func:`streamfair.kernel.prior_shift_features` of ``taus``; with ``move``, the rows move the means of tau."""
         optimizer = self._optimizer
         assert self.p_given is not None and isinstance(optimizer, TrackingOptimizer)  # by _prior_shift
         features = np.empty(taus.shape)
-        kernel.prior_shift_features(taus, self.p_given, reference, tau_mean, self.n_samples, optimizer.interval,
-                                    optimizer.memory, features)
+        kernel.prior_shift_features(taus.ravel(), self.p_given, self._tau_means, self.n_samples, optimizer.interval,
+                                    optimizer.memory, move, features.ravel())
         return features
 
     def _remember(self, predictions: np.ndarray, tau: np.ndarray) -> None:
@@ -624,7 +624,7 @@ class DualPostProcessor:
     @property
     def _prior_shift(self) -> bool:
         """Whether ``tau`` is corrected to the given shares (see :meth:`_serving_features`)."""
-        return self._tau_reference.size > 0
+        return self._tau_means.size > 0
 
     def _one_call_inputs(self, prediction: Any, tau: TauRow) -> tuple[float, np.ndarray] | None:
         """``(eta, tau row)`` of a sample the compiled one-call paths may take, or ``None`` for the general path.
@@ -659,12 +659,11 @@ class DualPostProcessor:
         coefficients = self._served_coefficients() if draw else self._coefficients
         optimizer, cost = self._optimizer, self.cost
         assert isinstance(optimizer, TrackingOptimizer) and isinstance(cost, SquaredCosts)  # by _one_call
-        w, baseline, slack, step, count = optimizer.step_state()
+        w, baseline, slack, step, n_steps = optimizer.step_state()
         clipped, index = kernel.tracking_sample(
-            w, baseline, slack, step, self.beta, self._cdf, count, self.atoms, cost.low, cost.high, eta, row,
-            self._p_or_empty, self._tau_reference, self._tau_mean, self.n_samples, optimizer.interval,
-            optimizer.memory, self._tau_sum, self._tau_count, self._recent_predictions, self._recent_tau,
-            self.n_samples % self.window, coefficients, u, learn)
+            w, baseline, slack, step, self.beta, self._cdf, n_steps, self.atoms, cost.low, cost.high, eta, row,
+            self._p_or_empty, self._tau_means, self.n_samples, optimizer.interval, optimizer.memory, self._tau_sum,
+            self._tau_count, self._recent_predictions, self._recent_tau, coefficients, u, learn)
         if clipped < 0:  # a tau for the general path to judge
             self._draws = draws
             return None
@@ -673,7 +672,8 @@ class DualPostProcessor:
         if self.p_given is None:
             self._tau_count += 1
         self.n_clipped += clipped
-        self._recent_count = min(self.window, self._recent_count + 1)
+        if self._recent_count < self.window:
+            self._recent_count += 1
         optimizer.advance(1)
         self.n_samples += 1
         return index
@@ -1056,7 +1056,7 @@ class DualPostProcessor:
             cost = self.cost
             assert isinstance(cost, SquaredCosts)  # by _one_call
             if kernel.tracking_proba(self.atoms, cost.low, cost.high, self.beta, *inputs, self._p_or_empty,
-                                     self._tau_reference, self._tau_sum, self._tau_count,
+                                     self._tau_means, self._tau_sum, self._tau_count,
                                      self._served_coefficients(), proba):
                 return proba
         return self._proba(*self._check_one(prediction, tau))[0]
@@ -1266,8 +1266,8 @@ class DualPostProcessor:
             "recent_count": self._recent_count,
             "tau_sum": self._tau_sum.copy(),
             "tau_count": self._tau_count,
-            "tau_mean": self._tau_mean.copy(),
-            "tau_reference": self._tau_reference.copy(),
+            "tau_mean": self._tau_means[0].copy(),
+            "tau_reference": self._tau_means[1].copy(),
             "n_samples": self.n_samples,
             "n_clipped": self.n_clipped,
             "draws": self._draws,
@@ -1307,8 +1307,7 @@ class DualPostProcessor:
         obj._tau_sum = np.array(state["tau_sum"], dtype=float)
         obj._tau_count = int(state["tau_count"])
         # A state written before the prior shift continues without it, exactly as it was written.
-        obj._tau_mean = np.array(state.get("tau_mean", ()), dtype=float)
-        obj._tau_reference = np.array(state.get("tau_reference", ()), dtype=float)
+        obj._tau_means = np.array([state.get("tau_mean", ()), state.get("tau_reference", ())], dtype=float)
         obj.n_samples, obj.n_clipped, obj._draws = int(state["n_samples"]), int(state["n_clipped"]), int(state["draws"])
         return obj
 

@@ -187,12 +187,12 @@ class TrackingOptimizer:
         self.advance(1)
 
     def step_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, int]:
-        """``(w, baseline, slack, step, count)`` of the next step, for a compiled step that updates them in place.
+        """``(w, baseline, slack, step, n_steps)`` of the next step, for a compiled step that updates them in place.
 
-        ``count`` is the baseline's ``min(steps, memory)`` with the next step counted; :meth:`advance`
-        then counts the step.
+        ``n_steps`` counts the steps before it (the baseline's count is ``min(n_steps + 1, memory)``);
+        :meth:`advance` then counts the step.
         """
-        return self.w, self.baseline, self.slack, self.step, self._baseline_count()
+        return self.w, self.baseline, self.slack, self.step, self.n_steps
 
     def advance(self, steps: int) -> None:
         """Count ``steps`` steps, none of which but the last may end a snapshot interval or a window."""

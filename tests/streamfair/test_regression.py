@@ -585,6 +585,37 @@ def test_one_regression_sample_is_one_compiled_call_with_the_general_paths_float
         assert one.n_clipped > 0
 
 
+def test_a_strided_or_read_only_tau_row_takes_the_one_call_path_and_learns_what_a_list_does(monkeypatch):
+    """A strided view and a read-only array (each its own compiled specialization) take the one-call path and learn
+    the floats a list learns."""
+    from streamfair import kernel
+    from streamfair.checks import assert_same_state
+
+    calls = []
+    compiled = kernel.tracking_sample
+
+    def counted(*args):
+        result = compiled(*args)
+        calls.append(result[0] >= 0)
+        return result
+
+    monkeypatch.setattr(kernel, "tracking_sample", counted)
+    rng = np.random.default_rng(5)
+    eta, taus = rng.uniform(-1.3, 1.3, 100), rng.dirichlet([1.0, 1.0], 100)
+    wide = np.zeros((100, 4))
+    wide[:, ::2] = taus  # each row a view with a stride of two entries
+    frozen = taus.copy()
+    frozen.setflags(write=False)
+    listed, strided, read_only = (FairRegressionPostProcessor(L=8, p=[0.4, 0.6], memory=64, seed=2) for _ in range(3))
+    for i in range(100):
+        listed.learn_one(float(eta[i]), taus[i].tolist())
+        strided.learn_one(float(eta[i]), wide[i, ::2])
+        read_only.learn_one(float(eta[i]), frozen[i])
+    assert sum(calls) == len(calls) == 3 * 99  # every sample after the first of each
+    assert_same_state(strided.state_dict(), listed.state_dict())
+    assert_same_state(read_only.state_dict(), listed.state_dict())
+
+
 def test_one_regression_sample_is_served_by_one_compiled_call_with_the_general_paths_floats(monkeypatch):
     """``proba_one`` and ``predict_one(mode="mean")`` of plain numbers take :func:`kernel.tracking_proba` (counted),
     with the probabilities of the general path bit for bit; a ``tau`` only the general check accepts goes there."""
