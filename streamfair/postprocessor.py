@@ -86,6 +86,7 @@ from .profiles import (
 from .schedule import Schedule
 from .tracking import TrackingOptimizer
 from .validation import (
+    check_array,
     check_choice,
     check_distribution,
     check_distributions,
@@ -93,6 +94,7 @@ from .validation import (
     check_positive,
     check_seed,
     check_slack,
+    restores_state,
 )
 
 #: One sample's group posterior ``tau(x)``: ``K`` probabilities.
@@ -1274,6 +1276,7 @@ class DualPostProcessor:
         }
 
     @classmethod
+    @restores_state
     def from_state_dict(cls, state: dict[str, Any]) -> Self:
         """A new object that continues exactly as the one whose :meth:`state_dict` was taken.
 
@@ -1289,8 +1292,6 @@ class DualPostProcessor:
         DualPostProcessor
             An object of this class, in the state ``state`` describes.
         """
-        if not isinstance(state, dict):
-            raise ValueError(f"state must be a dict made by state_dict(), got {type(state).__name__}")
         if state.get("version") == 1:
             state = upgrade_state_v1(state)
         if state.get("version") != STATE_VERSION or state.get("class") != cls.__name__:
@@ -1304,10 +1305,12 @@ class DualPostProcessor:
         obj._recent_predictions = None if recent is None else np.array(recent, dtype=float)
         obj._recent_tau[...] = state["recent_tau"]
         obj._recent_count = int(state["recent_count"])
-        obj._tau_sum = np.array(state["tau_sum"], dtype=float)
+        obj._tau_sum = check_array("state's tau_sum", state["tau_sum"], (obj.n_groups,))
         obj._tau_count = int(state["tau_count"])
-        # A state written before the prior shift continues without it, exactly as it was written.
-        obj._tau_means = np.array([state.get("tau_mean", ()), state.get("tau_reference", ())], dtype=float)
+        # A state written before the prior shift has neither mean: it continues without it, exactly as written.
+        obj._tau_means = check_array("state's tau_mean and tau_reference",
+                                     [state.get("tau_mean", ()), state.get("tau_reference", ())],
+                                     obj._tau_means.shape, (2, 0))
         obj.n_samples, obj.n_clipped, obj._draws = int(state["n_samples"]), int(state["n_clipped"]), int(state["draws"])
         return obj
 

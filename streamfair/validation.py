@@ -10,11 +10,12 @@ ValueError: p must sum to 1 (within 1e-06), got [0.5, 0.6] (sum 1.1)
 
 from __future__ import annotations
 
+import functools
 import math
 import reprlib
 from collections.abc import Callable
 from numbers import Integral, Real
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -25,6 +26,7 @@ CHECK_ROWS = 65_536
 #: A shape that :func:`check_array` accepts: an ``int`` is a required length, a ``str`` (``"n"``) any length.
 Shape = tuple[int | str, ...]
 T = TypeVar("T")
+Restore = TypeVar("Restore", bound=Callable[..., Any])
 
 
 def show(value) -> str:
@@ -371,3 +373,32 @@ def check_instance(name: str, value: Any, kind: type[T]) -> T:
     if not isinstance(value, kind):
         raise ValueError(f"{name} must be a {kind.__name__}, got {show(value)} ({type(value).__name__})")
     return value
+
+
+def restores_state(from_state_dict: Restore) -> Restore:
+    """Decorates a ``from_state_dict(cls, state)``: a state that is not a dict, or lacks an entry or holds one of the
+    wrong kind, is a ``ValueError`` naming the class, not a ``KeyError`` or ``TypeError`` from inside.
+
+    >>> class Counter:
+    ...     def __init__(self, n):
+    ...         self.n = n
+    ...     @classmethod
+    ...     @restores_state
+    ...     def from_state_dict(cls, state):
+    ...         return cls(int(state["n"]))
+    >>> Counter.from_state_dict({"n": 3}).n
+    3
+    >>> Counter.from_state_dict({"count": 3})
+    Traceback (most recent call last):
+    ...
+    ValueError: state is not a complete Counter state: KeyError 'n'
+    """
+    @functools.wraps(from_state_dict)
+    def restore(cls: type, state: Any) -> Any:
+        if not isinstance(state, dict):
+            raise ValueError(f"state must be a dict made by {cls.__name__}.state_dict(), got {type(state).__name__}")
+        try:
+            return from_state_dict(cls, state)
+        except (KeyError, TypeError, IndexError, AttributeError) as error:
+            raise ValueError(f"state is not a complete {cls.__name__} state: {type(error).__name__} {error}") from error
+    return cast(Restore, restore)

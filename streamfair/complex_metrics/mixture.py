@@ -33,6 +33,7 @@ from ..validation import (
     check_seed,
     check_weights,
     first_entry,
+    restores_state,
 )
 from .confusion import Sample, check_labels, cost_features, plug_in
 
@@ -273,6 +274,7 @@ class RandomizedClassifier:
         }
 
     @classmethod
+    @restores_state
     def from_state_dict(cls, state: dict) -> RandomizedClassifier:
         """The classifier whose :meth:`state_dict` was taken.
 
@@ -286,15 +288,13 @@ class RandomizedClassifier:
         RandomizedClassifier
             A classifier that predicts as the original did (same components, seed and counter).
         """
-        if not isinstance(state, dict):
-            raise ValueError(f"state must be a dict from state_dict(), got {type(state).__name__}")
         if state.get("version") != STATE_VERSION or state.get("class") != cls.__name__:
             raise ValueError(
                 f"state is for {state.get('class')!r} version {state.get('version')!r}, expected {cls.__name__!r}"
             )
         missing = sorted(STATE_KEYS - state.keys())
         if missing:
-            raise ValueError(f"state is missing {missing}")
+            raise ValueError(f"{cls.__name__} state is missing {missing}")
         obj = cls(state["weights"], state["scores"], state["grouping"], state["seed"])
         obj._draws = check_integer("draws", state["draws"], 0)
         return obj

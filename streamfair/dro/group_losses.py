@@ -38,6 +38,7 @@ from ..validation import (
     check_integer,
     check_non_negative,
     check_real,
+    restores_state,
 )
 
 __all__ = ["Receipt", "Receipts", "GroupLosses", "check_rate"]
@@ -169,6 +170,7 @@ class GroupLosses:
         }
 
     @classmethod
+    @restores_state
     def from_state_dict(cls, state: dict) -> GroupLosses:
         obj = cls(**state["config"])
         obj.sums = np.array(state["sums"], dtype=float)

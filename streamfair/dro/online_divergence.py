@@ -49,7 +49,7 @@ from typing import Any, NamedTuple, NoReturn, Self
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..validation import check_non_negative, check_positive, check_real
+from ..validation import check_non_negative, check_positive, check_real, restores_state
 from .group_losses import check_rate
 from .weights import _check_alpha, _check_losses
 
@@ -258,6 +258,7 @@ class DivergenceTracker:
         }
 
     @classmethod
+    @restores_state
     def from_state_dict(cls, state: dict[str, Any]) -> Self:
         """A tracker that continues exactly as the one whose :meth:`state_dict` was taken.
 

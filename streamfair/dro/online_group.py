@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..validation import check_distribution, check_positive
+from ..validation import check_distribution, check_positive, restores_state
 from .group_losses import GroupLosses, Receipt, Receipts
 from .simplex import log_sum_exp, softmax
 
@@ -181,6 +181,7 @@ class SoftmaxGroupWeights(_RunningGroupStats):
         return {"temperature": self.temperature, "stats": self.stats.state_dict()}
 
     @classmethod
+    @restores_state
     def from_state_dict(cls, state: dict[str, Any]) -> SoftmaxGroupWeights:
         """An updater that continues exactly as the one whose :meth:`state_dict` was taken.
 
@@ -368,6 +369,7 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
         }
 
     @classmethod
+    @restores_state
     def from_state_dict(cls, state: dict[str, Any]) -> ExponentiatedGroupWeights:
         """An updater that continues exactly as the one whose :meth:`state_dict` was taken.
 

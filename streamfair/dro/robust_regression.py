@@ -52,7 +52,7 @@ import numpy as np
 
 from .. import dual
 from ..regression import FairRegressionPostProcessor
-from ..validation import check_distributions, check_integer, check_positive, check_real
+from ..validation import check_distributions, check_integer, check_positive, check_real, restores_state
 from .group_losses import Receipts, check_rate
 from .online_group import ExponentiatedGroupWeights, SoftmaxGroupWeights
 from .pending import PendingLabels, rows_to_columns
@@ -366,6 +366,7 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         return state
 
     @classmethod
+    @restores_state
     def from_state_dict(cls, state: dict[str, Any]) -> Self:
         """A new object that continues exactly as the one whose :meth:`state_dict` was taken.
 

@@ -681,7 +681,7 @@ def test_numbers_too_large_for_a_float_are_value_errors_naming_the_input(call):
 
 
 @pytest.mark.parametrize("state, message", [
-    (None, "state must be a dict made by state_dict(), got NoneType"),
+    (None, "state must be a dict made by FairRegressionPostProcessor.state_dict(), got NoneType"),
     ({"a": 1}, "state is for None version None, expected 'FairRegressionPostProcessor' version 2"),
     ({**FairClassificationPostProcessor(n_classes=2, n_groups=2).state_dict()},
      "state is for 'FairClassificationPostProcessor' version 2"),

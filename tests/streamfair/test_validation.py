@@ -183,6 +183,15 @@ def test_bad_state_dict_is_rejected():
     state = fitted().state_dict()
     check_error(lambda: FairRegressionPostProcessor.from_state_dict({**state, "version": 99}), "version", "99")
     check_error(lambda: FairRegressionPostProcessor.from_state_dict({**state, "class": "Other"}), "Other")
+    # arrays the compiled calls read without bounds checks: their shapes are checked
+    check_error(lambda: FairRegressionPostProcessor.from_state_dict({**state, "tau_sum": [0.5] * 3}), "tau_sum", "(3,)")
+    anytime = FairRegressionPostProcessor(L=3, p=[0.4, 0.6])
+    anytime.learn_many([0.1, 0.2], [[0.5, 0.5], [0.3, 0.7]])
+    state = anytime.state_dict()
+    only_one_mean = {k: v for k, v in state.items() if k != "tau_reference"}
+    check_error(lambda: FairRegressionPostProcessor.from_state_dict(only_one_mean), "tau_mean and tau_reference")
+    three_groups = {**state, "tau_mean": [0.3] * 3, "tau_reference": [0.3] * 3}
+    check_error(lambda: FairRegressionPostProcessor.from_state_dict(three_groups), "tau_reference", "(2, 3)")
 
 
 # ---------------------------------------------------------------- evaluation inputs
@@ -201,3 +210,49 @@ def test_evaluation_rejects_bad_inputs():
     check_error(lambda: evaluate(proba, atoms, y, [0, 3, 0, 1], n_groups=3), "n_groups=3", "3")
     check_error(lambda: evaluate_deterministic([0.0, 1.0], [0.0], [0, 1]), "y", "(1,)")
     check_error(lambda: evaluate_deterministic([0.0, NAN], [0.0, 1.0], [0, 1]), "predictions", "nan")
+
+
+def restorable_objects() -> list:
+    """One object of every class with a ``from_state_dict``, each having learned something."""
+    from streamfair import FairClassificationPostProcessor
+    from streamfair.complex_metrics import RandomizedClassifier
+    from streamfair.dro import GroupRobustFairRegressionPostProcessor
+    from streamfair.dro.group_losses import GroupLosses
+    from streamfair.dro.online_divergence import CVaRTracker
+    from streamfair.dro.online_group import ExponentiatedGroupWeights, SoftmaxGroupWeights
+
+    regression, robust = fitted(), GroupRobustFairRegressionPostProcessor(L=5, n_groups=2, refresh=1)
+    robust.learn_one(0.3, [0.4, 0.6], key="a")
+    classification = FairClassificationPostProcessor(n_classes=2, n_groups=2)
+    classification.learn_one([0.3, 0.7], [0.4, 0.6])
+    softmax, exponentiated = SoftmaxGroupWeights(2, temperature=0.5), ExponentiatedGroupWeights(2, step=0.1)
+    softmax.update(1.0, [0.3, 0.7])
+    exponentiated.update(1.0, [0.3, 0.7])
+    losses, cvar = GroupLosses(2), CVaRTracker(alpha=0.2)
+    losses.update(1.0, [0.3, 0.7])
+    cvar.update(0.5)
+    mixture = RandomizedClassifier([0.25, 0.75], [np.eye(2), 1 - np.eye(2)], seed=3)
+    return [regression, robust, classification, softmax, exponentiated, losses, cvar, mixture]
+
+
+RESTORABLE = restorable_objects()
+
+
+@pytest.mark.parametrize("obj", RESTORABLE, ids=lambda obj: type(obj).__name__)
+def test_an_incomplete_or_garbled_state_is_a_value_error_naming_the_class(obj):
+    """Each entry of a state removed, or replaced by a number, either still restores or is a ``ValueError`` that names
+    the class, the class of the part whose state the entry was, or the entry (refused by the constructor's checks):
+    never a bare ``KeyError`` or ``TypeError`` from inside."""
+    names = {type(part).__name__ for part in RESTORABLE}
+    cls, state = type(obj), obj.state_dict()
+    assert type(cls.from_state_dict(state)) is cls
+    refused = 0
+    for key in state:
+        for changed in ({k: v for k, v in state.items() if k != key}, {**state, key: 7}):
+            try:
+                cls.from_state_dict(changed)
+            except ValueError as error:
+                assert any(name in str(error) for name in (cls.__name__, key, *names)), (key, str(error))
+                refused += 1
+    assert refused >= len(state)  # at least one of the two changes of each entry
+    check_error(lambda: cls.from_state_dict([state]), f"dict made by {cls.__name__}.state_dict()", "list")
