@@ -1301,9 +1301,11 @@ class DualPostProcessor:
             )
         obj = cls(**state["config"])
         obj._optimizer.load_state_dict(state["optimizer"])
-        recent = state["recent_predictions"]
-        obj._recent_predictions = None if recent is None else np.array(recent, dtype=float)
-        obj._recent_tau[...] = state["recent_tau"]
+        # the window's rows, which the compiled calls write without bounds checks
+        recent, row = state["recent_predictions"], () if obj.prediction_input == "eta" else obj.atoms.shape
+        obj._recent_predictions = (None if recent is None
+                                   else check_array("state's recent_predictions", recent, (obj.window, *row)))
+        obj._recent_tau[...] = check_array("state's recent_tau", state["recent_tau"], obj._recent_tau.shape)
         obj._recent_count = int(state["recent_count"])
         obj._tau_sum = check_array("state's tau_sum", state["tau_sum"], (obj.n_groups,))
         obj._tau_count = int(state["tau_count"])

@@ -192,6 +192,11 @@ def test_bad_state_dict_is_rejected():
     check_error(lambda: FairRegressionPostProcessor.from_state_dict(only_one_mean), "tau_mean and tau_reference")
     three_groups = {**state, "tau_mean": [0.3] * 3, "tau_reference": [0.3] * 3}
     check_error(lambda: FairRegressionPostProcessor.from_state_dict(three_groups), "tau_reference", "(2, 3)")
+    rows = anytime.window + 1
+    longer = {**state, "recent_predictions": np.zeros(rows)}
+    check_error(lambda: FairRegressionPostProcessor.from_state_dict(longer), "recent_predictions", f"({rows},)")
+    one_row = {**state, "recent_tau": np.zeros(2)}
+    check_error(lambda: FairRegressionPostProcessor.from_state_dict(one_row), "recent_tau", "(2,)")
 
 
 # ---------------------------------------------------------------- evaluation inputs
