@@ -19,7 +19,7 @@ import numpy as np
 from .costs import ExpectedCosts
 from .postprocessor import DualPostProcessor
 from .profiles import PROFILES
-from .validation import check_choice, check_integer
+from .validation import check_array, check_choice, check_integer
 
 #: ``anytime`` profile: the per-class rate gap when ``eps`` is not given.
 DEFAULT_RATE_GAP = 0.02
@@ -41,16 +41,11 @@ def zero_one_costs(n_classes: int) -> np.ndarray:
 
 
 def _check_cost_matrix(cost_matrix: Any, n_classes: int) -> np.ndarray:
-    try:
-        array = np.asarray(cost_matrix, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"cost_matrix must be an ({n_classes}, {n_classes}) array of numbers, got {cost_matrix!r}"
-        ) from None
-    if array.shape != (n_classes, n_classes):
-        raise ValueError(f"cost_matrix must have shape ({n_classes}, {n_classes}), got shape {array.shape}")
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"cost_matrix must be finite, got {array.tolist()}")
+    """An ``(n, n)`` finite array whose largest entry, the cost scale (``beta``'s unit), is positive."""
+    array = check_array("cost_matrix", cost_matrix, (n_classes, n_classes))
+    if array.max() <= 0:
+        raise ValueError(f"cost_matrix must have a positive entry: its largest sets the cost scale (add a constant to "
+                         f"every entry, which changes no decision), got {array.tolist()}")
     return array
 
 

@@ -206,6 +206,8 @@ def test_predictions_are_labels_reproducible_per_key_and_follow_the_policy():
         ({"n_classes": 3, "classes": ["a", "b"], "n_groups": 2}, "does not match"),
         ({"n_classes": 2, "cost_matrix": [[0, 1]], "n_groups": 2}, r"cost_matrix must have shape \(2, 2\)"),
         ({"n_classes": 2, "cost_matrix": [[0, np.nan], [1, 0]], "n_groups": 2}, "cost_matrix must be finite"),
+        ({"n_classes": 2, "cost_matrix": [[0, -1], [-2, 0]], "n_groups": 2}, "cost_matrix must have a positive entry"),
+        ({"n_classes": 2, "cost_matrix": [["a", 1], [1, 0]], "n_groups": 2}, "cost_matrix must be an array of numbers"),
         ({"n_classes": 2, "eps": -0.1, "n_groups": 2}, "eps must be finite and >= 0"),
         ({"n_classes": 2, "eps": 5, "n_groups": 2}, r"eps must be <= 1 \(0.05 is 5 points\), got 5"),
         ({"n_classes": 2, "p": [0.5, 0.6]}, "p must sum to 1"),
