@@ -674,8 +674,7 @@ class DualPostProcessor:
         if self.p_given is None:
             self._tau_count += 1
         self.n_clipped += clipped
-        if self._recent_count < self.window:
-            self._recent_count += 1
+        self._recent_count = min(self.window, self._recent_count + 1)
         optimizer.advance(1)
         self.n_samples += 1
         return index

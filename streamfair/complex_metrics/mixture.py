@@ -41,8 +41,6 @@ __all__ = ["RandomizedClassifier"]
 
 STATE_VERSION = 1
 GROUPINGS = ("none", "aware", "unaware")
-#: The entries of :meth:`RandomizedClassifier.state_dict` besides ``version`` and ``class``.
-STATE_KEYS = frozenset({"weights", "scores", "grouping", "seed", "draws"})
 
 
 class RandomizedClassifier:
@@ -292,9 +290,6 @@ class RandomizedClassifier:
             raise ValueError(
                 f"state is for {state.get('class')!r} version {state.get('version')!r}, expected {cls.__name__!r}"
             )
-        missing = sorted(STATE_KEYS - state.keys())
-        if missing:
-            raise ValueError(f"{cls.__name__} state is missing {missing}")
         obj = cls(state["weights"], state["scores"], state["grouping"], state["seed"])
         obj._draws = check_integer("draws", state["draws"], 0)
         return obj

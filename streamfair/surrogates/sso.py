@@ -122,8 +122,13 @@ class TargetLoss:
         ValueError
             For non-finite targets or labels, or labels of another shape than the targets.
         """
+        return self._value(*self._checked(z, y))
+
+    @staticmethod
+    def _checked(z: ArrayLike, y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """Finite targets and labels of one length (what :meth:`value` and :meth:`derivative` take)."""
         z = check_finite("z", z)
-        return self._value(z, check_finite("y", y, z.size))
+        return z, check_finite("y", y, z.size)
 
     def _value(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
         if self.name == "squared":
@@ -150,8 +155,7 @@ class TargetLoss:
         ValueError
             For non-finite targets or labels, or labels of another shape than the targets.
         """
-        z = check_finite("z", z)
-        return self._derivative(z, check_finite("y", y, z.size))
+        return self._derivative(*self._checked(z, y))
 
     def _derivative(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
         if self.name == "squared":
