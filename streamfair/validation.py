@@ -141,7 +141,7 @@ def check_slack(eps, n_groups: int, name: str = "eps", *, at_most: float = math.
     ValueError: ks must be <= 1 (0.05 is 5 points), got 5
     """
     try:
-        array = np.asarray(eps, dtype=float)
+        array = np.array(eps, dtype=float)  # a copy: the caller's array may change later
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{name} must be a number or a sequence of {n_groups} numbers, got {eps!r}") from None
     if array.ndim == 0:

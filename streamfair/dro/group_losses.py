@@ -32,6 +32,7 @@ import numpy as np
 
 from ..validation import (
     SUM_TOLERANCE,
+    check_array,
     check_distribution,
     check_distributions,
     check_finite,
@@ -173,7 +174,7 @@ class GroupLosses:
     @restores_state
     def from_state_dict(cls, state: dict) -> GroupLosses:
         obj = cls(**state["config"])
-        obj.sums = np.array(state["sums"], dtype=float)
-        obj.weights = np.array(state["weights"], dtype=float)
+        obj.sums = np.array(check_array("state's sums", state["sums"], (obj.n_groups,)))
+        obj.weights = np.array(check_array("state's weights", state["weights"], (obj.n_groups,)))
         obj.n_samples = int(state["n_samples"])
         return obj

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..validation import check_distribution, check_positive, restores_state
+from ..validation import check_array, check_distribution, check_positive, restores_state
 from .group_losses import GroupLosses, Receipt, Receipts
 from .simplex import log_sum_exp, softmax
 
@@ -384,7 +384,7 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
             The restored updater.
         """
         obj = cls(**state["config"])
-        obj.theta = np.array(state["theta"], dtype=float)
-        obj.tau_sum = np.array(state["tau_sum"], dtype=float)
+        obj.theta = np.array(check_array("state's theta", state["theta"], (obj.n_groups,)))
+        obj.tau_sum = np.array(check_array("state's tau_sum", state["tau_sum"], (obj.n_groups,)))
         obj.stats = GroupLosses.from_state_dict(state["stats"])
         return obj

@@ -115,7 +115,11 @@ class PendingLabels:
         n = len(keys)
         self._columns = _columns(n, self.n_groups)
         for name, column in self._columns.items():
-            column[...] = np.reshape(state[name], column.shape) if name in state else 0.0
+            values = np.asarray(state.get(name, 0.0))
+            if values.ndim and values.size != column.size:
+                raise ValueError(f"state's pending {name} must have one row per key, shape {column.shape}, "
+                                 f"got shape {values.shape}")
+            column[...] = np.reshape(values, column.shape) if values.ndim else values
         self._rows = dict(zip(keys, range(n), strict=True))
         self._used = n
 

@@ -52,7 +52,15 @@ import numpy as np
 
 from .. import dual
 from ..regression import FairRegressionPostProcessor
-from ..validation import check_distributions, check_integer, check_positive, check_real, restores_state
+from ..validation import (
+    check_array,
+    check_distributions,
+    check_indices,
+    check_integer,
+    check_positive,
+    check_real,
+    restores_state,
+)
 from .group_losses import Receipts, check_rate
 from .online_group import ExponentiatedGroupWeights, SoftmaxGroupWeights
 from .pending import PendingLabels, rows_to_columns
@@ -384,12 +392,16 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         extra = state["dro"]
         obj.dro = type(obj.dro).from_state_dict(extra["updater"])
         obj._scale_updater()  # checkpoints from before the constants were relative to the cost scale hold them unscaled
-        obj._q = np.array(extra["q"], dtype=float)
+        obj._q = np.array(check_array("state's dro q", extra["q"], (obj.n_groups,)))
         eta, tau, keys = extra["block"]
-        obj._block_size = len(eta)
-        obj._block_eta[: obj._block_size] = eta
-        obj._block_tau[: obj._block_size] = np.array(tau, dtype=float).reshape(-1, obj.n_groups)
-        obj._block_keys = {key: int(row) for key, row in keys}
+        size = obj._block_size = check_array("state's dro block predictions", eta, ("n",)).size
+        if size >= obj.refresh:  # a full block is folded in when it fills
+            raise ValueError(f"state's dro block must hold fewer than refresh={obj.refresh} samples, got {size}")
+        obj._block_eta[:size] = eta
+        obj._block_tau[:size] = check_array("state's dro block tau", tau, (size, obj.n_groups),
+                                            (size * obj.n_groups,)).reshape(size, obj.n_groups)
+        rows = check_indices("state's dro block rows", [row for _, row in keys], None, size)
+        obj._block_keys = {key: int(row) for (key, _), row in zip(keys, rows, strict=True)}
         obj._early_labels = dict(extra["early_labels"])
         pending = extra["pending"]
         obj._pending.load_state_dict(rows_to_columns(pending) if isinstance(pending, list) else pending)

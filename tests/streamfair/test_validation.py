@@ -199,6 +199,61 @@ def test_bad_state_dict_is_rejected():
     check_error(lambda: FairRegressionPostProcessor.from_state_dict(one_row), "recent_tau", "(2,)")
 
 
+def test_bad_group_robust_state_is_rejected():
+    """The group-robust parts' arrays, whose wrong length was accepted (a shorter ``q`` or group sums) or failed
+    later inside numpy, are refused on restoring, naming the entry."""
+    from streamfair.dro import GroupRobustFairRegressionPostProcessor as Robust
+    from streamfair.dro.online_group import ExponentiatedGroupWeights
+
+    robust = Robust(L=3, n_groups=2, refresh=4)
+    robust.learn_many([0.1, 0.2, 0.3, 0.4, 0.5], [[0.5, 0.5], [0.3, 0.7], [0.6, 0.4], [0.5, 0.5], [0.2, 0.8]],
+                      keys=list("abcde"))  # a block of four folded in, one sample in the next block
+    state = robust.state_dict()
+    dro = state["dro"]
+    assert len(dro["block"][0]) == 1 and len(dro["pending"]["keys"]) == 4
+
+    def refused(*fragments, **changes):
+        check_error(lambda: Robust.from_state_dict({**state, "dro": {**dro, **changes}}), *fragments)
+
+    refused("dro q", "(1,)", q=[1.0])
+    eta, tau, keys = dro["block"]
+    refused("fewer than refresh=4", "4", block=[np.zeros(4), np.full((4, 2), 0.5), []])
+    refused("dro block tau", "(1, 3)", block=[eta, np.full((1, 3), 0.5), keys])
+    refused("dro block rows", "1", block=[eta, tau, [("e", 1)]])  # the block holds one row: row 0
+    pending = dro["pending"]
+    refused("pending loss", "(4,)", "(3,)", pending={**pending, "loss": pending["loss"][:3]})
+    stats = dro["updater"]["stats"]
+    refused("sums", "(2,)", "(1,)", updater={**dro["updater"], "stats": {**stats, "sums": [0.0]}})
+    weights = ExponentiatedGroupWeights(2, step=0.1).state_dict()
+    check_error(lambda: ExponentiatedGroupWeights.from_state_dict({**weights, "theta": [0.0] * 3}), "theta", "(3,)")
+
+
+def shared_arrays(value, seen: set[int]):
+    """The numpy arrays in ``value``: nested in dicts, lists and tuples, and in the attributes of streamfair objects."""
+    if id(value) in seen:
+        return
+    seen.add(id(value))
+    if isinstance(value, np.ndarray):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from shared_arrays(item, seen)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from shared_arrays(item, seen)
+    elif type(value).__module__.startswith("streamfair"):
+        yield from shared_arrays(getattr(value, "__dict__", {}), seen)
+
+
+def as_arrays(state):
+    """``state`` with each list of numbers as a numpy array, as a checkpoint's decoder may give it."""
+    if isinstance(state, dict):
+        return {key: as_arrays(value) for key, value in state.items()}
+    if isinstance(state, list) and state and all(isinstance(item, (int, float)) for item in state):
+        return np.array(state)
+    return [as_arrays(item) for item in state] if isinstance(state, list) else state
+
+
 # ---------------------------------------------------------------- evaluation inputs
 def test_evaluation_rejects_bad_inputs():
     proba, atoms, y, groups = np.full((4, 3), 1 / 3), [0.0, 0.5, 1.0], [0.0, 1.0, 0.5, 0.5], [0, 1, 0, 1]
@@ -261,3 +316,15 @@ def test_an_incomplete_or_garbled_state_is_a_value_error_naming_the_class(obj):
                 refused += 1
     assert refused >= len(state)  # at least one of the two changes of each entry
     check_error(lambda: cls.from_state_dict([state]), f"dict made by {cls.__name__}.state_dict()", "list")
+
+
+@pytest.mark.parametrize("obj", RESTORABLE, ids=lambda obj: type(obj).__name__)
+def test_a_restored_object_shares_no_array_with_its_state(obj):
+    """Restoring copies: an object learning after ``from_state_dict(state)`` must not write into ``state`` (the
+    window of predictions was shared, so two objects restored from one state counted each other's samples)."""
+    for state in (obj.state_dict(), as_arrays(obj.state_dict())):
+        restored = type(obj).from_state_dict(state)
+        assert pickle.dumps(restored.state_dict()) == pickle.dumps(obj.state_dict())
+        ours = list(shared_arrays(restored, set()))
+        assert ours or not list(shared_arrays(state, set()))  # the walk finds the object's arrays
+        assert not [a.shape for a in ours for b in shared_arrays(state, set()) if np.shares_memory(a, b)]
