@@ -157,7 +157,7 @@ def eopp_statistics(confusion: np.ndarray) -> tuple[float, float]:
     [0.3333, 0.25]
     """
     tpr = confusion[:, 1, 1] / confusion[:, 1, :].sum(axis=1)
-    overall = confusion[:, 1, 1].sum() / confusion[:, 1, :].sum()
+    overall = np.sum(confusion[:, 1, 1]) / np.sum(confusion[:, 1, :])
     return float(np.abs(tpr - overall).max()), float(np.abs(tpr - tpr.mean()).max())
 
 

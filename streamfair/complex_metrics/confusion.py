@@ -168,6 +168,7 @@ class Sample:
         self.features = cost_features(self.proba, self.groups, self.tau, self.n_groups)
         self._hard_index: np.ndarray | None = None
         self._weights: np.ndarray | None
+        self.joint: np.ndarray
         if self.y is not None and (self.groups is not None or self.tau is None):
             group = self.groups if self.groups is not None else np.zeros(self.size, dtype=np.intp)
             self._hard_index = (group * self.n_classes + self.y) * self.n_classes

@@ -17,9 +17,8 @@ paper's ``phi(C)``, i.e. ``max(A v - b)``: for coverage ``max_i |sum_j C_ji - ta
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..validation import check_array, check_at_most, check_integer, check_non_negative, show
 from .performance import as_tensor, class_priors
@@ -118,7 +117,7 @@ class Coverage(LinearConstraint):
 
     name = "coverage"
 
-    def __init__(self, eps: float, target: Sequence[float] | None = None):
+    def __init__(self, eps: float, target: ArrayLike | None = None):
         self.eps = _check_eps(eps)
         self.target = None if target is None else _check_target(target)
         self.label_free = target is not None

@@ -152,7 +152,7 @@ def constrained_ellipsoid(problem: Problem, iterations: int = 1000, radius: floa
         lam, mu = centre[:d], centre[d:]
         if np.linalg.norm(centre) > radius:
             cut = -centre
-        elif k and mu.min() < 0:
+        elif k and np.min(mu) < 0:
             cut = np.concatenate([np.zeros(d), np.maximum(-mu, 0.0)])
         else:
             component = problem._lmo(lam)

@@ -128,7 +128,7 @@ def primal_dual(oracle: CountingOracle, seed: int = 0, step: float | None = None
         loss = oracle.values(np.array([draw(i_dual)]), x)[0]
         x = problem.project(x - step * radius2 / (2 * log_m) * g_x)
         log_q[i_dual] += min(1.0, max(-1.0, step * m * loss))
-        log_q -= log_q.max()
+        log_q -= np.max(log_q)
         q = project(log_q)
         log_q = np.log(np.maximum(q, np.finfo(float).tiny))  # keep the projected point (KL prox)
         t += 1

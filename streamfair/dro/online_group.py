@@ -299,7 +299,7 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
         losses, tau = self.stats._check(losses, tau)
         scales = self._scales(tau)
         self.theta += np.clip(scales * losses[:, None], -self.clip, self.clip).sum(axis=0)
-        self.theta -= self.theta.max()  # softmax is shift invariant; keeps theta bounded
+        self.theta -= np.max(self.theta)  # softmax is shift invariant; keeps theta bounded
         return self.stats.update_many(losses, tau, scales)
 
     def update(self, loss: float, tau: Sequence[float] | np.ndarray) -> Receipt:
@@ -327,7 +327,7 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
             n = self.stats.n_samples + 1
             scale = self.step * row / ((self.tau_sum + self.prior_count) / (n + self.prior_count * self.n_groups))
         self.theta += np.minimum(np.maximum(scale * value, -self.clip), self.clip)  # np.clip is slow on tiny arrays
-        self.theta -= self.theta.max()
+        self.theta -= np.max(self.theta)
         return self.stats._fold_one(value, row, scale)
 
     def correct(self, receipt: Receipt, loss: float) -> None:
@@ -343,7 +343,7 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
         self.stats.correct(receipt, loss)
         new = np.clip(receipt.scale * loss, -self.clip, self.clip)
         self.theta += new - np.clip(receipt.scale * receipt.loss, -self.clip, self.clip)
-        self.theta -= self.theta.max()
+        self.theta -= np.max(self.theta)
 
     def state_dict(self) -> dict[str, Any]:
         """The configuration, ``theta``, the arrival counts and the running group losses.

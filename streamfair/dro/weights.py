@@ -296,11 +296,11 @@ def capped_softmax(losses: ArrayLike, alpha: float, temperature: float) -> Worst
     # suffix[k] = log sum_{i >= k} exp(scaled_i), the mass left for the uncapped tail
     suffix = np.logaddexp.accumulate(scaled[::-1])[::-1]
     candidates = np.arange(min(n, math.ceil(alpha * n - 1e-12)))  # k u < 1 for these k
-    log_c = np.log1p(-candidates * cap) - suffix[candidates]
-    stops = log_c + scaled[candidates] <= math.log(cap) + 1e-12
+    log_cs = np.log1p(-candidates * cap) - suffix[candidates]  # log c for each candidate k
+    stops = log_cs + scaled[candidates] <= math.log(cap) + 1e-12
     stops[-1] = True  # holds in exact arithmetic: there the remainder is at most the cap
     capped = int(np.argmax(stops))
-    log_c = float(log_c[capped])
+    log_c = float(log_cs[capped])
     q_sorted = np.empty(n)
     q_sorted[:capped] = cap
     q_sorted[capped:] = np.minimum(cap, np.exp(log_c + scaled[capped:]))
@@ -395,7 +395,7 @@ def chi_square(losses: ArrayLike, rho: float) -> WorstCase:
         eta = mean - scale / k
     below = np.append(shifted[1:], -np.inf)
     usable = (target > 1.0 / k) & (spread > 0)
-    violation = np.where(usable, np.maximum.reduce([below - eta, eta - shifted, np.zeros(n)]), np.inf)
+    violation = np.where(usable, np.max(np.array([below - eta, eta - shifted, np.zeros(n)]), axis=0), np.inf)
     support = int(np.argmin(violation)) + 1
     centered = shifted[:support] - shifted[:support].mean()  # two-pass recomputation on the support
     c = math.sqrt(float(centered @ centered) / (target - 1.0 / support))

@@ -511,7 +511,7 @@ class MetricWeightTuner:
         filled = min(self.n_events, self.window)
         metric_rows = self._is_metric[:filled]
         cells = self._cells[:filled][~metric_rows]
-        if metric_rows.sum() < 1 or np.bincount(cells, minlength=self.n_cells).min() < 1:
+        if metric_rows.sum() < 1 or np.min(np.bincount(cells, minlength=self.n_cells)) < 1:
             self.skipped_steps += 1
             return None
         assert self._extra is not None  # observe() sets it before any step
