@@ -3,11 +3,15 @@
 Every module's syntax tree is read (nothing is imported or run): imports of the modules below, calls
 of the built-ins below, numpy's file functions and numpy's global random state are violations.  The
 checker is tested on bad sources too, so that it can fail.
+
+The pure tests (``tests/streamfair``) need only the ``test`` extra, as CONTRIBUTING.md says: the packages
+they import, followed through the first-party modules they import, are checked against it.
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,3 +110,43 @@ def test_the_checker_accepts_maths_and_relative_imports():
               "from ..validation import check_tau\nrng = np.random.default_rng(0)\nsaved = model.save_state()\n"
               "import pickle\ncopy = pickle.loads(pickle.dumps(model))\n")
     assert violations(source) == []
+
+
+
+#: what the pure tests may import: they run with the ``test`` extra alone (CONTRIBUTING.md, "Supported versions")
+TEST_EXTRA = {"numpy", "numba", "scipy", "sklearn", "pytest", "xdist", "hypothesis", "yaml", "numpydoc"}
+FIRST_PARTY = {"streamfair", "connectors", "tests"}
+PURE_TESTS = sorted((REPO / "tests" / "streamfair").rglob("*.py"))
+
+
+def imported_packages(path: Path, seen: set[Path] | None = None) -> set[str]:
+    """The top-level packages that running ``path`` imports: anywhere in ``path`` itself (a test runs its function
+    bodies), and at import time in the first-party modules it imports, followed (``seen``: those already read)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    nodes = ast.walk(tree) if seen is None else iter(tree.body)
+    seen = (seen or set()) | {path}
+    modules: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            modules.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules.add(node.module)
+            modules.update(f"{node.module}.{alias.name}" for alias in node.names)  # a submodule, perhaps
+    packages = {module.split(".")[0] for module in modules}
+    for module in sorted(m for m in modules if m.split(".")[0] in FIRST_PARTY):
+        for source in (REPO / (module.replace(".", "/") + ".py"), REPO / module.replace(".", "/") / "__init__.py"):
+            if source.is_file() and source not in seen:
+                seen.add(source)
+                packages |= imported_packages(source, seen)
+    return packages
+
+
+@pytest.mark.parametrize("path", PURE_TESTS, ids=lambda path: path.relative_to(REPO).as_posix())
+def test_the_pure_tests_need_only_the_test_extra(path: Path):
+    allowed = TEST_EXTRA | FIRST_PARTY | set(sys.stdlib_module_names) | {"__future__"}
+    assert sorted(imported_packages(path) - allowed) == []
+
+
+def test_the_import_finder_follows_first_party_modules():
+    assert "river" in imported_packages(REPO / "tests" / "connectors" / "river" / "test_surrogates_river_validation.py")
+    assert "kafka" in imported_packages(REPO / "tests" / "connectors" / "kafka" / "test_sender.py")
