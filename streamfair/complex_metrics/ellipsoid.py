@@ -144,7 +144,7 @@ def constrained_ellipsoid(problem: Problem, iterations: int = 1000, radius: floa
     radius = check_positive("radius", radius)
     d, k = problem.dimension, problem.n_constraints
     shape = radius**2 * np.eye(d + k)
-    centre = np.zeros(d + k)
+    centre: np.ndarray = np.zeros(d + k)  # typed loosely: numpy 2.5's stubs refuse .min() on a shape-typed array
     start = problem.feasible_start()
     components = [start]
     dual_value = []
@@ -152,7 +152,7 @@ def constrained_ellipsoid(problem: Problem, iterations: int = 1000, radius: floa
         lam, mu = centre[:d], centre[d:]
         if np.linalg.norm(centre) > radius:
             cut = -centre
-        elif k and np.min(mu) < 0:
+        elif k and mu.min() < 0:
             cut = np.concatenate([np.zeros(d), np.maximum(-mu, 0.0)])
         else:
             component = problem._lmo(lam)

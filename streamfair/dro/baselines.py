@@ -117,7 +117,7 @@ def primal_dual(oracle: CountingOracle, seed: int = 0, step: float | None = None
         variance = radius2 * problem.lipschitz**2 / (2 * log_m) + m * loss_bound(problem) ** 2
         step = math.sqrt(2 * 2 * log_m / (horizon * variance))
     x = np.zeros(problem.dim)
-    log_q = np.zeros(m)
+    log_q: np.ndarray = np.zeros(m)  # typed loosely: numpy 2.5's stubs refuse .max() on a shape-typed array
     q = project(log_q)
     average, t = x.copy(), 0
     one = np.ones(1)
@@ -128,7 +128,7 @@ def primal_dual(oracle: CountingOracle, seed: int = 0, step: float | None = None
         loss = oracle.values(np.array([draw(i_dual)]), x)[0]
         x = problem.project(x - step * radius2 / (2 * log_m) * g_x)
         log_q[i_dual] += min(1.0, max(-1.0, step * m * loss))
-        log_q -= np.max(log_q)
+        log_q -= log_q.max()
         q = project(log_q)
         log_q = np.log(np.maximum(q, np.finfo(float).tiny))  # keep the projected point (KL prox)
         t += 1

@@ -256,7 +256,7 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
         self.p_given = None if p is None else check_distribution("p", p, self.stats.n_groups, strictly_positive=True)
         self.prior_count = check_positive("prior_count", prior_count)
         self.clip = check_positive("clip", clip)
-        self.theta = np.zeros(self.stats.n_groups)
+        self.theta: np.ndarray = np.zeros(self.stats.n_groups)  # typed loosely: numpy 2.5's stubs refuse .max()
         self.tau_sum = np.zeros(self.stats.n_groups)
 
     @property
@@ -299,7 +299,7 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
         losses, tau = self.stats._check(losses, tau)
         scales = self._scales(tau)
         self.theta += np.clip(scales * losses[:, None], -self.clip, self.clip).sum(axis=0)
-        self.theta -= np.max(self.theta)  # softmax is shift invariant; keeps theta bounded
+        self.theta -= self.theta.max()  # softmax is shift invariant; keeps theta bounded
         return self.stats.update_many(losses, tau, scales)
 
     def update(self, loss: float, tau: Sequence[float] | np.ndarray) -> Receipt:
@@ -327,7 +327,7 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
             n = self.stats.n_samples + 1
             scale = self.step * row / ((self.tau_sum + self.prior_count) / (n + self.prior_count * self.n_groups))
         self.theta += np.minimum(np.maximum(scale * value, -self.clip), self.clip)  # np.clip is slow on tiny arrays
-        self.theta -= np.max(self.theta)
+        self.theta -= self.theta.max()
         return self.stats._fold_one(value, row, scale)
 
     def correct(self, receipt: Receipt, loss: float) -> None:
@@ -343,7 +343,7 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
         self.stats.correct(receipt, loss)
         new = np.clip(receipt.scale * loss, -self.clip, self.clip)
         self.theta += new - np.clip(receipt.scale * receipt.loss, -self.clip, self.clip)
-        self.theta -= np.max(self.theta)
+        self.theta -= self.theta.max()
 
     def state_dict(self) -> dict[str, Any]:
         """The configuration, ``theta``, the arrival counts and the running group losses.

@@ -395,7 +395,7 @@ def chi_square(losses: ArrayLike, rho: float) -> WorstCase:
         eta = mean - scale / k
     below = np.append(shifted[1:], -np.inf)
     usable = (target > 1.0 / k) & (spread > 0)
-    violation = np.where(usable, np.max(np.array([below - eta, eta - shifted, np.zeros(n)]), axis=0), np.inf)
+    violation = np.where(usable, np.maximum(np.maximum(below - eta, eta - shifted), 0.0), np.inf)
     support = int(np.argmin(violation)) + 1
     centered = shifted[:support] - shifted[:support].mean()  # two-pass recomputation on the support
     c = math.sqrt(float(centered @ centered) / (target - 1.0 / support))

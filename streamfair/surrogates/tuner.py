@@ -511,7 +511,8 @@ class MetricWeightTuner:
         filled = min(self.n_events, self.window)
         metric_rows = self._is_metric[:filled]
         cells = self._cells[:filled][~metric_rows]
-        if metric_rows.sum() < 1 or np.min(np.bincount(cells, minlength=self.n_cells)) < 1:
+        counts: np.ndarray = np.bincount(cells, minlength=self.n_cells)  # typed loosely for numpy 2.5's stubs
+        if metric_rows.sum() < 1 or counts.min() < 1:
             self.skipped_steps += 1
             return None
         assert self._extra is not None  # observe() sets it before any step
