@@ -1302,11 +1302,11 @@ class DualPostProcessor:
         obj._optimizer.load_state_dict(state["optimizer"])
         # the window's rows, which the compiled calls write without bounds checks; copies, never the state's arrays
         recent, row = state["recent_predictions"], () if obj.prediction_input == "eta" else obj.atoms.shape
-        obj._recent_predictions = (None if recent is None
-                                   else np.array(check_array("state's recent_predictions", recent, (obj.window, *row))))
+        obj._recent_predictions = (None if recent is None else
+                                   check_array("state's recent_predictions", recent, (obj.window, *row), copy=True))
         obj._recent_tau[...] = check_array("state's recent_tau", state["recent_tau"], obj._recent_tau.shape)
         obj._recent_count = int(state["recent_count"])
-        obj._tau_sum = np.array(check_array("state's tau_sum", state["tau_sum"], (obj.n_groups,)))
+        obj._tau_sum = check_array("state's tau_sum", state["tau_sum"], (obj.n_groups,), copy=True)
         obj._tau_count = int(state["tau_count"])
         # A state written before the prior shift has neither mean: it continues without it, exactly as written.
         obj._tau_means = check_array("state's tau_mean and tau_reference",

@@ -259,11 +259,17 @@ def check_finite(name: str, value, n_rows: int | None = None) -> np.ndarray:
     return array
 
 
-def check_array(name: str, value, *shapes: Shape, finite: bool = True) -> np.ndarray:
+def check_array(name: str, value, *shapes: Shape, finite: bool = True, copy: bool = False) -> np.ndarray:
     """A float array whose shape is one of ``shapes`` (any shape if none is given), finite unless ``finite=False``.
+
+    A float array ``value`` is returned as it is unless ``copy``: what an object keeps (a restored
+    state's arrays) must be its own, not the caller's.
 
     >>> check_array("theta", [[1.0, 2.0]], (2,), ("p", 2)).shape
     (1, 2)
+    >>> given = np.zeros(2)
+    >>> check_array("theta", given) is given, check_array("theta", given, copy=True) is given
+    (True, False)
     >>> check_array("theta", [1.0, 2.0, 3.0], (2,), ("p", 2))
     Traceback (most recent call last):
     ...
@@ -274,7 +280,7 @@ def check_array(name: str, value, *shapes: Shape, finite: bool = True) -> np.nda
     ValueError: X must be finite; entry (1, 0) is nan
     """
     try:
-        array = np.asarray(value, dtype=float)
+        array = np.array(value, dtype=float) if copy else np.asarray(value, dtype=float)
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{name} must be an array of numbers, got {show(value)}") from None
     if shapes and not any(_fits(array.shape, shape) for shape in shapes):

@@ -411,15 +411,15 @@ class StreamingPlugIn:
         m, n = self.n_groups, self.n_classes
         confusion = np.array(as_tensor(state["confusion"], (m, n, n)))
         n_labels = check_integer("n_labels", state["n_labels"], 0)
-        joint = np.array(check_array("joint", state["joint"], (m, n)))
+        joint = check_array("joint", state["joint"], (m, n), copy=True)
         layout = Layout.build(self.metric, self.constraints, joint)
-        multipliers = np.array(check_array("multipliers", state["multipliers"], layout.b.shape))
+        multipliers = check_array("multipliers", state["multipliers"], layout.b.shape, copy=True)
         if multipliers.size and multipliers.min() < 0:
             raise ValueError(f"multipliers must be >= 0, got {multipliers.tolist()[:8]}")
         if not isinstance(state["snapshots"], (list, tuple)):
             raise ValueError(f"snapshots must be a list of score matrices, got {type(state['snapshots']).__name__}")
-        snapshots = [np.array(check_array("snapshots", s, (m * n, n))) for s in state["snapshots"]]
-        scores = np.array(check_array("scores", state["scores"], (m * n, n)))
+        snapshots = [check_array("snapshots", s, (m * n, n), copy=True) for s in state["snapshots"]]
+        scores = check_array("scores", state["scores"], (m * n, n), copy=True)
         self.confusion, self.n_labels = confusion, n_labels
         self._structure(joint, layout)
         self.multipliers, self._snapshots, self.scores = multipliers, snapshots, scores

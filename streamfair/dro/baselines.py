@@ -117,7 +117,7 @@ def primal_dual(oracle: CountingOracle, seed: int = 0, step: float | None = None
         variance = radius2 * problem.lipschitz**2 / (2 * log_m) + m * loss_bound(problem) ** 2
         step = math.sqrt(2 * 2 * log_m / (horizon * variance))
     x = np.zeros(problem.dim)
-    log_q: np.ndarray = np.zeros(m)  # typed loosely: numpy 2.5's stubs refuse .max() on a shape-typed array
+    log_q: np.ndarray = np.zeros(m)  # np.ndarray: numpy 2.5's stubs refuse .max() on np.zeros(n)
     q = project(log_q)
     average, t = x.copy(), 0
     one = np.ones(1)

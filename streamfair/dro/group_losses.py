@@ -174,7 +174,7 @@ class GroupLosses:
     @restores_state
     def from_state_dict(cls, state: dict) -> GroupLosses:
         obj = cls(**state["config"])
-        obj.sums = np.array(check_array("state's sums", state["sums"], (obj.n_groups,)))
-        obj.weights = np.array(check_array("state's weights", state["weights"], (obj.n_groups,)))
+        obj.sums = check_array("state's sums", state["sums"], (obj.n_groups,), copy=True)
+        obj.weights = check_array("state's weights", state["weights"], (obj.n_groups,), copy=True)
         obj.n_samples = int(state["n_samples"])
         return obj

@@ -256,7 +256,7 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
         self.p_given = None if p is None else check_distribution("p", p, self.stats.n_groups, strictly_positive=True)
         self.prior_count = check_positive("prior_count", prior_count)
         self.clip = check_positive("clip", clip)
-        self.theta: np.ndarray = np.zeros(self.stats.n_groups)  # typed loosely: numpy 2.5's stubs refuse .max()
+        self.theta: np.ndarray = np.zeros(self.stats.n_groups)  # np.ndarray: numpy 2.5's stubs refuse .max()
         self.tau_sum = np.zeros(self.stats.n_groups)
 
     @property
@@ -384,7 +384,7 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
             The restored updater.
         """
         obj = cls(**state["config"])
-        obj.theta = np.array(check_array("state's theta", state["theta"], (obj.n_groups,)))
-        obj.tau_sum = np.array(check_array("state's tau_sum", state["tau_sum"], (obj.n_groups,)))
+        obj.theta = check_array("state's theta", state["theta"], (obj.n_groups,), copy=True)
+        obj.tau_sum = check_array("state's tau_sum", state["tau_sum"], (obj.n_groups,), copy=True)
         obj.stats = GroupLosses.from_state_dict(state["stats"])
         return obj

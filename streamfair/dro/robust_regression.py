@@ -392,7 +392,7 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         extra = state["dro"]
         obj.dro = type(obj.dro).from_state_dict(extra["updater"])
         obj._scale_updater()  # checkpoints from before the constants were relative to the cost scale hold them unscaled
-        obj._q = np.array(check_array("state's dro q", extra["q"], (obj.n_groups,)))
+        obj._q = check_array("state's dro q", extra["q"], (obj.n_groups,), copy=True)
         eta, tau, keys = extra["block"]
         block_eta = check_array("state's dro block predictions", eta, ("n",))
         size = obj._block_size = block_eta.size

@@ -511,7 +511,7 @@ class MetricWeightTuner:
         filled = min(self.n_events, self.window)
         metric_rows = self._is_metric[:filled]
         cells = self._cells[:filled][~metric_rows]
-        counts: np.ndarray = np.bincount(cells, minlength=self.n_cells)  # typed loosely for numpy 2.5's stubs
+        counts: np.ndarray = np.bincount(cells, minlength=self.n_cells)  # np.ndarray: numpy 2.5's stubs refuse .min()
         if metric_rows.sum() < 1 or counts.min() < 1:
             self.skipped_steps += 1
             return None
