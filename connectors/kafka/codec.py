@@ -253,6 +253,11 @@ class InputParser:
         It carries scores (``eta`` or ``proba``, and ``tau``), or features (then the scores are ``None``).
         """
         obj = _decode_input(value, self.max_bytes)
+        if len(obj) == 3 and "tau" in obj and self.n_classes is None:  # the common message: checked at once
+            ident, eta = obj.get("id"), obj.get("eta")  # ... when these pass, the checks below reach tau's
+            if (type(ident) is str and 0 < len(ident) <= MAX_ID_LENGTH and ident.isascii() and type(eta) is float
+                    and math.isfinite(eta)):
+                return InputSample(source, ident, eta, self.check_tau(obj["tau"]), None, False)
         ident = _check_id(obj)
         flag = obj.get("distribution", False)
         if flag is not True and flag is not False:
@@ -401,20 +406,20 @@ def encode_output(
     """
     ident_text = _json_string(ident) if type(ident) is str else json.dumps(ident)  # what json.dumps gives
     if eta is None:
-        text = f'{{"id":{ident_text},"prediction":{json.dumps(prediction)}'
+        fields = f'{{"id":{ident_text},"prediction":{json.dumps(prediction)}'
     else:
-        text = f'{{"id":{ident_text},"prediction":{prediction_text or repr(float(prediction))},"eta":{float(eta)!r}'
-    text += f',"state_version":{int(state_version)},"partition":{int(partition)},"offset":{int(offset)}'
-    if proba is not None:
-        if atoms is None:
-            raise ValueError("atoms must be given with proba, got atoms=None")
-        if eta is None:
-            atoms_text = f'"classes":[{",".join(json.dumps(a) for a in atoms)}]'
-        else:
-            atoms_text = f'"atoms":[{",".join(repr(float(a)) for a in atoms)}]'
-        proba_text = ",".join(repr(float(q)) for q in proba)
-        text += f',"distribution":{{{atoms_text},"proba":[{proba_text}]}}'
-    return (text + "}").encode("utf-8")
+        fields = f'{{"id":{ident_text},"prediction":{prediction_text or repr(float(prediction))},"eta":{float(eta)!r}'
+    position = f'"state_version":{state_version},"partition":{partition},"offset":{offset}'
+    if proba is None:
+        return f"{fields},{position}}}".encode()
+    if atoms is None:
+        raise ValueError("atoms must be given with proba, got atoms=None")
+    if eta is None:
+        atoms_text = f'"classes":[{",".join(json.dumps(a) for a in atoms)}]'
+    else:
+        atoms_text = f'"atoms":[{",".join(repr(float(a)) for a in atoms)}]'
+    proba_text = ",".join(repr(float(q)) for q in proba)
+    return f'{fields},{position},"distribution":{{{atoms_text},"proba":[{proba_text}]}}}}'.encode()
 
 
 def dead_letter_headers(

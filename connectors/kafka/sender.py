@@ -14,7 +14,7 @@ dead letter too large for the producer keeps its reason and source position and 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from connectors.kafka.codec import encode_dead_letter
@@ -23,32 +23,6 @@ from connectors.kafka.logs import log_event
 from connectors.kafka.observer import DaemonStats
 from connectors.kafka.records import DeadLetter, Output, TaskResult
 from connectors.kafka.transport import Producer, RecordTooLarge, Transport, TransportError
-
-
-def deliver(result: TaskResult, send_output: Callable[[Output], None],
-            send_dead_letter: Callable[[DeadLetter], None]) -> None:
-    """Send ``result``'s dead letters, then its outputs; an output ``send_output`` refuses is dead-lettered.
-
-    An exception of ``send_dead_letter`` is the caller's (nothing is dropped silently).
-
-    >>> from connectors.kafka.records import TaskResult
-    >>> sent, dead = [], []
-    >>> def refuse_b(output):
-    ...     if output.key == b"b":
-    ...         raise ValueError("too large")
-    ...     sent.append(output.key)
-    >>> outputs = [Output(None, key, b"{}", 0, 0, None) for key in (b"a", b"b", b"c")]
-    >>> deliver(TaskResult(outputs, [], []), refuse_b, dead.append)
-    >>> sent, [(letter.reason, letter.error_type) for letter in dead]
-    ([b'a', b'c'], [('processing_error', 'ValueError')])
-    """
-    for dead in result.dead_letters:
-        send_dead_letter(dead)
-    for output in result.outputs:
-        try:
-            send_output(output)
-        except Exception as error:  # noqa: BLE001 -- e.g. an output the producer refuses: that message's failure
-            send_dead_letter(DeadLetter.of_error(output.source, error))
 
 
 class Sender:
@@ -157,15 +131,43 @@ class Sender:
             self.in_transaction = True
 
     def deliver(self, result: TaskResult) -> None:
-        """Send what a task made of a poll (see :func:`deliver`)."""
-        deliver(result, self.send_output, self.send_dead_letter)
+        """Send what a task made of a poll: its dead letters, then its outputs (:meth:`send_outputs`)."""
+        for dead in result.dead_letters:
+            self.send_dead_letter(dead)
+        self.send_outputs(result.outputs)
 
-    def send_output(self, output: Output) -> None:
-        """Queue one prediction on the output topic."""
-        if self._send(self.config.topics.output, value=output.value, key=output.key,
-                      partition=output.partition if self.co_partitioned else None,
-                      timestamp_ms=output.timestamp if output.timestamp >= 0 else None, headers=output.headers):
-            self.stats.produced += 1
+    def send_outputs(self, outputs: Sequence[Output]) -> None:
+        """Queue a poll's predictions on the output topic, in input order.
+
+        An output the producer refuses (too large, say) becomes a ``processing_error`` dead letter;
+        its sample stays learned.  Any other Kafka error fails the interval (see :meth:`_send`): the
+        outputs after it are neither sent nor counted.  This is the daemon's per-message path, so
+        what is the same for the whole poll (topic, producer, transaction) is looked up once.
+        """
+        if not outputs or self.failure is not None:
+            return
+        try:
+            self.begin()
+        except TransportError as error:
+            self.failure = error
+            return
+        topic, co_partitioned = self.config.topics.output, self.co_partitioned
+        send, errback = self.producer.send, self._errback
+        queued = 0
+        for output in outputs:
+            if self.failure is not None:  # set by the send before, or by the producer's I/O thread
+                break
+            try:
+                send(topic, key=output.key, value=output.value, partition=output.partition if co_partitioned else None,
+                     timestamp_ms=output.timestamp if output.timestamp >= 0 else None, headers=output.headers,
+                     on_error=errback)
+                queued += 1
+            except Exception as error:  # noqa: BLE001 -- sorted out below
+                if isinstance(error, TransportError) and not isinstance(error, RecordTooLarge):
+                    self.failure = error
+                else:  # a record the producer refuses: that message's failure
+                    self.send_dead_letter(DeadLetter.of_error(output.source, error))
+        self.stats.produced += queued
 
     def send_dead_letter(self, dead: DeadLetter) -> None:
         """Queue one record on the dead-letter topic: the source's bytes with why and where from."""

@@ -231,16 +231,17 @@ class PartitionTask:
         order; the dead letters of messages that did not parse come first (in input order), then those
         of messages whose prediction raised.
         """
-        valid, dead = _parse_each(records, self._input_sample)
+        # feature messages (scored by the base models) come only from a parser that accepts them
+        valid, dead = _parse_each(records, self._input_sample if self.parser.models else self.parser.parse)
         outputs = self._predict_isolated(valid, dead) if valid else []
         if records:
             self.offset = records[-1].offset + 1
             self.processed += len(records)
         return TaskResult(outputs, dead, [])
 
-    def _input_sample(self, record: Any) -> InputSample:
-        """The parsed input of ``record``; a feature message is scored by the base models."""
-        sample = self.parser.parse(record.value, record)
+    def _input_sample(self, value: bytes | None, record: Any) -> InputSample:
+        """The parsed input ``value`` of ``record``; a feature message is scored by the base models."""
+        sample = self.parser.parse(value, record)
         if sample.features is not None:
             eta, tau = self._base_models().score(sample.features)
             sample = sample._replace(prediction=eta, tau=tau)
@@ -254,25 +255,28 @@ class PartitionTask:
 
     def _headers(self, record: Any) -> list[tuple[str, bytes]] | None:
         """The input's headers named in ``propagate_headers``, in their order (``None``: none)."""
-        if not self.propagate_headers:
-            return None
         return [(name, value) for name, value in record.headers if name.lower() in self.propagate_headers] or None
 
-    def _output(self, sample: InputSample, prediction: Any, version: int, proba: np.ndarray | None) -> Output:
-        """The output of ``sample``: its fair ``prediction`` made by the state after ``version`` samples.
+    def _outputs(self, samples: list[InputSample], predictions: list[Any], versions: Sequence[int],
+                 probas: np.ndarray | None) -> list[Output]:
+        """The output of each sample: its fair prediction, made by the state after its version's samples.
 
-        ``proba``: the served distribution, given when the output carries it.
+        ``probas``: the served distributions, given when an output of ``samples`` carries one.  This
+        is the daemon's per-message path, so what is the same for the whole poll is looked up once.
         """
-        record = sample.source
-        eta = None if self.classification else sample.prediction
-        if sample.distribution or self.distribution:
-            value = encode_output(sample.id, prediction, eta, version, self.partition, record.offset,
-                                  self._labels_out, proba)
-        else:
-            value = encode_output(sample.id, prediction, eta, version, self.partition, record.offset,
-                                  prediction_text=self._label_texts.get(prediction))
-        key = record.key if self.key_from_input and record.key is not None else message_key(sample.id)
-        return Output(record, key, value, record.timestamp, self.partition, record.headers and self._headers(record))
+        partition, texts, atoms, every = self.partition, self._label_texts, self._labels_out, self.distribution
+        regression, from_input, copies_headers = not self.classification, self.key_from_input, self.propagate_headers
+        served = [None] * len(samples) if probas is None else probas
+        outputs = []
+        for sample, prediction, version, proba in zip(samples, predictions, versions, served, strict=True):
+            record = sample.source
+            carried = proba if sample.distribution or every else None
+            value = encode_output(sample.id, prediction, sample.prediction if regression else None, version, partition,
+                                  record.offset, atoms, carried, texts.get(prediction))
+            key = record.key if from_input and record.key is not None else message_key(sample.id)
+            headers = self._headers(record) if copies_headers and record.headers else None
+            outputs.append(Output(record, key, value, record.timestamp, partition, headers))
+        return outputs
 
     def _predict_isolated(self, valid: list[InputSample], dead: list[DeadLetter]) -> list[Output]:
         """The output of every sample; a sample whose prediction raises is appended to ``dead`` instead.
@@ -343,9 +347,7 @@ class PartitionTask:
         predictions, probas = served if wanted else (served, None)
         self.learn_seconds += time.perf_counter() - started  # the predictions are included
         self.learned += len(valid)
-        predictions = predictions.tolist()
-        return [self._output(sample, predictions[j], version + j, None if probas is None else probas[j])
-                for j, sample in enumerate(valid)]
+        return self._outputs(valid, predictions.tolist(), range(version, version + len(valid)), probas)
 
     def _predict_chunk(self, start: int, chunk: list[InputSample]) -> list[Output]:
         """The outputs of ``chunk``, the samples at rows ``start ...`` of the pending mini-batch."""
@@ -361,9 +363,7 @@ class PartitionTask:
             keys = pad + keys + [""] * (b - stop)  # keyed padding: its draws leave the counter alone
         predictions = fair.predict_many(etas, taus, mode=self.mode, keys=keys)[start:stop].tolist()
         probas = fair.proba_many(etas, taus)[start:stop] if self._wants_distribution(chunk) else None
-        version = fair.n_samples
-        return [self._output(sample, predictions[j], version, None if probas is None else probas[j])
-                for j, sample in enumerate(chunk)]
+        return self._outputs(chunk, predictions, [fair.n_samples] * len(chunk), probas)
 
     def _wants_distribution(self, samples: list[InputSample]) -> bool:
         """Whether an output of ``samples`` carries the served distribution."""
@@ -387,7 +387,7 @@ class PartitionTask:
         parser = self.feedback_parser
         if parser is None:
             raise RuntimeError("this task reads no feedback (feedback_parser=None)")
-        accepted, dead = _parse_each(records, lambda record: parser.parse(record.value, record))
+        accepted, dead = _parse_each(records, parser.parse)
         for feedback in accepted:
             if self.learn_models:
                 self._feedback.append(feedback)
@@ -439,8 +439,8 @@ class PartitionTask:
         return len(self._pending_eta)
 
 
-def _parse_each(records: Sequence[Any], parse: Callable[[Any], T]) -> tuple[list[T], list[DeadLetter]]:
-    """``parse`` every record in order: the parsed ones, and a dead letter for each that raised.
+def _parse_each(records: Sequence[Any], parse: Callable[[bytes | None, Any], T]) -> tuple[list[T], list[DeadLetter]]:
+    """``parse(record.value, record)`` for every record in order: the parsed, and a dead letter for each that raised.
 
     Whatever goes wrong with one message is that message's: :class:`Invalid` with its reason, any
     other exception as ``"processing_error"`` with the exception's type.
@@ -449,7 +449,7 @@ def _parse_each(records: Sequence[Any], parse: Callable[[Any], T]) -> tuple[list
     dead: list[DeadLetter] = []
     for record in records:
         try:
-            parsed.append(parse(record))
+            parsed.append(parse(record.value, record))
         except Invalid as error:
             dead.append(DeadLetter(record, error.reason, error.detail))
         except Exception as error:  # noqa: BLE001 -- one message's failure, whatever it is, is that message's

@@ -134,6 +134,25 @@ def test_orjson_decodes_inputs_as_json_loads_would(parser, value, monkeypatch):
     assert fast == _outcome(parser.parse, value)
 
 
+#: Three-field messages near the edges of the common message's checks: the id's type, length and
+#: characters, eta's type and finiteness, tau's every check, and a third field other than tau.
+THREE_FIELDS = [
+    {"id": ident, "eta": eta, "tau": tau}
+    for ident in ("a", "é", "\ud800", "x" * 256, "x" * 257, "", 7, 1.5, None)
+    for eta in (0.25, -3, 10**400, float("nan"), float("-inf"), "0.1", None, True)
+    for tau in ([0.3, 0.7], [0, 1], [0.3, 0.8], [-0.1, 1.1], [0.5], [0.5, "0.5"], "x", [1e400, 0.0])
+] + [{"id": "a", "eta": 0.25, other: value} for other, value in (("features", {"a": 1}), ("x", [0.3, 0.7]))]
+
+
+def test_the_common_message_is_decided_as_the_general_checks_decide_it():
+    """``{"id", "eta", "tau"}`` is checked at once; with a fourth field (a flag) it takes the general path."""
+    parser = InputParser(2, 4096)
+    for message in THREE_FIELDS:
+        text = json.dumps(message)
+        general = _outcome(parser.parse, (text[:-1] + ', "distribution": false}').encode())
+        assert _outcome(parser.parse, text.encode()) == general, text
+
+
 def test_features_without_models_are_dead_letters():
     with pytest.raises(Invalid) as error:
         InputParser(2, 1000).parse(b'{"id": 1, "features": {"a": 1.0}}')

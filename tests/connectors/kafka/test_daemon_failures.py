@@ -26,6 +26,27 @@ from tests.support.kafka_daemon import (
 )
 
 
+class RefusingEvery:
+    """A transport whose producers refuse every ``n``-th record for ``topic`` (``RuntimeError``), mid-poll."""
+
+    def __init__(self, n: int, topic: str, transport):
+        self.n, self.topic, self.transport, self.count = n, topic, transport, 0
+
+    def producer(self, config, transactional_id=None):
+        producer = self.transport.producer(config, transactional_id)
+        send = producer.send
+
+        def refusing(topic, **record):
+            if topic == self.topic:
+                self.count += 1
+                if self.count % self.n == 0:  # after the poll's state has been computed
+                    raise RuntimeError("refused by the producer")
+            send(topic, **record)
+
+        producer.send = refusing
+        return producer
+
+
 def _items(stream, bad_every: int = 0):
     items = []
     for i, (partition, ident, body) in enumerate(stream):
@@ -48,16 +69,7 @@ def test_an_output_the_producer_refuses_is_dead_lettered_and_checkpoints_stay_ex
     items = _items(messages(600, seed=21))
     produce(kafka_broker, config.topics.input, items)
     daemon = Daemon(config)
-    send = daemon.sender.send_output
-    calls = []
-
-    def refusing(output):
-        calls.append(output.key)
-        if len(calls) % 97 == 0:  # mid-poll, after the poll's state has been computed
-            raise RuntimeError("refused by the producer")
-        send(output)
-
-    daemon.sender.send_output = refusing
+    daemon.sender.transport = RefusingEvery(97, config.topics.output, daemon.sender.transport)
     assert daemon.run(once=True) == 0
     outputs = read_topic(kafka_broker, config.topics.output)
     dead = read_topic(kafka_broker, config.topics.dead_letter)

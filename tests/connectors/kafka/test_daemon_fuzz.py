@@ -19,7 +19,6 @@ from river import linear_model
 from connectors.kafka.codec import REASONS, InputParser
 from connectors.kafka.loop import Daemon
 from connectors.kafka.models import BaseModels
-from connectors.kafka.sender import deliver
 from connectors.kafka.task import PartitionTask
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
@@ -179,22 +178,6 @@ def test_an_exception_from_the_library_dead_letters_that_message_only(batch_size
     # the same predictions as a stream without the poisoned messages (only the offsets differ)
     strip = [{k: v for k, v in json.loads(value).items() if k != "offset"} for _, value, _ in poisoned]
     assert strip == [{k: v for k, v in json.loads(value).items() if k != "offset"} for _, value, _ in clean]
-
-
-def test_an_output_that_cannot_be_sent_is_a_dead_letter_and_the_rest_goes_out():
-    task = TASKS["regression"]()
-    values = [_dumps({**VALID, "id": f"m{i}"}) for i in range(5)]
-    sent, dead = [], []
-
-    def send_output(output):
-        if output.key == b"m2":
-            raise ValueError("the producer refused it")
-        sent.append(output.key)
-
-    records = [Record("in", 0, i, i, None, v, []) for i, v in enumerate(values)]
-    deliver(task.process(records), send_output, lambda letter: dead.append((letter.source.offset, letter.error_type)))
-    assert sent == [b"m0", b"m1", b"m3", b"m4"] and dead == [(2, "ValueError")] and task.offset == 5
-    assert task.fair.n_samples == 5  # the refused output's sample stays learned
 
 
 # ---------------------------------------------------------------------------- on the real broker

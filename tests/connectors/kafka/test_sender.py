@@ -6,28 +6,37 @@ real clients against the bundled broker.
 
 from __future__ import annotations
 
+import json
 import logging
 
+import pytest
+
+from connectors.kafka.codec import InputParser
 from connectors.kafka.config import load_config
 from connectors.kafka.confluent_clients import ConfluentProducer
 from connectors.kafka.observer import DaemonStats
 from connectors.kafka.partitions import SyntheticRecord
 from connectors.kafka.records import DeadLetter, Output, TaskResult
 from connectors.kafka.sender import Sender
-from connectors.kafka.transport import TransportError
+from connectors.kafka.task import PartitionTask
+from connectors.kafka.transport import RecordTooLarge, TransportError
+from streamfair import FairRegressionPostProcessor
 from tests.support.kafka_daemon import OneProducer
 
 
 class RecordingProducer:
-    """Queues into ``sent``; raises ``TransportError`` while ``broken``."""
+    """Queues into ``sent``; raises ``TransportError`` while ``broken``, and ``refuse[key]`` for that key."""
 
-    def __init__(self):
+    def __init__(self, refuse: dict[bytes, Exception] | None = None):
         self.sent: list[tuple[str, bytes | None]] = []
         self.broken = False
+        self.refuse = refuse or {}
 
     def send(self, topic, *, key, value, partition=None, timestamp_ms=None, headers=None, on_error=None):
         if self.broken:
             raise TransportError("broker away")
+        if key in self.refuse:
+            raise self.refuse[key]
         self.sent.append((topic, value))
 
 
@@ -59,6 +68,21 @@ def test_counts_what_was_queued_and_nothing_once_the_interval_failed():
     sender.deliver(poll(4))
     assert len(producer.sent) == 2
     assert (stats.produced, dict(stats.dead_letters), len(notified)) == (1, {"missing_id": 1}, 1)
+
+
+@pytest.mark.parametrize("refusal", [ValueError("the producer refused it"), RecordTooLarge("2000000 bytes")])
+def test_an_output_the_producer_refuses_is_a_dead_letter_and_the_rest_of_the_poll_goes_out(refusal):
+    producer = RecordingProducer(refuse={b"m2": refusal})
+    sender, stats, _ = sender_with(producer)
+    task = PartitionTask("in", 0, FairRegressionPostProcessor(L=5, n_groups=2, seed=1), parser=InputParser(2, 4096))
+    values = [json.dumps({"id": f"m{i}", "eta": 0.25, "tau": [0.3, 0.7]}).encode() for i in range(5)]
+    sender.deliver(task.process([SyntheticRecord("in", 0, i, i, None, v, []) for i, v in enumerate(values)]))
+    outputs = [json.loads(value)["id"] for topic, value in producer.sent if topic == "streamfair.output"]
+    assert outputs == ["m0", "m1", "m3", "m4"] and stats.produced == 4 and sender.failure is None
+    assert [(topic, value) for topic, value in producer.sent if topic != "streamfair.output"] == [
+        ("streamfair.dead-letter", values[2])]
+    assert stats.dead_letters == {"processing_error": 1}
+    assert task.offset == 5 and task.fair.n_samples == 5  # the refused output's sample stays learned
 
 
 def test_librdkafka_reports_a_record_it_could_not_deliver_although_only_failures_call_back():
