@@ -361,6 +361,21 @@ def check_indices(name: str, value, n_rows: int | None, size: int | None) -> np.
     return array
 
 
+def check_entries(name: str, value, n: int) -> list:
+    """``value``, a list, tuple or array of exactly ``n`` entries (a part of a state, say), as a list.
+
+    >>> check_entries("counters", (3, 0), 2)
+    [3, 0]
+    >>> check_entries("counters", [3, 0, 1], 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: counters must be a list of 2 entries, got [3, 0, 1]
+    """
+    if not isinstance(value, (list, tuple, np.ndarray)) or len(value) != n:
+        raise ValueError(f"{name} must be a list of {n} entries, got {show(value)}")
+    return list(value)
+
+
 def check_bool(name: str, value) -> bool:
     """``True`` or ``False`` (a numpy bool too)."""
     if not isinstance(value, (bool, np.bool_)):

@@ -154,20 +154,23 @@ class Sender:
         topic, co_partitioned = self.config.topics.output, self.co_partitioned
         send, errback = self.producer.send, self._errback
         queued = 0
-        for output in outputs:
-            if self.failure is not None:  # set by the send before, or by the producer's I/O thread
-                break
-            try:
-                send(topic, key=output.key, value=output.value, partition=output.partition if co_partitioned else None,
-                     timestamp_ms=output.timestamp if output.timestamp >= 0 else None, headers=output.headers,
-                     on_error=errback)
-                queued += 1
-            except Exception as error:  # noqa: BLE001 -- sorted out below
-                if isinstance(error, TransportError) and not isinstance(error, RecordTooLarge):
-                    self.failure = error
-                else:  # a record the producer refuses: that message's failure
-                    self.send_dead_letter(DeadLetter.of_error(output.source, error))
-        self.stats.produced += queued
+        try:
+            for output in outputs:
+                if self.failure is not None:  # set by the send before, or by the producer's I/O thread
+                    break
+                try:
+                    send(topic, key=output.key, value=output.value,
+                         partition=output.partition if co_partitioned else None,
+                         timestamp_ms=output.timestamp if output.timestamp >= 0 else None, headers=output.headers,
+                         on_error=errback)
+                    queued += 1
+                except Exception as error:  # noqa: BLE001 -- sorted out below
+                    if isinstance(error, TransportError) and not isinstance(error, RecordTooLarge):
+                        self.failure = error
+                    else:  # a record the producer refuses: that message's failure
+                        self.send_dead_letter(DeadLetter.of_error(output.source, error))
+        finally:  # counted even when a dead letter's send raises (the daemon's own failure)
+            self.stats.produced += queued
 
     def send_dead_letter(self, dead: DeadLetter) -> None:
         """Queue one record on the dead-letter topic: the source's bytes with why and where from."""

@@ -55,6 +55,7 @@ from ..regression import FairRegressionPostProcessor
 from ..validation import (
     check_array,
     check_distributions,
+    check_entries,
     check_indices,
     check_integer,
     check_positive,
@@ -393,7 +394,7 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         obj.dro = type(obj.dro).from_state_dict(extra["updater"])
         obj._scale_updater()  # checkpoints from before the constants were relative to the cost scale hold them unscaled
         obj._q = check_array("state's dro q", extra["q"], (obj.n_groups,), copy=True)
-        eta, tau, keys = extra["block"]
+        eta, tau, keys = check_entries("state's dro block", extra["block"], 3)
         block_eta = check_array("state's dro block predictions", eta, ("n",))
         size = obj._block_size = block_eta.size
         if size >= obj.refresh:  # a full block is folded in when it fills
@@ -401,10 +402,12 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         obj._block_eta[:size] = block_eta
         obj._block_tau[:size] = check_array("state's dro block tau", tau, (size, obj.n_groups),
                                             (size * obj.n_groups,)).reshape(size, obj.n_groups)
+        keys = [check_entries("state's dro block key", pair, 2) for pair in keys]  # [id, row] pairs
         rows = check_indices("state's dro block rows", [row for _, row in keys], None, size)
         obj._block_keys = {key: int(row) for (key, _), row in zip(keys, rows, strict=True)}
         obj._early_labels = dict(extra["early_labels"])
         pending = extra["pending"]
         obj._pending.load_state_dict(rows_to_columns(pending) if isinstance(pending, list) else pending)
-        obj.n_labels, obj.n_expired = (int(c) for c in extra["counters"])
+        obj.n_labels, obj.n_expired = (check_integer("state's dro counters", count, 0)
+                                       for count in check_entries("state's dro counters", extra["counters"], 2))
         return obj
