@@ -60,6 +60,8 @@ def is_real(value) -> bool:
     >>> is_real(2.5), is_real(float("nan")), is_real(True), is_real("1")
     (True, False, False, False)
     """
+    if type(value) is float:  # the common case, without the abstract class's check (a fifth of the time)
+        return math.isfinite(value)
     return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
