@@ -399,7 +399,8 @@ def encode_output(
     ``eta=None`` is classification: ``prediction`` and ``atoms`` are class labels (JSON strings,
     numbers or booleans), there is no ``"eta"``, and the distribution lists ``"classes"``.
     ``prediction_text``: the JSON text of a regression ``prediction``, if the caller has it
-    (``repr(float(prediction))``; a partition task renders its grid once).
+    (``repr(float(prediction))``; a partition task renders its grid once).  ``state_version``,
+    ``partition`` and ``offset`` are integers, written as they are.
 
     >>> encode_output(5, "yes", None, 2, 1, 9, ["no", "yes"], [0.25, 0.75])
     b'{"id":5,"prediction":"yes","state_version":2,"partition":1,"offset":9,"distribution":{"classes":["no","yes"],"proba":[0.25,0.75]}}'
