@@ -253,11 +253,6 @@ class InputParser:
         It carries scores (``eta`` or ``proba``, and ``tau``), or features (then the scores are ``None``).
         """
         obj = _decode_input(value, self.max_bytes)
-        if len(obj) == 3 and "tau" in obj and self.n_classes is None:  # the common message: checked at once
-            ident, eta = obj.get("id"), obj.get("eta")  # ... when these pass, the checks below reach tau's
-            if (type(ident) is str and 0 < len(ident) <= MAX_ID_LENGTH and ident.isascii() and type(eta) is float
-                    and math.isfinite(eta)):
-                return InputSample(source, ident, eta, self.check_tau(obj["tau"]), None, False)
         ident = _check_id(obj)
         flag = obj.get("distribution", False)
         if flag is not True and flag is not False:

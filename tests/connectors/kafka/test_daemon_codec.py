@@ -134,8 +134,8 @@ def test_orjson_decodes_inputs_as_json_loads_would(parser, value, monkeypatch):
     assert fast == _outcome(parser.parse, value)
 
 
-#: Three-field messages near the edges of the common message's checks: the id's type, length and
-#: characters, eta's type and finiteness, tau's every check, and a third field other than tau.
+#: Three-field messages near the edges of the checks: the id's type, length and characters, eta's
+#: type and finiteness, tau's every check, and a third field other than tau.
 THREE_FIELDS = [
     {"id": ident, "eta": eta, "tau": tau}
     for ident in ("a", "é", "\ud800", "x" * 256, "x" * 257, "", 7, 1.5, None)
@@ -145,7 +145,7 @@ THREE_FIELDS = [
 
 
 def test_the_common_message_is_decided_as_the_general_checks_decide_it():
-    """``{"id", "eta", "tau"}`` is checked at once; with a fourth field (a flag) it takes the general path."""
+    """A three-field message is decided as the same message with ``"distribution": false`` (the flag's default)."""
     parser = InputParser(2, 4096)
     for message in THREE_FIELDS:
         text = json.dumps(message)
