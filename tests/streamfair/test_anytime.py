@@ -14,7 +14,7 @@ import pytest
 
 from connectors.experiments import drift, fair_lp
 from connectors.experiments.two_groups import two_groups
-from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor, dual
+from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor, dual, kernel
 from streamfair.constraints import AtomConstraints, CdfConstraints
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
 from streamfair.profiles import DEFAULT_MEMORY, anytime_beta
@@ -285,21 +285,54 @@ def test_the_decay_follows_the_estimated_group_shares():
     assert fair._optimizer.settle == pytest.approx(320 / (2 * smallest), rel=1e-12)
 
 
+def test_a_window_end_rederives_the_first_step_as_one_over_m_at_the_estimated_shares():
+    rng = np.random.default_rng(0)
+    fair = FairRegressionPostProcessor(n_groups=2, memory=320)
+    assert fair._optimizer.first_step == pytest.approx(1 / (2 * fair.beta * 2.0), rel=1e-15)  # p = (1/2, 1/2)
+    fair.learn_many(rng.uniform(-1, 1, 320), np.tile([0.9, 0.1], (320, 1)))  # one window
+    p = (0.5 + 320 * np.array([0.9, 0.1])) / 321  # the uniform pseudo-sample, then the stream
+    first = 1 / (2 * fair.beta * np.sum((1 - p) / p))  # 1 / M, M = 2 beta sigma^2 (Lemma 3.4)
+    assert fair._optimizer.first_step == pytest.approx(first, rel=1e-12)
+    assert fair._optimizer.step == pytest.approx(first, rel=1e-12)  # n = memory: not decaying yet
+
+
+def test_a_group_absent_for_long_keeps_its_mean_of_tau_at_the_floor_and_everything_finite():
+    """A group that stops appearing drives its windowed mean of ``tau`` towards 0 (here 0.5**1200 underflows).
+
+    The mean is floored at ``kernel.TAU_MEAN_FLOOR``, so the correction ``tau_s p_s / q_s`` stays
+    finite: without the floor it is ``0 * inf``, NaN in every feature and then in the dual.
+    """
+    fair = FairRegressionPostProcessor(p=[0.5, 0.5], memory=2)  # the mean of group 1 halves at each sample
+    rng = np.random.default_rng(0)
+    fair.learn_many(rng.uniform(-1, 1, 1200), np.tile([1.0, 0.0], (1200, 1)))
+    assert fair._tau_means[:, 1].min() == kernel.TAU_MEAN_FLOOR
+    assert np.isfinite(fair._serving_features(np.array([[1.0, 0.0], [0.5, 0.5]]))).all()
+    proba = fair.proba_many([0.2, -0.4], [[1.0, 0.0], [0.3, 0.7]])
+    assert np.isfinite(proba).all()
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+    fair.learn_one(0.1, [0.0, 1.0])  # the group comes back
+    assert np.isfinite(fair.dual).all()
+
+
+@pytest.mark.parametrize("at", [700, 713])  # at a snapshot (every 20 samples here), and between two
 @pytest.mark.parametrize("shares", ["given", "estimated"])
-def test_a_checkpoint_taken_while_the_step_decays_continues_exactly(shares):
+def test_a_checkpoint_taken_while_the_step_decays_continues_exactly(shares, at):
     eta, tau, p = two_groups(0.1, 3000, seed=2)
     fair = FairRegressionPostProcessor(**({"p": p} if shares == "given" else {"n_groups": 2}), memory=320, seed=1)
-    fair.learn_many(eta[:700], tau[:700])
+    fair.learn_many(eta[:at], tau[:at])
     assert 1000 < fair._optimizer.settle < 2000  # the step is decaying (settle = 1600 with the given shares)
+    # the step of the interval that started at sample 700, also when the checkpoint falls inside it
+    assert fair._optimizer.step == pytest.approx(fair._optimizer.first_step * 320 / 700, rel=1e-15)
     state = fair.state_dict()
     states = [state]
     if shares == "given":  # a state written before the decay has no settle: the configured one, here the same
         states.append({**state, "optimizer": {k: v for k, v in state["optimizer"].items() if k != "settle"}})
     restored = [FairRegressionPostProcessor.from_state_dict(s) for s in states]
-    fair.learn_many(eta[700:], tau[700:])
+    assert all(model._optimizer.step == fair._optimizer.step for model in restored)
+    fair.learn_many(eta[at:], tau[at:])
     assert fair._optimizer.step == pytest.approx(320 / fair._optimizer.settle * fair._optimizer.first_step, rel=1e-15)
     for model in restored:
-        model.learn_many(eta[700:], tau[700:])
+        model.learn_many(eta[at:], tau[at:])
         assert model._optimizer.step == fair._optimizer.step
         np.testing.assert_array_equal(model.proba_many(eta, tau), fair.proba_many(eta, tau))
 

@@ -346,6 +346,19 @@ def test_diagnostics_are_the_plug_in_quantities_of_the_served_policy_on_the_rece
     assert d.dual_norms == pytest.approx((np.linalg.norm(f.dual[0]), np.linalg.norm(f.dual[1])))
 
 
+def test_the_paper_profiles_mapping_step_is_the_theorems_alpha():
+    """The certificate's step of SGD3 + AC-SA^2: ``alpha = 1 / (2^(J+2) mu)`` with ``J = floor(log2(M / mu))``."""
+    fair = FairRegressionPostProcessor(profile="paper", p=[0.5, 0.5])
+    beta = 50 * math.log2(50)  # horizon T = 2500: beta = sqrt(T) log2 sqrt(T)
+    assert fair.beta == pytest.approx(beta, rel=1e-15)
+    sigma2 = 2.0  # sum_s (1 - p_s) / p_s
+    mu, smoothness = 2 * sigma2 / beta, 2 * beta * sigma2
+    stages = math.floor(math.log2(smoothness / mu))  # log2(beta^2) = 16.28...
+    assert stages == 16
+    fair.learn_one(0.3, [0.8, 0.2])
+    assert fair.diagnostics().mapping_step == pytest.approx(1 / (2 ** (stages + 2) * mu), rel=1e-15)
+
+
 # ---------------------------------------------------------------- stochastic convergence (reduced horizons)
 def spec_population(n, seed):
     """X ~ N(0, I_2), K = 3, tau = softmax(0, 1.2 X1, -1.2 X1 + 0.5 X2), eta = tanh(0.8 X1 + 0.4 X2)."""

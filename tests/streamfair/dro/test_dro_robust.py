@@ -56,6 +56,35 @@ def test_tracked_group_risks_follow_the_learned_policy():
     assert model.dro_diagnostics().weights[1] > 0.5
 
 
+def test_the_group_losses_use_the_policy_being_learned_not_the_served_one():
+    """``learning_proba`` is the policy of the optimizer's running output (``w_ag``): what ``serve="live"`` serves.
+
+    With ``serve="epoch"`` the served policy is the last completed epoch's, which differs mid-epoch.
+    """
+    rng = np.random.default_rng(3)
+    tau = rng.dirichlet([1.0, 1.0], 600)
+    eta = np.clip(0.6 * (tau[:, 1] - 0.5) + 0.2 * rng.standard_normal(600), -1, 1)
+    config = {"profile": "paper", "L": 8, "p": [0.5, 0.5], "horizon": 2000, "refresh": 50, "eps": 0.0}
+    epoch = GroupRobustFairRegressionPostProcessor(**config, serve="epoch")
+    live = GroupRobustFairRegressionPostProcessor(**config, serve="live")
+    epoch.learn_many(eta, tau)
+    live.learn_many(eta, tau)
+    learned = epoch.learning_proba(eta[:100], tau[:100])
+    np.testing.assert_allclose(learned, live.proba_many(eta[:100], tau[:100]), rtol=1e-12, atol=1e-300)
+    assert np.abs(learned - epoch.proba_many(eta[:100], tau[:100])).max() > 1e-3
+
+
+def test_the_learning_policy_with_ks_constraints_is_the_served_one_before_the_first_snapshot():
+    """Before the first snapshot the mixture is the one point learned: numpy's ``C^T`` against the kernel's."""
+    rng = np.random.default_rng(4)
+    tau = rng.dirichlet([1.0, 1.0], 200)
+    eta = np.clip(0.8 * (tau[:, 1] - 0.5) + 0.1 * rng.standard_normal(200), -1, 1)
+    model = GroupRobustFairRegressionPostProcessor(L=6, p=[0.5, 0.5], ks=0.0, memory=320)  # a snapshot every 20
+    model.learn_many(eta[:15], tau[:15])
+    assert model.constraints.name == "cdf" and model._optimizer.n_snapshots == 0 and model.dual.max() > 0
+    np.testing.assert_allclose(model.learning_proba(eta, tau), model.proba_many(eta, tau), rtol=1e-12, atol=1e-300)
+
+
 def test_weights_equal_to_p_give_the_plain_post_processor():
     """Derivation check: q = p makes omega(x) = 1, i.e. the average-risk post-processor."""
     s, tau, eta = minority_stream(3000, 2)
