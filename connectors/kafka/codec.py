@@ -418,6 +418,18 @@ def encode_output(
     return f'{fields},{position},"distribution":{{{atoms_text},"proba":[{proba_text}]}}}}'.encode()
 
 
+def header_values(headers: Iterable[tuple[str, bytes | None]]) -> list[tuple[str, bytes]]:
+    """``headers`` as the producers take them: a header without a value (Kafka allows it) gets the empty value.
+
+    kafka-python refuses a header whose value is not ``bytes``, so a record copying the input's
+    headers would be refused, and with it the message's dead letter.
+
+    >>> header_values([("traceparent", None), ("b3", b"1")])
+    [('traceparent', b''), ('b3', b'1')]
+    """
+    return [(name, b"" if value is None else value) for name, value in headers]
+
+
 def dead_letter_headers(
     reason: str, detail: str, topic: str, partition: int, offset: int, original: Sequence[tuple[str, bytes]] = (),
     error_type: str | None = None,
@@ -455,6 +467,6 @@ def encode_dead_letter(dead: DeadLetter) -> tuple[bytes | None, bytes | None, li
     """
     source = dead.source
     headers = dead_letter_headers(dead.reason, dead.detail, source.topic, source.partition, source.offset,
-                                  list(source.headers or []), dead.error_type)
+                                  header_values(source.headers or []), dead.error_type)
     key = source.key if source.key is not None or source.value is not None else b""
     return key, source.value, headers

@@ -374,11 +374,14 @@ class Daemon:
         input_topic = self.config.topics.input
         partitions = self.partitions
         moved = self.positions.check()
-        for tp, records in batch.items():
-            task = partitions.tasks.get(tp.partition)
-            if task is None or tp.partition in partitions.to_restore or (tp.topic, tp.partition) in moved:
-                continue  # not ours any more, not restored yet, or repositioned (the seek will re-fetch)
+        # skipped: partitions not ours any more, not restored yet, or repositioned (the seek will re-fetch)
+        owned = [(tp, records) for tp, records in batch.items()
+                 if tp.partition in partitions.tasks and tp.partition not in partitions.to_restore
+                 and (tp.topic, tp.partition) not in moved]
+        for tp, records in owned:  # where each was read from, noted before any fails: a rewind seeks there
             partitions.reading(tp.topic, tp.partition, records[0].offset)
+        for tp, records in owned:
+            task = partitions.tasks[tp.partition]
             started = time.monotonic()
             dead_before = sum(self.stats.dead_letters.values())
             if tp.topic == input_topic:

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from connectors.kafka.codec import encode_dead_letter
+from connectors.kafka.codec import HEADER_PREFIX, dead_letter_headers, encode_dead_letter
 from connectors.kafka.config import Config
 from connectors.kafka.logs import log_event
 from connectors.kafka.observer import DaemonStats
@@ -173,17 +173,33 @@ class Sender:
             self.stats.produced += queued
 
     def send_dead_letter(self, dead: DeadLetter) -> None:
-        """Queue one record on the dead-letter topic: the source's bytes with why and where from."""
+        """Queue one record on the dead-letter topic: the source's bytes with why and where from.
+
+        A dead letter the producer refuses keeps its reason and source position in a smaller record:
+        too large, without the bytes (``streamfair.value_dropped``); refused for anything else (a
+        header or a partition the client does not take), without the source's headers and to the
+        partition the producer picks (``streamfair.headers_dropped`` says why).  One refused even so
+        is counted (``dead_letter_refused``) and logged at ERROR with its position, rather than
+        failing the interval: its replay would be refused again, and the daemon would stall on it.
+        """
         source = dead.source
         key, value, headers = encode_dead_letter(dead)
         partition = source.partition if self.dead_co_partitioned else None
         topic = self.config.topics.dead_letter
         try:
-            queued = self._send(topic, value=value, key=key, headers=headers, partition=partition)
-        except RecordTooLarge:  # keep the reason and the source position, drop the bytes
-            headers.append(("streamfair.value_dropped", b"too large for the producer"))
-            queued = self._send(topic, value=None, key=key if key is not None else b"", headers=headers,
-                                partition=partition)
+            try:
+                queued = self._send(topic, value=value, key=key, headers=headers, partition=partition)
+            except RecordTooLarge:  # keep the reason and the source position, drop the bytes
+                headers.append((HEADER_PREFIX + "value_dropped", b"too large for the producer"))
+                queued = self._send(topic, value=None, key=key if key is not None else b"", headers=headers,
+                                    partition=partition)
+            except Exception as error:  # noqa: BLE001 -- refused as it is: the reason and position alone
+                queued = self._send(topic, value=value, key=key, headers=_refused_headers(dead, error))
+        except Exception as error:  # noqa: BLE001 -- even so: counted and logged, not replayed forever
+            self.stats.errors["dead_letter_refused"] += 1
+            log_event(self.log, logging.ERROR, "dead_letter_refused", reason=dead.reason, topic=source.topic,
+                      partition=source.partition, offset=source.offset, error=repr(error))
+            return
         if not queued:  # the interval failed: the rewind replays this message
             return
         self.stats.dead_letters[dead.reason] += 1
@@ -214,3 +230,13 @@ class Sender:
     def _on_send_error(self, error: BaseException, generation: int) -> None:  # producer I/O thread
         if self.failure is None and generation == self._generation:
             self.failure = error
+
+
+def _refused_headers(dead: DeadLetter, error: Exception) -> list[tuple[str, bytes]]:
+    """The dead letter's own headers, without the source's, and ``streamfair.headers_dropped``: why it was refused."""
+    source = dead.source
+    headers = dead_letter_headers(dead.reason, dead.detail, source.topic, source.partition, source.offset,
+                                  error_type=dead.error_type)
+    why = f"{type(error).__name__}: {error}"
+    headers.append((HEADER_PREFIX + "headers_dropped", why[:500].encode("utf-8", "replace")))
+    return headers

@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from connectors.kafka.checkpoint import Checkpoint, restore_postprocessor
-from connectors.kafka.codec import FeedbackParser, InputParser, Invalid, encode_output, message_key
+from connectors.kafka.codec import FeedbackParser, InputParser, Invalid, encode_output, header_values, message_key
 from connectors.kafka.models import BaseModels
 from connectors.kafka.records import Audit, DeadLetter, Feedback, InputSample, Output, TaskResult
 from streamfair import DualPostProcessor
@@ -254,8 +254,10 @@ class PartitionTask:
         return self.models
 
     def _headers(self, record: Any) -> list[tuple[str, bytes]] | None:
-        """The input's headers named in ``propagate_headers``, in their order (``None``: none)."""
-        return [(name, value) for name, value in record.headers if name.lower() in self.propagate_headers] or None
+        """The input's headers named in ``propagate_headers``, in their order (``None``: none; a header
+        without a value gets the empty value, see :func:`~connectors.kafka.codec.header_values`)."""
+        copied = self.propagate_headers
+        return header_values((name, value) for name, value in record.headers if name.lower() in copied) or None
 
     def _outputs(self, samples: list[InputSample], predictions: list[Any], versions: Sequence[int],
                  probas: np.ndarray | None) -> list[Output]:

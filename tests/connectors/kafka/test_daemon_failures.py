@@ -9,13 +9,16 @@ import pytest
 from kafka.admin import KafkaAdminClient
 
 from connectors.kafka.checkpoint import checkpoint_key
+from connectors.kafka.config import load_config
 from connectors.kafka.logs import setup_logging
 from connectors.kafka.loop import Daemon
-from connectors.kafka.partitions import EXIT_CHECKPOINT_UNREADABLE
+from connectors.kafka.partitions import EXIT_CHECKPOINT_UNREADABLE, SyntheticRecord
 from connectors.kafka.positions import EXIT_OUT_OF_RANGE
+from connectors.kafka.transport import TopicPartition
 from tests.support.daemon_process import wait_for
 from tests.support.kafka_daemon import (
     EventLog,
+    OneProducer,
     checkpoints,
     ensure_topics_for,
     messages,
@@ -104,6 +107,73 @@ def test_a_failure_of_the_daemon_itself_mid_poll_goes_back_to_the_last_checkpoin
     for partition, history in checkpoints(kafka_broker, config.topics.changelog).items():
         for offset, n_samples in history:  # the state has learned exactly the valid messages before offset
             assert n_samples == _valid_before(items, partition, offset), (partition, offset, n_samples)
+
+
+INPUT = "streamfair.input"
+
+
+class LogConsumer:
+    """A group consumer over in-memory logs of the input's partitions: a poll hands out all that is
+    left after each position, a seek moves it."""
+
+    def __init__(self, logs: dict[int, list]):
+        self.logs, self.positions = logs, dict.fromkeys(logs, 0)
+
+    def poll(self, timeout_ms):
+        batch = {TopicPartition(INPUT, p): log[self.positions[p]:] for p, log in self.logs.items()
+                 if self.positions[p] < len(log)}
+        self.positions = {p: len(log) for p, log in self.logs.items()}
+        return batch
+
+    def seek(self, tp, offset):
+        self.positions[tp.partition] = offset
+
+    def topic_id(self, topic):
+        return None
+
+    def highwater(self, tp):
+        return len(self.logs[tp.partition])
+
+
+class Outputs:
+    """A producer keeping the ids of the outputs it is given."""
+
+    def __init__(self):
+        self.ids = []
+
+    def send(self, topic, *, key, value, partition=None, timestamp_ms=None, headers=None, on_error=None):
+        if topic == "streamfair.output":
+            self.ids.append(json.loads(value)["id"])
+
+    def flush(self, timeout=None):
+        pass
+
+
+def test_a_failure_mid_poll_before_any_checkpoint_goes_back_to_where_each_partition_was_read():
+    """The poll's first failing partition came first: the partitions after it in the same poll, never
+    processed, had no position to go back to, and their records were skipped."""
+    daemon = Daemon(load_config(env={}, overrides=["processing.checkpoint_every_seconds=3600"]))
+    producer = Outputs()
+    daemon.sender.transport = OneProducer(producer)
+    daemon.sender.renew()
+    good = [json.dumps({"id": f"p1-{i}", "eta": 0.1, "tau": [0.5, 0.5]}).encode() for i in range(5)]
+    daemon._consumer = LogConsumer({0: [SyntheticRecord(INPUT, 0, 0, 0, None, b"not json", [])],
+                                    1: [SyntheticRecord(INPUT, 1, i, 0, None, v, []) for i, v in enumerate(good)]})
+    for p in (0, 1):
+        daemon.partitions.tasks[p] = daemon.partitions.new_task(p, None)  # fresh: no checkpoint yet
+    send_dead_letter, failures = daemon.sender.send_dead_letter, []
+
+    def failing_once(dead):
+        if not failures:
+            failures.append(dead)
+            raise RuntimeError("dead-letter path broken once")
+        send_dead_letter(dead)
+
+    daemon.sender.send_dead_letter = failing_once
+    for _ in range(3):
+        daemon._iterate()
+    assert daemon.stats.rewinds == 1 and daemon.stats.dead_letters == {"invalid_json": 1}
+    assert producer.ids == [f"p1-{i}" for i in range(5)]
 
 
 def _recreate(broker, topic: str) -> None:

@@ -191,6 +191,33 @@ def test_input_key_and_trace_headers_are_propagated_to_the_output(kafka_broker):
         assert (record.headers or []) == (trace[:3] if i % 2 else [])  # trace context only, in order
 
 
+def test_a_header_without_a_value_is_carried_with_the_empty_value_and_stops_nothing(kafka_broker):
+    """Kafka allows a header without a value.  kafka-python sends only ``bytes``, so it refused such a
+    header, copied to the output or the dead letter, and the daemon rewound to that message forever."""
+    from confluent_kafka import Producer  # kafka-python cannot produce such a header
+
+    config = ensure_topics_for(kafka_broker, settings(kafka_broker, "null-header"))
+    producer = Producer({"bootstrap.servers": kafka_broker.bootstrap})
+    for body in (b'{"id": 0, "eta": 0.1, "tau": [0.5, 0.5]}', b"not json", b'{"id": 2, "eta": 0.3, "tau": [0.5, 0.5]}'):
+        producer.produce(config.topics.input, value=body, partition=0,
+                         headers=[("traceparent", None), ("tenant", b"acme")])
+    assert producer.flush(10) == 0
+    daemon, result = Daemon(config), []
+    runner = threading.Thread(target=lambda: result.append(daemon.run(once=True)))
+    runner.start()
+    runner.join(60)
+    drained = not runner.is_alive()
+    daemon.stop()
+    runner.join(15)
+    assert drained and result == [0] and not daemon.stats.errors
+    outputs = read_topic(kafka_broker, config.topics.output)
+    assert sorted(json.loads(record.value)["id"] for record in outputs) == [0, 2]
+    assert all(record.headers == [("traceparent", b"")] for record in outputs)
+    (dead,) = read_topic(kafka_broker, config.topics.dead_letter)
+    assert dead.value == b"not json" and dead.headers[:2] == [("traceparent", b""), ("tenant", b"acme")]
+    assert dict(dead.headers)["streamfair.reason"] == b"invalid_json"
+
+
 class ClientSettings(DaemonObserver):
     """Keeps the settings the daemon's clients were made with."""
 

@@ -85,6 +85,42 @@ def test_an_output_the_producer_refuses_is_a_dead_letter_and_the_rest_of_the_pol
     assert task.offset == 5 and task.fair.n_samples == 5  # the refused output's sample stays learned
 
 
+class HeaderRefusingProducer(RecordingProducer):
+    """Records headers too; refuses (``ValueError``) a record with the header ``refused``, or every dead letter."""
+
+    def __init__(self, refused: str, every_dead_letter: bool = False):
+        super().__init__()
+        self.refused, self.every_dead_letter, self.headers = refused, every_dead_letter, []
+
+    def send(self, topic, *, key, value, partition=None, timestamp_ms=None, headers=None, on_error=None):
+        if self.every_dead_letter and topic == "streamfair.dead-letter" or self.refused in dict(headers or []):
+            raise ValueError(f"the client does not take header {self.refused!r}")
+        super().send(topic, key=key, value=value)
+        self.headers.append(headers)
+
+
+def test_a_dead_letter_refused_as_it_is_goes_out_with_its_reason_alone():
+    producer = HeaderRefusingProducer("x-odd")
+    sender, stats, _ = sender_with(producer)
+    source = SyntheticRecord("streamfair.input", 1, 7, -1, b"k", b"not json", [("x-odd", b"1"), ("tenant", b"a")])
+    sender.deliver(TaskResult([], [DeadLetter(source, "invalid_json", "Expecting value")], []))
+    assert producer.sent == [("streamfair.dead-letter", b"not json")] and sender.failure is None
+    headers = dict(producer.headers[0])
+    assert "x-odd" not in headers and "tenant" not in headers  # the source's headers dropped, the reason kept
+    assert (headers["streamfair.reason"], headers["streamfair.source.offset"]) == (b"invalid_json", b"7")
+    assert headers["streamfair.headers_dropped"] == b"ValueError: the client does not take header 'x-odd'"
+    assert stats.dead_letters == {"invalid_json": 1}
+
+
+def test_a_dead_letter_refused_even_so_is_counted_and_the_poll_goes_on():
+    """Failing the interval instead would replay the message, be refused again, and stall the partition."""
+    producer = HeaderRefusingProducer("x-odd", every_dead_letter=True)
+    sender, stats, _ = sender_with(producer)
+    sender.deliver(poll(0))
+    assert producer.sent == [("streamfair.output", b'{"id":"a"}')] and sender.failure is None
+    assert stats.errors == {"dead_letter_refused": 1} and not stats.dead_letters and stats.produced == 1
+
+
 def test_librdkafka_reports_a_record_it_could_not_deliver_although_only_failures_call_back():
     """``delivery.report.only.error``: no Python call per delivered record, every failed one reaches ``on_error``."""
     config = load_config(env={}, overrides=["kafka.client=confluent", "kafka.bootstrap_servers=127.0.0.1:1",
