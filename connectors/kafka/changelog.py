@@ -48,6 +48,7 @@ import threading
 from typing import NamedTuple
 
 from connectors.kafka.transport import Consumer, read_partitions
+from streamfair.validation import check_integer
 
 #: The ``format`` of a manifest: the checkpoint is in parts.
 MANIFEST_FORMAT = "streamfair.checkpoint-parts/1"
@@ -67,6 +68,24 @@ def _part_keys(key: bytes, digest: str, n: int) -> list[bytes]:
     return [key + f"#{digest}/{i}/{n}".encode() for i in range(n)]
 
 
+class Manifest(NamedTuple):
+    """What a manifest says of the checkpoint in parts it stands for.
+
+    Attributes
+    ----------
+    digest
+        The BLAKE2b digest of the checkpoint's bytes.
+    parts
+        How many parts hold them (at least one).
+    n_bytes
+        How many bytes they make.
+    """
+
+    digest: str
+    parts: int
+    n_bytes: int
+
+
 class ChangelogRecords(NamedTuple):
     """The changelog records of one checkpoint: its ``parts`` (key, value), then its ``head``.
 
@@ -79,7 +98,11 @@ class ChangelogRecords(NamedTuple):
 
     @classmethod
     def of(cls, key: bytes, data: bytes, record_bytes: int) -> ChangelogRecords:
-        """The records of checkpoint ``data`` under ``key``, none with a value of more than ``record_bytes``."""
+        """The records of checkpoint ``data`` under ``key``, none with a value of more than ``record_bytes``.
+
+        ``ValueError`` unless ``record_bytes`` is an integer >= 1.
+        """
+        check_integer("record_bytes", record_bytes, 1)
         if len(data) <= record_bytes:
             return cls([], data)
         digest = _digest(data)
@@ -127,24 +150,23 @@ class ChangelogPartition:
             else:
                 self._parts[key] = value
 
-    def _manifest(self) -> dict | None:
+    def _manifest(self) -> Manifest | None:
+        """The current head's manifest (``None``: the head is a checkpoint, or there is none)."""
         head = self._head
         if head is None or not head.startswith(_MANIFEST_START):
             return None
         try:
             manifest = json.loads(head)
-            _part_keys(self.key, str(manifest["digest"]), int(manifest["parts"]))
-            int(manifest["bytes"])
+            return Manifest(str(manifest["digest"]), check_integer("parts", manifest["parts"], 1),
+                            check_integer("bytes", manifest["bytes"], 0))
         except (ValueError, KeyError, TypeError) as error:
             raise UnreadableCheckpoint(f"checkpoint {self.key.decode()!r}: a manifest that is not one "
                                        f"({error!r})") from None
-        return manifest
 
     def current_parts(self) -> frozenset[bytes]:
         """The keys of the current checkpoint's parts (none when it is one record, or there is none)."""
         manifest = self._manifest()
-        return frozenset() if manifest is None else frozenset(
-            _part_keys(self.key, manifest["digest"], manifest["parts"]))
+        return frozenset() if manifest is None else frozenset(_part_keys(self.key, manifest.digest, manifest.parts))
 
     def stale_parts(self) -> set[bytes]:
         """The keys of parts not deleted that belong to no current checkpoint (to delete)."""
@@ -158,16 +180,16 @@ class ChangelogPartition:
         manifest = self._manifest()
         if manifest is None:
             return self._head
-        keys = _part_keys(self.key, manifest["digest"], manifest["parts"])
+        keys = _part_keys(self.key, manifest.digest, manifest.parts)
         missing = [key for key in keys if key not in self._parts]
         if missing:
             raise UnreadableCheckpoint(f"checkpoint {self.key.decode()!r} lacks {len(missing)} of its {len(keys)} "
                                        f"parts, first {missing[0].decode()!r}")
         data = b"".join(self._parts[key] for key in keys)
-        if len(data) != manifest["bytes"] or _digest(data) != manifest["digest"]:
+        if len(data) != manifest.n_bytes or _digest(data) != manifest.digest:
             raise UnreadableCheckpoint(f"checkpoint {self.key.decode()!r}: its parts make {len(data)} bytes of "
-                                       f"digest {_digest(data)}, its manifest says {manifest['bytes']} of "
-                                       f"{manifest['digest']}")
+                                       f"digest {_digest(data)}, its manifest says {manifest.n_bytes} of "
+                                       f"{manifest.digest}")
         return data
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import json
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,7 @@ import numpy as np
 
 from streamfair import DualPostProcessor, FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
+from streamfair.validation import check_integer, is_real
 
 FORMAT = "streamfair.checkpoint/1"
 _ARRAY = "__ndarray__"
@@ -61,6 +63,88 @@ def _decode(value: Any) -> Any:
     if isinstance(value, list):
         return [_decode(v) for v in value]
     return value
+
+
+_REQUIRED = object()
+#: The JSON values a checkpoint's fields may hold, by their Python type, as error messages name them.
+_KINDS = {str: "a string", list: "a list", dict: "an object", type(None): "null"}
+
+
+def _field(payload: dict, name: str, *kinds: type, default: Any = _REQUIRED) -> Any:
+    """The field ``name`` of a checkpoint's JSON object ``payload``.
+
+    Parameters
+    ----------
+    payload
+        The checkpoint's JSON object.
+    name
+        The field.
+    *kinds
+        The Python types of the JSON values it may hold (keys of ``_KINDS``); none: any value.
+    default
+        Its value when absent (a field older versions did not write); not given: the field is required.
+
+    Returns
+    -------
+    Any
+        Its value.
+
+    Raises
+    ------
+    ValueError
+        Naming the field, if it is required and absent, or of another kind (then with its value).
+    """
+    if name not in payload:
+        if default is _REQUIRED:
+            raise ValueError(f"checkpoint has no field {name!r}")
+        return default
+    value = payload[name]
+    if kinds and type(value) not in kinds:
+        raise ValueError(f"{name} must be {' or '.join(_KINDS[kind] for kind in kinds)}, got {reprlib.repr(value)}")
+    return value
+
+
+def _offset(payload: dict, name: str) -> int | None:
+    """The offset field ``name`` of ``payload``: null (``None``) or an integer >= 0, else ``ValueError`` naming it."""
+    value = _field(payload, name)
+    return None if value is None else check_integer(name, value, 0)
+
+
+def _is_row(value: Any) -> bool:
+    """Whether ``value`` is a list of finite numbers."""
+    return type(value) is list and all(map(is_real, value))
+
+
+def _pending(payload: dict) -> tuple[list, list, list]:
+    """The pending samples of ``payload``: its fields ``pending_eta``, ``pending_tau`` and ``pending_keys``.
+
+    Parameters
+    ----------
+    payload
+        A checkpoint's JSON object.
+
+    Returns
+    -------
+    tuple of list
+        The scores (finite numbers, or rows of them for classification), one tau row (finite numbers) per score,
+        and one id per score, or none (a post-processor that learns under no ids, or an older checkpoint).
+
+    Raises
+    ------
+    ValueError
+        Naming the first field that is not so, and its value.
+    """
+    eta, tau = _field(payload, "pending_eta", list), _field(payload, "pending_tau", list)
+    keys = _field(payload, "pending_keys", list, default=[])
+    if not all(is_real(x) or _is_row(x) for x in eta):
+        raise ValueError(f"pending_eta must hold finite numbers or rows of them, got {reprlib.repr(eta)}")
+    if not all(map(_is_row, tau)):
+        raise ValueError(f"pending_tau must hold rows of finite numbers, got {reprlib.repr(tau)}")
+    if len(tau) != len(eta):
+        raise ValueError(f"pending_tau must have one row per pending sample ({len(eta)}), got {len(tau)}")
+    if keys and len(keys) != len(eta):
+        raise ValueError(f"pending_keys must have one id per pending sample ({len(eta)}) or none, got {len(keys)}")
+    return eta, tau, keys
 
 
 #: The post-processors a checkpoint can hold, by the ``"class"`` entry of their ``state_dict``.
@@ -211,8 +295,29 @@ class Checkpoint:
         return json.dumps(payload, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> Checkpoint:
-        """Parse :meth:`to_bytes` output; ``ValueError`` if it is not a checkpoint of this format."""
+    def from_bytes(cls, data: bytes, key: bytes | None = None) -> Checkpoint:
+        """Parse :meth:`to_bytes` output.
+
+        Parameters
+        ----------
+        data
+            The checkpoint's bytes: a changelog record's value.
+        key
+            The changelog key they were read under (``None``: not checked): the checkpoint's
+            :attr:`key`, its topic and partition, must be this one.
+
+        Returns
+        -------
+        Checkpoint
+            The checkpoint, its fields of the types written (positions integers >= 0 or ``None``,
+            pending samples of finite numbers, one tau row and at most one id per score).
+
+        Raises
+        ------
+        ValueError
+            If ``data`` is not a checkpoint of this format (or of ``key``), naming the field that is not
+            and its value.
+        """
         try:
             payload = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as error:
@@ -220,18 +325,35 @@ class Checkpoint:
         if not isinstance(payload, dict) or payload.get("format") != FORMAT:
             found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
             raise ValueError(f"checkpoint format must be {FORMAT!r}, got {found!r}")
-        models = payload["models"]
+        topic, partition = _field(payload, "topic", str), check_integer("partition", _field(payload, "partition"), 0)
+        if key is not None and checkpoint_key(topic, partition) != key:
+            raise ValueError(f"topic and partition must be those of the key {key.decode()!r}, "
+                             f"got {topic!r} and {partition}")
+        state = _field(payload, "state", dict)
+        try:
+            state = _decode(state)
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"state holds an array that is not one: {error!r}") from None
+        eta, tau, keys = _pending(payload)
+        models = _field(payload, "models", str, type(None))
+        try:
+            pickled = None if models is None else base64.b64decode(models)
+        except ValueError as error:
+            raise ValueError(f"models must be base64, got {reprlib.repr(models)} ({error})") from None
+        groups = _field(payload, "groups", list, type(None), default=None)
+        if groups is not None and not all(type(label) is str for label in groups):
+            raise ValueError(f"groups must be a list of strings, got {reprlib.repr(groups)}")
         return cls(
-            topic=payload["topic"],
-            partition=int(payload["partition"]),
-            offset=payload["offset"],
-            feedback_offset=payload["feedback_offset"],
-            state=_decode(payload["state"]),
-            pending_eta=list(payload["pending_eta"]),
-            pending_tau=[list(row) for row in payload["pending_tau"]],
-            pending_keys=list(payload.get("pending_keys", [])),
-            models=None if models is None else base64.b64decode(models),
-            topic_id=payload.get("topic_id"),
-            models_origin=payload.get("models_origin"),
-            groups=payload.get("groups"),
+            topic=topic,
+            partition=partition,
+            offset=_offset(payload, "offset"),
+            feedback_offset=_offset(payload, "feedback_offset"),
+            state=state,
+            pending_eta=eta,
+            pending_tau=tau,
+            pending_keys=keys,
+            models=pickled,
+            topic_id=_field(payload, "topic_id", str, type(None), default=None),
+            models_origin=_field(payload, "models_origin", str, type(None), default=None),
+            groups=groups,
         )

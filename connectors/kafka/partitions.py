@@ -102,7 +102,8 @@ class Partitions:
     def new_task(self, partition: int, data: bytes | None) -> PartitionTask:
         """A task from checkpoint bytes, or a fresh one (``data=None``).
 
-        :class:`UnreadableCheckpoint` if ``data`` is not a checkpoint this version restores.
+        :class:`UnreadableCheckpoint` if ``data`` is not a checkpoint of this partition (its key) that
+        this version restores.
 
         A checkpoint's post-processor continues only under the settings that made it: when the
         configured post-processor differs (:func:`~connectors.kafka.checkpoint.changed_settings`), or
@@ -118,26 +119,27 @@ class Partitions:
             return PartitionTask(config.topics.input, partition, fair, models=self._task_models(),
                                  **self._task_options())
         try:
-            point = Checkpoint.from_bytes(data)
+            point = Checkpoint.from_bytes(data, checkpoint_key(config.topics.input, partition))
             restored = restore_postprocessor(point.state)
+            changed = changed_settings(restored, fair)
+            groups = self.groups
+            if point.groups is not None and point.groups != groups and sorted(point.groups) == sorted(groups):
+                changed["groups"] = [point.groups, groups]
+            if changed:
+                log_event(self.daemon.log, logging.WARNING, "settings_changed", partition=partition,
+                          offset=point.offset, changed=changed,
+                          action="the configured post-processor starts afresh at the checkpoint's offset")
+                # the pending mini-batch was served by the post-processor that is replaced: not learned
+                point = replace(point, pending_eta=[], pending_tau=[], pending_keys=[])
+            models = self._task_models()
+            if point.models is not None and models is not None and point.models_origin not in (None, models.origin):
+                log_event(self.daemon.log, logging.WARNING, "models_changed", partition=partition, offset=point.offset,
+                          action="the configured model files replace the models the checkpoint learned from older ones")
+                point = replace(point, models=None)
+            return PartitionTask.from_checkpoint(point, models=models, fair=fair if changed else restored,
+                                                 **self._task_options())
         except Exception as error:  # noqa: BLE001 -- whatever is wrong with the record, no retry can read it
             raise UnreadableCheckpoint(f"checkpoint of partition {partition}: {error!r}") from error
-        changed = changed_settings(restored, fair)
-        groups = self.groups
-        if point.groups is not None and point.groups != groups and sorted(point.groups) == sorted(groups):
-            changed["groups"] = [point.groups, groups]
-        if changed:
-            log_event(self.daemon.log, logging.WARNING, "settings_changed", partition=partition, offset=point.offset,
-                      changed=changed, action="the configured post-processor starts afresh at the checkpoint's offset")
-            # the pending mini-batch was served by the post-processor that is replaced: not learned
-            point = replace(point, pending_eta=[], pending_tau=[], pending_keys=[])
-        models = self._task_models()
-        if point.models is not None and models is not None and point.models_origin not in (None, models.origin):
-            log_event(self.daemon.log, logging.WARNING, "models_changed", partition=partition, offset=point.offset,
-                      action="the configured model files replace the models the checkpoint learned from older ones")
-            point = replace(point, models=None)
-        return PartitionTask.from_checkpoint(point, models=models, fair=fair if changed else restored,
-                                             **self._task_options())
 
     def warm_up(self) -> TaskResult:
         """Run a throwaway task, built as a fresh one, on synthetic score messages; nothing is kept or sent.

@@ -44,6 +44,7 @@ from connectors.kafka.codec import FeedbackParser, InputParser, Invalid, encode_
 from connectors.kafka.models import BaseModels
 from connectors.kafka.records import Audit, DeadLetter, Feedback, InputSample, Output, TaskResult
 from streamfair import DualPostProcessor
+from streamfair.validation import check_distributions, check_finite
 
 T = TypeVar("T")
 
@@ -82,7 +83,8 @@ class PartitionTask:
     groups
         The group labels of tau's columns, in order, recorded in checkpoints (``None``: not recorded).
     pending_eta, pending_tau, pending_keys
-        Samples predicted but not yet learned, and their message ids.
+        Samples predicted but not yet learned, and their message ids: fewer than ``batch_size``, each
+        score an input of ``fair`` with one tau row over its groups (``ValueError`` naming them otherwise).
     """
 
     def __init__(
@@ -108,7 +110,7 @@ class PartitionTask:
         pending_tau: Sequence[Sequence[float]] = (),
         pending_keys: Sequence[Any] = (),
     ):
-        if len(pending_eta) != len(pending_tau) or len(pending_eta) >= batch_size:
+        if len(pending_eta) >= batch_size:
             raise ValueError(f"pending samples must be fewer than batch_size={batch_size}, got {len(pending_eta)}")
         self.topic = topic
         self.partition = int(partition)
@@ -127,13 +129,8 @@ class PartitionTask:
         self.topic_id = topic_id
         self.groups = None if groups is None else list(groups)
         self.classification = fair.prediction_input == "proba"
-        self._pending_eta: list[float | list[float]] = [
-            [float(q) for q in x] if self.classification else float(x) for x in pending_eta]
-        self._pending_tau: list[list[float]] = [[float(x) for x in row] for row in pending_tau]
+        self._pending_eta, self._pending_tau = _check_pending(fair, pending_eta, pending_tau, pending_keys)
         self.uses_labels = fair.uses_labels
-        if self.uses_labels and len(pending_keys) != len(self._pending_eta):
-            raise ValueError(f"pending_keys must have one id per pending sample ({len(self._pending_eta)}), "
-                             f"got {len(pending_keys)}")
         self._pending_keys = list(pending_keys) if self.uses_labels else []
         self._labels: list[tuple[Any, float]] = []  # feedback labels for the robust post-processor
         self._feedback: list[Feedback] = []  # for the base models
@@ -160,12 +157,14 @@ class PartitionTask:
 
         ``fair``: the post-processor to continue with (``None``: the checkpoint's own, restored).
         Pending samples that fill batches of ``batch_size`` (smaller than the checkpoint's) are
-        learned at once, in steps of ``batch_size``.
+        learned at once, in steps of ``batch_size``.  ``ValueError`` naming ``pending_eta``,
+        ``pending_tau`` or ``pending_keys`` when the pending samples are not inputs of ``fair``.
         """
         if point.models is not None and models is not None and options.get("learn_models"):
             models = BaseModels.from_bytes(point.models, models.groups, models.classes, models.origin)
         fair = restore_postprocessor(point.state) if fair is None else fair
-        eta, tau, keys = point.pending_eta, point.pending_tau, point.pending_keys
+        keys = point.pending_keys
+        eta, tau = _check_pending(fair, point.pending_eta, point.pending_tau, keys)
         b = options.get("batch_size", 1)
         full = len(eta) // b * b
         if full:
@@ -457,6 +456,41 @@ def _parse_each(records: Sequence[Any], parse: Callable[[bytes | None, Any], T])
         except Exception as error:  # noqa: BLE001 -- one message's failure, whatever it is, is that message's
             dead.append(DeadLetter.of_error(record, error))
     return parsed, dead
+
+
+def _check_pending(fair: DualPostProcessor, eta: Sequence[Any], tau: Sequence[Sequence[float]],
+                   keys: Sequence[Any]) -> tuple[list[float | list[float]], list[list[float]]]:
+    """The samples ``fair`` predicted but has not learned yet, checked as its inputs.
+
+    Parameters
+    ----------
+    fair
+        The post-processor that will learn them.
+    eta, tau, keys
+        Their scores (finite numbers, or class-probability rows for classification), their tau rows
+        (one probability vector over ``fair``'s groups per score) and, when ``fair`` learns under
+        ids, one message id per score.
+
+    Returns
+    -------
+    tuple of list
+        ``eta`` and ``tau`` as lists of floats (or of rows of floats).
+
+    Raises
+    ------
+    ValueError
+        Naming ``pending_eta``, ``pending_tau`` or ``pending_keys``, and what is wrong with it.
+    """
+    n = len(eta)
+    if fair.uses_labels and len(keys) != n:
+        raise ValueError(f"pending_keys must have one id per pending sample ({n}), got {len(keys)}")
+    if not n and not len(tau):
+        return [], []
+    if fair.prediction_input == "proba":
+        scores = check_distributions("pending_eta", eta, n, len(fair.atoms))
+    else:
+        scores = check_finite("pending_eta", eta, n)
+    return scores.tolist(), check_distributions("pending_tau", tau, n, fair.n_groups).tolist()
 
 
 def _learn_batches(fair: DualPostProcessor, eta: Sequence[Any], tau: Sequence[Sequence[float]], keys: Sequence[Any],

@@ -98,6 +98,23 @@ def test_a_malformed_manifest_is_an_unreadable_checkpoint(manifest):
         read([(KEY, manifest)]).checkpoint()
 
 
+@pytest.mark.parametrize("field, value", [("parts", "2"), ("parts", 2.5), ("parts", 0), ("bytes", -1), ("bytes", "10")])
+def test_a_manifest_whose_counts_are_not_whole_numbers_is_unreadable_naming_the_count(field, value):
+    """Its parts (at least one) and bytes are integers as written, not numbers that ``int()`` would make integers."""
+    manifest = {"format": "streamfair.checkpoint-parts/1", "digest": "00", "parts": 2, "bytes": 10} | {field: value}
+    reader = read([(KEY, json.dumps(manifest, separators=(",", ":")).encode())])
+    for call in (reader.checkpoint, reader.current_parts, reader.stale_parts):
+        with pytest.raises(UnreadableCheckpoint, match=f"a manifest that is not one .*{field} must be an integer"):
+            call()
+
+
+@pytest.mark.parametrize("record_bytes", [0, -1, 1.5])
+def test_records_of_less_than_one_byte_are_refused_naming_record_bytes(record_bytes):
+    """No division by zero, and no manifest of no parts that no reader could put together again."""
+    with pytest.raises(ValueError, match=rf"^record_bytes must be an integer >= 1, got {record_bytes}$"):
+        ChangelogRecords.of(KEY, b"abc", record_bytes)
+
+
 def test_the_layout_is_deterministic_and_keyed_by_the_content():
     data = b"q" * 250
     assert ChangelogRecords.of(KEY, data, 100) == ChangelogRecords.of(KEY, data, 100)

@@ -1,5 +1,5 @@
 """Checkpoints larger than a record are written in parts; a record refused as too large stops the daemon; a record
-that is not a checkpoint is unreadable (pure logic).
+that is not a well-formed checkpoint of its partition is unreadable, and stops the daemon at its restore (pure logic).
 
 The producer is a stand-in: the client's own size check is tested against the bundled broker with
 both clients (``test_daemon_robust.py``); here the broker refuses the record after the send, as a
@@ -8,18 +8,22 @@ broker whose ``max.message.bytes`` is below the producer's limit does.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from connectors.kafka.changelog import ChangelogPartition, UnreadableCheckpoint
-from connectors.kafka.checkpoint import checkpoint_key
+from connectors.kafka.checkpoint import Checkpoint, checkpoint_key
 from connectors.kafka.checkpointing import EXIT_CHECKPOINT_TOO_LARGE
 from connectors.kafka.codec import InputParser
 from connectors.kafka.config import load_config
 from connectors.kafka.loop import Daemon
+from connectors.kafka.partitions import EXIT_CHECKPOINT_UNREADABLE
 from connectors.kafka.task import PartitionTask
-from connectors.kafka.transport import RecordTooLarge, TransportError
-from streamfair import FairRegressionPostProcessor
+from connectors.kafka.transport import RecordTooLarge, TopicPartition, TransportError
+from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
+from tests.support.consumer_records import Record
 from tests.support.kafka_daemon import EventLog, OneProducer
 
 
@@ -221,3 +225,158 @@ def test_a_write_that_fails_half_way_keeps_the_last_checkpoint_current_and_its_p
 def test_a_record_that_is_not_a_checkpoint_is_unreadable_naming_the_partition(data):
     with pytest.raises(UnreadableCheckpoint, match="^checkpoint of partition 2: "):
         Daemon(load_config(env={})).partitions.new_task(2, data)
+
+
+# ---------------------------------------------------------------------- records that are not well-formed checkpoints
+#: Batches of 4: a checkpoint may hold up to 3 samples predicted but not learned.
+BATCHES_OF_4 = ["processing.batch_size=4"]
+#: A field to leave out of a checkpoint (as :func:`checkpoint_with` takes them).
+ABSENT = object()
+
+
+def checkpoint_with(daemon: Daemon, partition: int = 0, **fields) -> bytes:
+    """``partition``'s checkpoint at offset 42 of ``daemon``'s fresh post-processor, ``fields`` changed in its JSON."""
+    point = Checkpoint(daemon.config.topics.input, partition, offset=42, feedback_offset=None,
+                       state=daemon.config.postprocessor.build().state_dict())
+    payload = json.loads(point.to_bytes())
+    payload.update(fields)
+    return json.dumps({name: value for name, value in payload.items() if value is not ABSENT}).encode()
+
+
+@pytest.mark.parametrize("fields, named", [
+    ({"pending_eta": [0.1], "pending_tau": []}, "pending_tau"),
+    ({"pending_eta": [0.1], "pending_tau": [[0.5]]}, "pending_tau"),
+    ({"pending_eta": [0.1], "pending_tau": [[0.5, 0.6]]}, "pending_tau"),
+    ({"pending_eta": [0.1], "pending_tau": [1]}, "pending_tau"),
+    ({"pending_eta": ["x"], "pending_tau": [[0.5, 0.5]]}, "pending_eta"),
+    ({"pending_eta": [float("nan")], "pending_tau": [[0.5, 0.5]]}, "pending_eta"),
+    ({"pending_eta": [0.1], "pending_tau": [[0.5, 0.5]], "pending_keys": ["a", "b"]}, "pending_keys"),
+    ({"pending_eta": [0.1] * 4, "pending_tau": [[0.5, 0.5]] * 3 + [[1.0]]}, "pending_tau"),
+], ids=["rows-missing", "row-too-narrow", "row-not-a-distribution", "row-not-a-list", "score-not-a-number",
+        "score-not-finite", "ids-of-other-samples", "narrow-row-in-a-batch-learned-at-restore"])
+def test_a_checkpoint_whose_pending_samples_are_malformed_is_unreadable_naming_the_field(fields, named):
+    """Pending samples the post-processor cannot learn are an unreadable checkpoint, not a crash or dead letters."""
+    daemon = Daemon(load_config(env={}, overrides=BATCHES_OF_4))
+    with pytest.raises(UnreadableCheckpoint, match=rf"^checkpoint of partition 0: ValueError\(.{named} "):
+        daemon.partitions.new_task(0, checkpoint_with(daemon, **fields))
+
+
+@pytest.mark.parametrize("field, value", [("offset", "42"), ("offset", -5), ("offset", 4.5), ("offset", True),
+                                          ("feedback_offset", "x"), ("feedback_offset", -1)])
+def test_a_checkpoint_whose_position_is_not_an_offset_is_unreadable_naming_it(field, value):
+    """A position the consumer could not seek to is refused at the restore, with the field and its value."""
+    daemon = Daemon(load_config(env={}))
+    with pytest.raises(UnreadableCheckpoint, match=rf"{field} must be an integer >= 0, got {value!r}"):
+        daemon.partitions.new_task(0, checkpoint_with(daemon, **{field: value}))
+
+
+@pytest.mark.parametrize("fields", [{"partition": 1}, {"topic": "other"}], ids=["partition", "topic"])
+def test_a_checkpoint_of_another_partition_is_not_taken_for_this_one(fields):
+    """The record under a partition's key must be that partition's: its task would write under the other's key."""
+    daemon = Daemon(load_config(env={}))
+    with pytest.raises(UnreadableCheckpoint, match="topic and partition must be those of the key 'streamfair.input:0'"):
+        daemon.partitions.new_task(0, checkpoint_with(daemon, **fields))
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"models": ABSENT}, "checkpoint has no field 'models'"),
+    ({"partition": "x"}, "partition must be an integer >= 0, got 'x'"),
+    ({"state": 5}, "state must be an object, got 5"),
+    ({"pending_keys": "ab"}, "pending_keys must be a list, got 'ab'"),
+    ({"models": "abc"}, "models must be base64, got 'abc'"),
+    ({"topic_id": 5}, "topic_id must be a string or null, got 5"),
+    ({"groups": [0, 1]}, r"groups must be a list of strings, got \[0, 1\]"),
+], ids=["absent", "partition", "state", "pending_keys", "models", "topic_id", "groups"])
+def test_checkpoint_from_bytes_raises_value_error_naming_the_field_and_its_value(fields, message):
+    """Every field is checked as it is read: the error says which one is wrong, and how."""
+    data = checkpoint_with(Daemon(load_config(env={})), **fields)
+    with pytest.raises(ValueError, match=f"^{message}"):
+        Checkpoint.from_bytes(data)
+
+
+def test_checkpoints_without_the_fields_later_versions_added_still_restore():
+    """No pending ids, topic id, models origin or group labels, no positions yet, integer scores: it restores."""
+    daemon = Daemon(load_config(env={}, overrides=BATCHES_OF_4))
+    data = checkpoint_with(daemon, offset=None, pending_eta=[0], pending_tau=[[1, 0]], pending_keys=ABSENT,
+                           topic_id=ABSENT, models_origin=ABSENT, groups=ABSENT)
+    task = daemon.partitions.new_task(0, data)
+    assert (task.offset, task.feedback_offset, task.topic_id, task.n_pending) == (None, None, None, 1)
+    assert Checkpoint.from_bytes(task.checkpoint().to_bytes()).pending_tau == [[1.0, 0.0]]
+
+
+@pytest.mark.parametrize("make, pending, named", [
+    (FairRegressionPostProcessor, {"pending_eta": [0.1], "pending_tau": []}, "pending_tau"),
+    (FairRegressionPostProcessor, {"pending_eta": [0.1], "pending_tau": [[0.5]]}, "pending_tau"),
+    (FairRegressionPostProcessor, {"pending_eta": [float("inf")], "pending_tau": [[0.5, 0.5]]}, "pending_eta"),
+    (FairClassificationPostProcessor, {"pending_eta": [[0.5, 0.5]], "pending_tau": [[0.5, 0.5]]}, "pending_eta"),
+], ids=["rows-missing", "row-too-narrow", "score-not-finite", "class-row-too-narrow"])
+def test_a_task_refuses_pending_samples_its_post_processor_cannot_learn_naming_them(make, pending, named):
+    """The task's own check: each pending score is an input of its post-processor, with one tau row of its groups."""
+    fair = make(n_groups=2, **({"L": 5} if make is FairRegressionPostProcessor else {"n_classes": 3}))
+    with pytest.raises(ValueError, match=f"^{named} "):
+        PartitionTask("in", 0, fair, parser=InputParser(2, 1024), batch_size=4, **pending)
+
+
+class ChangelogHolding:
+    """The daemon's consumers, stand-ins: the changelog holds one record, ``value`` under ``key``, in partition 0.
+
+    ``seeks`` keeps where the group consumer was asked to seek.
+    """
+
+    def __init__(self, key: bytes, value: bytes):
+        self.record = Record("streamfair.changelog", 0, 0, 0, key, value, [])
+        self.assigned: list[TopicPartition] = []
+        self.seeks: list[tuple[TopicPartition, object]] = []
+        self.read = False
+
+    def assign(self, partitions):
+        self.assigned = partitions
+
+    def seek(self, tp, offset):
+        self.seeks.append((tp, offset))
+
+    def poll(self, timeout_ms):
+        records, self.read = ({} if self.read else {tp: [self.record] for tp in self.assigned}), True
+        return records
+
+    def highwater(self, tp):
+        return 1
+
+    def position(self, tp):
+        return 1 if self.read else 0
+
+    def refresh_metadata(self):
+        pass
+
+    def beginning_offsets(self, partitions):
+        return {tp: 0 for tp in partitions}
+
+    def topic_id(self, topic):
+        return None
+
+    def pause(self, partitions):
+        pass
+
+    def resume(self, partitions):
+        pass
+
+
+@pytest.mark.parametrize("fields, named", [
+    ({"pending_eta": [0.1], "pending_tau": []}, "pending_tau"),
+    ({"pending_eta": [0.1], "pending_tau": [[0.5]]}, "pending_tau"),
+    ({"offset": "42"}, "offset"),
+    ({"partition": 1}, "topic and partition"),
+], ids=["pending-rows-missing", "pending-row-too-narrow", "offset-a-string", "another-partition"])
+def test_a_restore_that_cannot_read_a_checkpoint_stops_the_daemon_with_its_exit_code(fields, named):
+    """No task, no seek, no exception out of the loop: the daemon stops with exit code 6, naming the field."""
+    log = EventLog("restore-unreadable")
+    daemon = Daemon(load_config(env={}, overrides=BATCHES_OF_4), logger=log.logger)
+    key = checkpoint_key(daemon.config.topics.input, 0)
+    daemon._consumer = daemon._restorer = consumers = ChangelogHolding(key, checkpoint_with(daemon, **fields))
+    daemon.partitions.assigned([TopicPartition(daemon.config.topics.input, 0)])
+    daemon.partitions.restore()
+    assert daemon._fatal is not None and daemon._fatal[0] == EXIT_CHECKPOINT_UNREADABLE and daemon.stopping.is_set()
+    (error,) = log.fields("checkpoint_unreadable")
+    assert error["key"] == key.decode() and named in error["error"]
+    assert daemon.partitions.tasks == {} and daemon.partitions.to_restore == {0}
+    assert [tp.topic for tp, _ in consumers.seeks] == [daemon.config.topics.changelog]  # read from 0, nothing else
