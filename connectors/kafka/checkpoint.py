@@ -147,6 +147,15 @@ def _pending(payload: dict) -> tuple[list, list, list]:
     return eta, tau, keys
 
 
+def _pending_labels(payload: dict, keys: list) -> list[tuple[Any, float]]:
+    """The field ``pending_labels`` of ``payload`` (none when absent): ``[id, y]`` pairs, each id one of ``keys``."""
+    labels = _field(payload, "pending_labels", list, default=[])
+    if not all(type(pair) is list and len(pair) == 2 and pair[0] in keys and is_real(pair[1]) for pair in labels):
+        raise ValueError(f"pending_labels must hold [id, y] pairs of pending ids and finite numbers, "
+                         f"got {reprlib.repr(labels)}")
+    return [(ident, y) for ident, y in labels]
+
+
 #: The post-processors a checkpoint can hold, by the ``"class"`` entry of their ``state_dict``.
 POSTPROCESSORS = {cls.__name__: cls for cls in (
     FairRegressionPostProcessor, GroupRobustFairRegressionPostProcessor, FairClassificationPostProcessor)}
@@ -218,6 +227,8 @@ class Checkpoint:
         for classification ``pending_eta`` holds class-probability rows.
     pending_keys
         Their message ids (the robust post-processor learns each sample under its id, for delayed labels).
+    pending_labels
+        Feedback labels ``(id, y)`` of pending samples, waiting for their mini-batch to be learned.
     models
         Pickled base models (only when they learn online), else ``None``.
     models_origin
@@ -258,6 +269,7 @@ class Checkpoint:
     pending_eta: list[float | list[float]] = field(default_factory=list)
     pending_tau: list[list[float]] = field(default_factory=list)
     pending_keys: list = field(default_factory=list)
+    pending_labels: list[tuple[Any, float]] = field(default_factory=list)
     models: bytes | None = None
     topic_id: str | None = None
     models_origin: str | None = None
@@ -286,6 +298,8 @@ class Checkpoint:
             "pending_keys": list(self.pending_keys),
             "models": None if self.models is None else base64.b64encode(self.models).decode("ascii"),
         }
+        if self.pending_labels:
+            payload["pending_labels"] = [[ident, float(y)] for ident, y in self.pending_labels]
         if self.topic_id is not None:
             payload["topic_id"] = self.topic_id
         if self.models_origin is not None:
@@ -352,6 +366,7 @@ class Checkpoint:
             pending_eta=eta,
             pending_tau=tau,
             pending_keys=keys,
+            pending_labels=_pending_labels(payload, keys),
             models=pickled,
             topic_id=_field(payload, "topic_id", str, type(None), default=None),
             models_origin=_field(payload, "models_origin", str, type(None), default=None),

@@ -85,6 +85,9 @@ class PartitionTask:
     pending_eta, pending_tau, pending_keys
         Samples predicted but not yet learned, and their message ids: fewer than ``batch_size``, each
         score an input of ``fair`` with one tau row over its groups (``ValueError`` naming them otherwise).
+    pending_labels
+        Feedback labels ``(id, y)`` of pending samples, applied at the first checkpoint after their
+        mini-batch is learned.
     """
 
     def __init__(
@@ -109,6 +112,7 @@ class PartitionTask:
         pending_eta: Sequence[Any] = (),
         pending_tau: Sequence[Sequence[float]] = (),
         pending_keys: Sequence[Any] = (),
+        pending_labels: Sequence[tuple[Any, float]] = (),
     ):
         if len(pending_eta) >= batch_size:
             raise ValueError(f"pending samples must be fewer than batch_size={batch_size}, got {len(pending_eta)}")
@@ -132,7 +136,7 @@ class PartitionTask:
         self._pending_eta, self._pending_tau = _check_pending(fair, pending_eta, pending_tau, pending_keys)
         self.uses_labels = fair.uses_labels
         self._pending_keys = list(pending_keys) if self.uses_labels else []
-        self._labels: list[tuple[Any, float]] = []  # feedback labels for the robust post-processor
+        self._labels = [(ident, y) for ident, y in pending_labels]  # feedback labels for the robust post-processor
         self._feedback: list[Feedback] = []  # for the base models
         self._feedback_next: int | None = None
         k = fair.n_groups
@@ -180,17 +184,26 @@ class PartitionTask:
             pending_eta=eta[full:],
             pending_tau=tau[full:],
             pending_keys=keys[full:],
+            pending_labels=point.pending_labels,
             **options,
         )
 
     def checkpoint(self) -> Checkpoint:
-        """Learn the buffered feedback, then snapshot everything (an independent copy)."""
-        for ident, y in self._labels:
-            if self._applies(self.fair.learn_label, ident, y):
+        """Learn the buffered feedback, then snapshot everything (an independent copy).
+
+        A label of a sample still in the open mini-batch waits, in the checkpoint, until its batch is
+        learned: applying it now would find no such sample, and whether it did would depend on when
+        the checkpoint came.
+        """
+        waiting = set(self._pending_keys)
+        labels, self._labels = self._labels, []
+        for ident, y in labels:
+            if ident in waiting:
+                self._labels.append((ident, y))
+            elif self._applies(self.fair.learn_label, ident, y):
                 self.labels_applied += 1
             else:
                 self.labels_unmatched += 1
-        self._labels.clear()
         for feedback in self._feedback:
             if not self._applies(self._base_models().learn, feedback.features, feedback.y, feedback.s):
                 self.feedback_failed += 1
@@ -206,6 +219,7 @@ class PartitionTask:
             pending_eta=list(self._pending_eta),
             pending_tau=[list(row) for row in self._pending_tau],
             pending_keys=list(self._pending_keys),
+            pending_labels=list(self._labels),
             models=self._base_models().to_bytes() if self.learn_models else None,
             topic_id=self.topic_id,
             models_origin=self._base_models().origin if self.learn_models else None,

@@ -286,7 +286,8 @@ def test_a_checkpoint_of_another_partition_is_not_taken_for_this_one(fields):
     ({"models": "abc"}, "models must be base64, got 'abc'"),
     ({"topic_id": 5}, "topic_id must be a string or null, got 5"),
     ({"groups": [0, 1]}, r"groups must be a list of strings, got \[0, 1\]"),
-], ids=["absent", "partition", "state", "pending_keys", "models", "topic_id", "groups"])
+    ({"pending_labels": [["m9", 0.5]]}, r"pending_labels must hold \[id, y\] pairs of pending ids"),
+], ids=["absent", "partition", "state", "pending_keys", "models", "topic_id", "groups", "pending_labels"])
 def test_checkpoint_from_bytes_raises_value_error_naming_the_field_and_its_value(fields, message):
     """Every field is checked as it is read: the error says which one is wrong, and how."""
     data = checkpoint_with(Daemon(load_config(env={})), **fields)

@@ -157,6 +157,35 @@ def test_a_checkpoint_restores_its_own_class_with_its_whole_dro_state():
     assert task.fair.learn_label("k6", 0.2)
 
 
+@pytest.mark.parametrize("checkpoint_in_between", [False, True])
+def test_a_label_of_a_sample_in_the_open_mini_batch_waits_for_its_batch_whenever_checkpoints_come(
+        checkpoint_in_between):
+    """It was dropped as unmatched when a checkpoint came before its batch was learned, applied when none did."""
+    from connectors.kafka.codec import FeedbackParser, InputParser
+    from connectors.kafka.partitions import SyntheticRecord
+    from connectors.kafka.task import PartitionTask
+
+    def task_of(point=None, fair=None):
+        options = {"parser": InputParser(2, 4096), "batch_size": 4,
+                   "feedback_parser": FeedbackParser(["0", "1"], 4096, labels_only=True)}
+        if point is not None:
+            return PartitionTask.from_checkpoint(point, models=None, **options)
+        return PartitionTask("in", 0, fair, **options)
+
+    task = task_of(fair=GroupRobustFairRegressionPostProcessor(L=5, n_groups=2, refresh=1))
+    inputs = [SyntheticRecord("in", 0, i, 0, None, json.dumps({"id": f"m{i}", "eta": 0.3, "tau": [0.5, 0.5]}).encode(),
+                              []) for i in range(4)]
+    task.process(inputs[:2])
+    task.add_feedback([SyntheticRecord("fb", 0, 0, 0, None, b'{"id": "m0", "y": 0.9}', [])])
+    if checkpoint_in_between:  # the label waits in the checkpoint, and a restart keeps it waiting
+        point = Checkpoint.from_bytes(task.checkpoint().to_bytes())
+        assert point.pending_labels == [("m0", 0.9)] and task.labels_unmatched == 0
+        task = task_of(point)
+    task.process(inputs[2:])  # the batch is learned
+    point = task.checkpoint()
+    assert (task.labels_applied, task.labels_unmatched, point.pending_labels) == (1, 0, [])
+
+
 def large_robust_settings(kafka_broker, name: str, **extra) -> dict:
     """A robust daemon that keeps every id waiting (``max_pending`` of the class) and checkpoints every 10,000."""
     return settings(kafka_broker, name, **{f"postprocessor.{k}": v for k, v in ROBUST.items()},
