@@ -11,7 +11,8 @@ Settings (see docs/daemon.md for the reasoning):
   covers them), ``auto_offset_reset`` from ``kafka.auto_offset_reset``, default ``"earliest"`` (a new
   group reads from the start; ``"latest"`` is also wrong on Tansu, whose ListOffsets LATEST answer is
   off), raw bytes (no deserializer, so a malformed value becomes a dead letter instead of a
-  consumer exception), the range assignor by default (it co-partitions the input and feedback
+  consumer exception; a header key that is not UTF-8 too, as an ``UnreadableRecord``, where
+  kafka-python would stop reading the partition), the range assignor by default (it co-partitions the input and feedback
   topics), a short ``fetch_max_wait_ms`` (Tansu answers a fetch only when that wait is over, even
   when records arrived earlier, so it bounds the latency), no topic auto-creation,
   ``read_committed`` in ``exactly_once`` mode, and short reconnect back-off so the daemon resumes
@@ -26,15 +27,24 @@ Settings (see docs/daemon.md for the reasoning):
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
+from kafka.consumer.fetcher import Fetcher
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
-from kafka.errors import KafkaConfigurationError, KafkaError, MessageSizeTooLargeError, UnsupportedCodecError
+from kafka.errors import (
+    CorruptRecordError,
+    KafkaConfigurationError,
+    KafkaError,
+    MessageSizeTooLargeError,
+    UnsupportedCodecError,
+)
+from kafka.record.default_records import DefaultRecord, DefaultRecordBatch
+from kafka.record.util import decode_varint
 from kafka.structs import OffsetAndMetadata
 
 from connectors.kafka import transport
@@ -44,6 +54,7 @@ from connectors.kafka.transport import (
     RecordTooLarge,
     TopicLayout,
     TransportError,
+    UnreadableRecord,
     UnsupportedCodec,
     plan_topics,
 )
@@ -106,7 +117,139 @@ def make_consumer(config: Config, *, group: bool = True, **overrides: Any) -> Ka
     else:
         settings.update(group_id=None, fetch_max_wait_ms=20, max_poll_records=1000)
     settings.update(overrides)
-    return KafkaConsumer(**settings)
+    consumer = KafkaConsumer(**settings)
+    consumer._fetcher.PartitionRecords = _PartitionRecords  # what kafka-python 3.0 reads fetches with (no public hook)
+    return consumer
+
+
+# ---------------------------------------------------------------------------- records kafka-python cannot decode
+class _PartitionRecords(Fetcher.PartitionRecords):
+    """kafka-python's records of one fetch response, read on past a record whose header key is not UTF-8.
+
+    kafka-python decodes header keys as UTF-8 and stops reading a fetch at such a record.  Here its v2
+    batches are read through :class:`_Batch`, and :meth:`take` hands out an
+    :class:`~connectors.kafka.transport.UnreadableRecord` in the record's place.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.unreadable: dict[int, str] = {}  # offset: what was dropped, for the records not taken yet
+        super().__init__(*args, **kwargs)
+
+    def _unpack_records(self, tp, records, key_deserializer, value_deserializer):
+        return super()._unpack_records(tp, _Batches(records, self.unreadable), key_deserializer, value_deserializer)
+
+    def take(self, n=None):
+        """The next ``n`` records; what fails reading them is raised, and the rest of the fetch dropped.
+
+        kafka-python keeps a fetch whose reading failed next in line, with nothing left to read: its next
+        poll looped on it for ever (100% CPU, every partition stalled, the daemon deaf to ``stop()``).
+        Dropped, it is fetched again from the position at the next poll.
+        """
+        try:
+            records = super().take(n)
+        except Exception:
+            self.drain()
+            raise
+        if self.unreadable:  # only after a record read by _partly_read
+            for i, r in enumerate(records):
+                if r.offset in self.unreadable:
+                    records[i] = UnreadableRecord(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value,
+                                                  r.headers, self.unreadable.pop(r.offset))
+        return records
+
+
+class _Batches:
+    """The record batches of a fetch response (kafka-python's ``MemoryRecords``), each v2 batch as a :class:`_Batch`."""
+
+    __slots__ = ("records", "unreadable")
+
+    def __init__(self, records: Any, unreadable: dict[int, str]):
+        self.records, self.unreadable = records, unreadable
+
+    def next_batch(self) -> Any:
+        batch = self.records.next_batch()
+        return _Batch(batch, self.unreadable) if isinstance(batch, DefaultRecordBatch) else batch
+
+
+class _Batch:
+    """A v2 record batch whose iteration reads on past a record with header keys that are not UTF-8.
+
+    Everything else is the batch's own.  Such a record is read by :func:`_partly_read` and its offset
+    noted in ``unreadable`` with what was dropped.
+    """
+
+    __slots__ = ("batch", "unreadable")
+
+    def __init__(self, batch: DefaultRecordBatch, unreadable: dict[int, str]):
+        self.batch, self.unreadable = batch, unreadable
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.batch, name)
+
+    def __next__(self) -> Any:  # kafka-python reads a control batch's record with next()
+        return next(self.batch)
+
+    def __iter__(self) -> Iterator[Any]:
+        batch = self.batch
+        while True:
+            try:
+                yield from batch  # the batch is its own iterator: after a failed record, it goes on from there
+                return
+            except CorruptRecordError as error:
+                record, dropped = _partly_read(batch, error)
+                self.unreadable[record.offset] = (
+                    f"{len(dropped)} header(s) dropped: their keys are not UTF-8 ({', '.join(map(repr, dropped))})")
+                yield record
+
+
+def _partly_read(batch: DefaultRecordBatch, error: CorruptRecordError) -> tuple[DefaultRecord, list[bytes]]:
+    """The record at ``batch``'s read position without the headers whose keys are not UTF-8, and those keys.
+
+    The batch moves past it.  Only a key that does not decode is read past: for any other
+    ``error`` (kafka-python's, on that record) it is raised again.
+    """
+    if not isinstance(error.__context__, UnicodeDecodeError):
+        raise error
+    buffer, pos = batch._buffer, batch._pos  # kafka-python 3.0's read position (no public accessor)
+    try:
+        length, pos = decode_varint(buffer, pos)
+        end = pos + length
+        _, pos = decode_varint(buffer, pos)  # attributes
+        timestamp_delta, pos = decode_varint(buffer, pos)
+        offset_delta, pos = decode_varint(buffer, pos)
+        key, pos = _nullable_bytes(buffer, pos)
+        value, pos = _nullable_bytes(buffer, pos)
+        count, pos = decode_varint(buffer, pos)
+        headers, dropped = [], []
+        for _ in range(count):
+            name, pos = _nullable_bytes(buffer, pos)
+            header_value, pos = _nullable_bytes(buffer, pos)
+            if name is None:  # a header key is never null
+                raise error
+            try:
+                headers.append((name.decode("utf-8"), header_value))
+            except UnicodeDecodeError:
+                dropped.append(name)
+    except (ValueError, IndexError):
+        raise error from None
+    if pos != end or not dropped:
+        raise error
+    batch._pos = end
+    batch._next_record_index += 1
+    timestamp = (batch.max_timestamp if batch.timestamp_type == batch.LOG_APPEND_TIME
+                 else batch.first_timestamp + timestamp_delta)
+    return DefaultRecord(length, batch.base_offset + offset_delta, timestamp, batch.timestamp_type, key, value,
+                         headers), dropped
+
+
+def _nullable_bytes(buffer: bytearray, pos: int) -> tuple[bytes | None, int]:
+    """The length-prefixed bytes at ``pos`` of a v2 record (``None`` for a negative length) and the position after."""
+    length, pos = decode_varint(buffer, pos)
+    if length < 0:
+        return None, pos
+    if pos + length > len(buffer):
+        raise IndexError("truncated record")
+    return bytes(buffer[pos:pos + length]), pos + length
 
 
 #: The producer's batch size per partition unless ``producer.batch_size`` sets it: four times kafka-python's
@@ -259,10 +402,13 @@ class KafkaPythonConsumer:
         self.client.subscribe(list(topics), listener=_Listener(listener))
 
     def poll(self, timeout_ms: int) -> Mapping[TopicPartition, Sequence[Any]]:
+        """kafka-python's poll; whatever it raises is a :class:`~connectors.kafka.transport.TransportError`."""
         try:
             return self.client.poll(timeout_ms=timeout_ms)
         except KafkaError as error:
             raise _translated(error) from None
+        except Exception as error:  # e.g. kafka-python's RuntimeError for a batch it cannot unpack: retried
+            raise TransportError(f"{type(error).__name__}: {error}") from error
 
     def assign(self, partitions: Sequence[transport.TopicPartition]) -> None:
         self.client.assign([TopicPartition(*tp) for tp in partitions])

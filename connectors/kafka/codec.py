@@ -46,6 +46,7 @@ from streamfair.validation import SUM_TOLERANCE
 
 #: Every dead-letter reason, in the order the checks run.
 REASONS: tuple[str, ...] = (
+    "unreadable_record",  # the Kafka client could not decode the record (a header key that is not UTF-8)
     "empty",  # null value (tombstone) or zero bytes
     "oversized",  # more than processing.max_message_bytes
     "not_utf8",  # bytes that are not UTF-8
@@ -74,6 +75,8 @@ REASONS: tuple[str, ...] = (
     "processing_error",  # anything else raised while handling the message (its type in a header)
 )
 
+#: The reason of a record the Kafka client could not decode (:class:`~connectors.kafka.transport.UnreadableRecord`).
+UNREADABLE_RECORD = "unreadable_record"
 MAX_ID_LENGTH = 256
 #: ``|sum(tau) - 1|`` allowed here: half the post-processor's own tolerance, so that no tau accepted
 #: here can be refused by it because of a different summation order.

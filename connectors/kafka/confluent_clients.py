@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -34,6 +35,7 @@ from connectors.kafka.transport import (
     TopicLayout,
     TopicPartition,
     TransportError,
+    UnreadableRecord,
     plan_topics,
 )
 
@@ -89,6 +91,13 @@ def _client(kind: type, settings: dict[str, Any]) -> Any:
         raise ClientConfigurationError(f"{kind.__name__}: {error}") from None
 
 
+#: ``message.headers()``, called so that its failure is raised at once: on a header key that is not UTF-8,
+#: confluent-kafka returns with a UnicodeDecodeError set, which a direct call (once Python has specialized
+#: it) only reports later, as a SystemError, after more code ran with it pending.  Never called twice on
+#: such a message: the headers it cached are then broken.
+_headers = operator.methodcaller("headers")
+
+
 class ConfluentRecord:
     """A consumed record with the attributes of :class:`~connectors.kafka.transport.Record`.
 
@@ -114,7 +123,15 @@ class ConfluentRecord:
         self.topic, self.partition, self.offset = message.topic(), message.partition(), message.offset()
         self.timestamp = message.timestamp()[1]
         self.key, self.value = message.key(), message.value()
-        self.headers = message.headers() or []
+        self.headers = _headers(message) or []
+
+
+def _unreadable(message: Any, error: Exception) -> UnreadableRecord:
+    """The record of a ``message`` whose headers librdkafka could not hand out (``error``): all of them dropped."""
+    cause = error.__cause__ or error.__context__ or error
+    return UnreadableRecord(message.topic(), message.partition(), message.offset(), message.timestamp()[1],
+                            message.key(), message.value(), [],
+                            f"headers dropped: confluent-kafka cannot read them ({type(cause).__name__}: {cause})")
 
 
 class ConfluentConsumer:
@@ -194,11 +211,14 @@ class ConfluentConsumer:
 
         self.client.subscribe(list(topics), on_assign=assigned, on_revoke=revoked(False), on_lost=revoked(True))
 
-    def poll(self, timeout_ms: int) -> dict[TopicPartition, list[ConfluentRecord]]:
+    def poll(self, timeout_ms: int) -> dict[TopicPartition, list[ConfluentRecord | UnreadableRecord]]:
         """The records available now (at most ``max_poll_records``), waiting up to ``timeout_ms`` for the first.
 
         As kafka-python's ``poll``: librdkafka's ``consume(n, timeout)`` waits for ``n`` messages or
-        the timeout, which would hold a slow stream's records for the whole timeout.
+        the timeout, which would hold a slow stream's records for the whole timeout.  A message whose
+        headers cannot be read (a key that is not UTF-8) comes as an
+        :class:`~connectors.kafka.transport.UnreadableRecord`; anything else that fails (a rebalance
+        callback too: they run in here) raises :class:`~connectors.kafka.transport.TransportError`.
         """
         try:
             messages = self.client.consume(self.max_records, 0)
@@ -208,7 +228,9 @@ class ConfluentConsumer:
                     messages += self.client.consume(self.max_records - 1, 0)
         except KafkaException as error:
             raise _translated(error) from None
-        batch: dict[TopicPartition, list[ConfluentRecord]] = {}
+        except Exception as error:
+            raise TransportError(f"{type(error).__name__}: {error}") from error
+        batch: dict[TopicPartition, list[ConfluentRecord | UnreadableRecord]] = {}
         for message in messages:
             message_error = message.error()
             if message_error is not None:
@@ -218,7 +240,10 @@ class ConfluentConsumer:
                 self._fetched.add(tp)
                 self._positions[tp] = message.offset()  # the partition's end
                 continue
-            record = ConfluentRecord(message)
+            try:
+                record: ConfluentRecord | UnreadableRecord = ConfluentRecord(message)
+            except Exception as error:  # noqa: BLE001 -- only its headers can fail: the record is dead-lettered
+                record = _unreadable(message, error)
             tp = TopicPartition(record.topic, record.partition)
             records = batch.get(tp)
             if records is None:

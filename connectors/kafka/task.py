@@ -40,9 +40,18 @@ from typing import Any, TypeVar
 import numpy as np
 
 from connectors.kafka.checkpoint import Checkpoint, restore_postprocessor
-from connectors.kafka.codec import FeedbackParser, InputParser, Invalid, encode_output, header_values, message_key
+from connectors.kafka.codec import (
+    UNREADABLE_RECORD,
+    FeedbackParser,
+    InputParser,
+    Invalid,
+    encode_output,
+    header_values,
+    message_key,
+)
 from connectors.kafka.models import BaseModels
 from connectors.kafka.records import Audit, DeadLetter, Feedback, InputSample, Output, TaskResult
+from connectors.kafka.transport import UnreadableRecord
 from streamfair import DualPostProcessor
 from streamfair.validation import check_distributions, check_finite
 
@@ -458,11 +467,15 @@ def _parse_each(records: Sequence[Any], parse: Callable[[bytes | None, Any], T])
     """``parse(record.value, record)`` for every record in order: the parsed, and a dead letter for each that raised.
 
     Whatever goes wrong with one message is that message's: :class:`Invalid` with its reason, any
-    other exception as ``"processing_error"`` with the exception's type.
+    other exception as ``"processing_error"`` with the exception's type.  A record the client could not
+    decode (:class:`~connectors.kafka.transport.UnreadableRecord`) is ``"unreadable_record"``.
     """
     parsed: list[T] = []
     dead: list[DeadLetter] = []
     for record in records:
+        if record.__class__ is UnreadableRecord:
+            dead.append(DeadLetter(record, UNREADABLE_RECORD, record.detail))
+            continue
         try:
             parsed.append(parse(record.value, record))
         except Invalid as error:

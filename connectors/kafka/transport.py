@@ -39,14 +39,48 @@ class TopicPartition(NamedTuple):
 class Record(Protocol):
     """A consumed record, as the daemon's tasks read it.
 
-    Any object with these attributes is one (the clients' records, a named tuple); its ``offset``
-    is its own, so the position after it is ``offset + 1``:
+    Any object with these attributes, read-only or not, is one (the clients' records, a named tuple);
+    its ``offset`` is its own, so the position after it is ``offset + 1``:
 
     >>> from collections import namedtuple
     >>> Polled = namedtuple("Polled", "topic partition offset timestamp key value headers")
     >>> record = Polled("in", 0, 7, 1700000000000, b"a", b'{"id": "a", "eta": 0.5, "tau": [1, 0]}', [])
     >>> TopicPartition(record.topic, record.partition), record.offset + 1
     (TopicPartition(topic='in', partition=0), 8)
+    """
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def timestamp(self) -> int: ...
+
+    @property
+    def key(self) -> bytes | None: ...
+
+    @property
+    def value(self) -> bytes | None: ...
+
+    @property
+    def headers(self) -> list[tuple[str, bytes]]: ...
+
+
+class UnreadableRecord(NamedTuple):
+    """A consumed record the client could not decode whole: the task dead-letters it as ``"unreadable_record"``.
+
+    The clients hand it out in the record's place (a header key that is not UTF-8 would otherwise stop
+    the partition there, or the poll): it keeps the record's position and what could be read (key,
+    value, the headers that decode), and ``detail`` says what was dropped.
+
+    >>> record = UnreadableRecord("in", 0, 7, 1700000000000, b"a", b"{}", [], "header keys not UTF-8 dropped")
+    >>> record.offset + 1, record.detail
+    (8, 'header keys not UTF-8 dropped')
     """
 
     topic: str
@@ -56,6 +90,7 @@ class Record(Protocol):
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes]]
+    detail: str
 
 
 class TransportError(Exception):
@@ -134,7 +169,11 @@ class Consumer(Protocol):
 
     def subscribe(self, topics: Sequence[str], listener: RebalanceListener) -> None: ...
 
-    def poll(self, timeout_ms: int) -> Mapping[TopicPartition, Sequence[Record]]: ...
+    def poll(self, timeout_ms: int) -> Mapping[TopicPartition, Sequence[Record]]:
+        """The records fetched, by partition; one the client cannot decode comes as an :class:`UnreadableRecord`.
+
+        Whatever fails raises :class:`TransportError`, and leaves the consumer able to poll again.
+        """
 
     def assign(self, partitions: Sequence[TopicPartition]) -> None: ...
 
