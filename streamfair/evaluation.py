@@ -72,7 +72,9 @@ class FairnessReport:
 
 
 def group_membership(groups, n_samples: int, n_groups: int | None = None) -> np.ndarray:
-    """``(n, K)`` weights: one-hot rows for labels ``0..K-1``, or a given probability matrix."""
+    """``(n, K)`` weights: one-hot rows for labels ``0..K-1``, or a given probability matrix (``n >= 1``)."""
+    if n_samples < 1:
+        raise ValueError("a report needs at least one sample, got none (the predictions, y and groups are empty)")
     array = np.asarray(groups)
     if array.ndim == 2:
         weights = check_finite("groups", array.ravel()).reshape(array.shape)

@@ -63,7 +63,7 @@ place with ``load_state_dict(state)``, since their configuration belongs to the 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Self, overload
 
@@ -95,6 +95,7 @@ from .validation import (
     check_seed,
     check_slack,
     restores_state,
+    show,
 )
 
 #: One sample's group posterior ``tau(x)``: ``K`` probabilities.
@@ -1304,15 +1305,21 @@ class DualPostProcessor:
         recent, row = state["recent_predictions"], () if obj.prediction_input == "eta" else obj.atoms.shape
         obj._recent_predictions = (None if recent is None else
                                    check_array("state's recent_predictions", recent, (obj.window, *row), copy=True))
-        obj._recent_tau[...] = check_array("state's recent_tau", state["recent_tau"], obj._recent_tau.shape)
-        obj._recent_count = int(state["recent_count"])
+        obj._recent_tau[...] = _check_within("state's recent_tau", state["recent_tau"], obj._recent_tau.shape, 0.0)
+        counts = {name: check_integer(f"state's {name}", state[name], minimum) for name, minimum in (
+            ("recent_count", 0), ("tau_count", 1), ("n_samples", 0), ("n_clipped", 0), ("draws", 0))}
+        if counts["recent_count"] > obj.window:
+            raise ValueError(f"state's recent_count must be at most the window, {obj.window}, "
+                             f"got {counts['recent_count']}")
+        obj._recent_count, obj._tau_count = counts["recent_count"], counts["tau_count"]
         obj._tau_sum = check_array("state's tau_sum", state["tau_sum"], (obj.n_groups,), copy=True)
-        obj._tau_count = int(state["tau_count"])
+        if np.any(obj._tau_sum < 0):
+            raise ValueError(f"state's tau_sum must be >= 0, got {show(obj._tau_sum)}")
         # A state written before the prior shift has neither mean: it continues without it, exactly as written.
-        obj._tau_means = check_array("state's tau_mean and tau_reference",
-                                     [state.get("tau_mean", ()), state.get("tau_reference", ())],
-                                     obj._tau_means.shape, (2, 0))
-        obj.n_samples, obj.n_clipped, obj._draws = int(state["n_samples"]), int(state["n_clipped"]), int(state["draws"])
+        obj._tau_means = _check_within("state's tau_mean and tau_reference",
+                                       [state.get("tau_mean", ()), state.get("tau_reference", ())],
+                                       obj._tau_means.shape, kernel.TAU_MEAN_FLOOR, (2, 0))
+        obj.n_samples, obj.n_clipped, obj._draws = counts["n_samples"], counts["n_clipped"], counts["draws"]
         return obj
 
     def __getstate__(self) -> dict:
@@ -1344,6 +1351,14 @@ def upgrade_state_v1(state: dict) -> dict:
     return upgraded
 
 
+def _check_within(name: str, value: Any, shape: tuple[int, ...], low: float, *other: tuple[int, ...]) -> np.ndarray:
+    """:func:`check_array` of a state's array of probabilities (a copy): every entry in ``[low, 1]``."""
+    array = check_array(name, value, shape, *other, copy=True)
+    if np.any(array < low) or np.any(array > 1.0):
+        raise ValueError(f"{name} must be in [{low:g}, 1], got {show(array)}")
+    return array
+
+
 def check_keys(keys: Sequence | None, n: int) -> None:
     """``None``, or one key per sample: else ``ValueError`` naming ``keys``.
 
@@ -1352,7 +1367,11 @@ def check_keys(keys: Sequence | None, n: int) -> None:
     ...
     ValueError: keys must have one key per sample (2), got 1
     """
-    if keys is not None and len(keys) != n:
+    if keys is None:
+        return
+    if isinstance(keys, (str, bytes, Mapping)) or not (hasattr(keys, "__len__") and hasattr(keys, "__getitem__")):
+        raise ValueError(f"keys must be None or a sequence of one key per sample ({n}), got {show(keys)}")
+    if len(keys) != n:
         raise ValueError(f"keys must have one key per sample ({n}), got {len(keys)}")
 
 

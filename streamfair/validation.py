@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import reprlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Set
 from numbers import Integral, Real
 from typing import Any, TypeVar, cast
 
@@ -97,22 +97,31 @@ def check_non_negative(name: str, value) -> float:
 def check_range(name: str, value) -> tuple[float, float]:
     """A target range ``(low, high)``: a half-width ``B > 0`` for ``[-B, B]``, or two finite numbers ``low < high``.
 
+    The half-width's square scales the risk, so it must be a finite number > 0 as well.
+
     >>> check_range("B", 2), check_range("B", [0, 1])
     ((-2.0, 2.0), (0.0, 1.0))
     >>> check_range("B", (1, 0))
     Traceback (most recent call last):
     ...
     ValueError: B must be a half-width > 0 or a range (low, high) of finite numbers with low < high, got (1, 0)
+    >>> check_range("B", 1e200)
+    Traceback (most recent call last):
+    ...
+    ValueError: B's half-width squared must be a finite number > 0, got 1e+200
     """
     if isinstance(value, Real) and not isinstance(value, bool):
-        bound = check_positive(name, value)
-        return -bound, bound
-    if isinstance(value, (list, tuple, np.ndarray)) and len(value) == 2 and all(map(is_real, value)):
+        low, high = -check_positive(name, value), float(value)
+    elif (isinstance(value, (list, tuple, np.ndarray)) and len(value) == 2 and all(map(is_real, value))
+          and float(value[0]) < float(value[1])):
         low, high = float(value[0]), float(value[1])
-        if low < high:
-            return low, high
-    raise ValueError(f"{name} must be a half-width > 0 or a range (low, high) of finite numbers with low < high, "
-                     f"got {value!r}")
+    else:
+        raise ValueError(f"{name} must be a half-width > 0 or a range (low, high) of finite numbers with low < high, "
+                         f"got {value!r}")
+    half = (high - low) / 2
+    if not 0.0 < half * half < math.inf:
+        raise ValueError(f"{name}'s half-width squared must be a finite number > 0, got {value!r}")
+    return low, high
 
 
 def check_integer(name: str, value, minimum: int) -> int:
@@ -144,6 +153,8 @@ def check_slack(eps, n_groups: int, name: str = "eps", *, at_most: float = math.
     """
     try:
         array = np.array(eps, dtype=float)  # a copy: the caller's array may change later
+        if np.asarray(eps).dtype == bool:  # True would be read as 1: no constraint at all
+            raise TypeError(eps)
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{name} must be a number or a sequence of {n_groups} numbers, got {eps!r}") from None
     if array.ndim == 0:
@@ -183,9 +194,17 @@ def check_distribution(name: str, value, size: int | None = None, *, strictly_po
     """A probability vector: finite, in ``[0, 1]`` (or ``(0, 1]``), summing to one.
 
     Checked element by element in Python: for the handful of groups of one sample this is several
-    times faster than numpy reductions.
+    times faster than numpy reductions.  A mapping (such as River's ``predict_proba_one``) is not one,
+    since it would be read as its keys, nor a set or a string, which have no order of groups.
+
+    >>> check_distribution("tau", {0: 0.9, 1: 0.1})
+    Traceback (most recent call last):
+    ...
+    ValueError: tau must be a 1-d sequence of numbers, got {0: 0.9, 1: 0.1}
     """
     try:
+        if isinstance(value, (Mapping, Set, str, bytes)):
+            raise TypeError(value)
         values = [float(v) for v in value]
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{name} must be a 1-d sequence of numbers, got {value!r}") from None

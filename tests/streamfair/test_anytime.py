@@ -380,6 +380,10 @@ def test_anytime_defaults_follow_the_documented_formulas():
         (dict(memory=100, profile="paper"), ["memory", "sgd3"]),
         (dict(profile="fast"), ["profile", "fast"]),
         (dict(optimizer="adam"), ["optimizer", "adam"]),
+        (dict(ks=True), ["ks", "True"]),  # read as 1: no constraint at all
+        (dict(B=1e200), ["B", "half-width squared", "1e+200"]),  # its square, the risk's scale, overflows
+        (dict(B=(-1e308, 1e308)), ["B", "half-width squared"]),
+        (dict(B=1e-300), ["B", "half-width squared"]),  # ... or is 0
     ],
 )
 def test_constructor_names_the_bad_argument(kwargs, fragments):

@@ -153,3 +153,11 @@ def test_randomized_report_is_the_expectation_over_draws():
     assert report.risk == pytest.approx(exact.risk, abs=0.02)
     np.testing.assert_allclose(report.ks_unfairness, exact.ks_unfairness, atol=0.006)
     np.testing.assert_allclose(report.atom_unfairness, exact.atom_unfairness, atol=0.006)
+
+
+def test_a_report_of_no_samples_is_refused():
+    """A mean over no samples was NaN with a warning (``evaluate``), or a numpy error naming nothing."""
+    with pytest.raises(ValueError, match="a report needs at least one sample, got none"):
+        evaluate(np.zeros((0, 3)), [0.0, 0.5, 1.0], np.zeros(0), np.zeros(0, dtype=int))
+    with pytest.raises(ValueError, match="a report needs at least one sample, got none"):
+        evaluate_deterministic(np.zeros(0), np.zeros(0), np.zeros(0, dtype=int))

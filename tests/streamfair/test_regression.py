@@ -702,3 +702,36 @@ def test_numbers_too_large_for_a_float_are_value_errors_naming_the_input(call):
 def test_a_state_of_something_else_is_a_clear_error(state, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         FairRegressionPostProcessor.from_state_dict(state)
+
+
+@pytest.mark.parametrize("entry, value, message", [
+    ("n_samples", -5, "state's n_samples must be an integer >= 0, got -5"),
+    ("draws", 3.7, "state's draws must be an integer >= 0, got 3.7"),
+    ("recent_count", 10**6, "state's recent_count must be at most the window, 80, got 1000000"),
+    ("tau_count", 0, "state's tau_count must be an integer >= 1, got 0"),
+    ("tau_mean", [-1.0, 2.0], "state's tau_mean and tau_reference must be in [1e-200, 1]"),
+    ("recent_tau", np.full((80, 2), 5.0), "state's recent_tau must be in [0, 1]"),
+    ("tau_sum", [-1.0, 3.0], "state's tau_sum must be >= 0"),
+])
+def test_a_state_whose_counters_or_posteriors_are_out_of_range_is_refused_naming_them(entry, value, message):
+    """The compiled calls write the window at ``recent_count`` without bounds checks, and a count of 0 divides."""
+    fair = FairRegressionPostProcessor(p=[0.5, 0.5], window=80)
+    eta, tau = unfair_stream(100, 2, seed=3)
+    fair.learn_many(eta, tau)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        FairRegressionPostProcessor.from_state_dict({**fair.state_dict(), entry: value})
+
+
+@pytest.mark.parametrize("call", ["learn_one", "proba_one", "predict_one"])
+def test_a_mapping_tau_is_refused_rather_than_read_as_its_keys(call):
+    """River's ``predict_proba_one`` gives a dict: iterated, it is its keys, ``[0, 1]``, a valid posterior."""
+    fair = FairRegressionPostProcessor(p=[0.5, 0.5])
+    with pytest.raises(ValueError, match=re.escape("tau must be a 1-d sequence of numbers, got {0: 0.9, 1: 0.1}")):
+        getattr(fair, call)(0.2, {0: 0.9, 1: 0.1})
+
+
+@pytest.mark.parametrize("keys", [iter(range(3)), 3, "abc"], ids=["iterator", "int", "str"])
+def test_keys_that_are_not_a_sequence_of_one_key_per_sample_are_refused_naming_them(keys):
+    fair = FairRegressionPostProcessor(p=[0.5, 0.5])
+    with pytest.raises(ValueError, match=r"^keys must be None or a sequence of one key per sample \(3\)"):
+        fair.predict_many([0.1] * 3, [[0.5, 0.5]] * 3, keys=keys)
