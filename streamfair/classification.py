@@ -133,7 +133,11 @@ class FairClassificationPostProcessor(DualPostProcessor):
             raise ValueError("the number of classes is unknown: give n_classes or classes")
         if classes is not None:
             labels = list(classes)
-            if len(set(labels)) != len(labels):
+            try:
+                distinct = len(set(labels))
+            except TypeError:  # a label that is a list, a dict, ...
+                raise ValueError(f"classes must be hashable labels, got {labels!r}") from None
+            if distinct != len(labels):
                 raise ValueError(f"classes must be distinct, got {labels!r}")
             if n_classes is not None and check_integer("n_classes", n_classes, 2) != len(labels):
                 raise ValueError(f"n_classes={n_classes} does not match the {len(labels)} classes {labels!r}")

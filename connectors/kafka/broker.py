@@ -278,8 +278,8 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
-    broker = Broker(port=args.port or None, log_path=args.log_file)
     try:
+        broker = Broker(port=args.port or None, log_path=args.log_file)
         broker.start()
     except (RuntimeError, ValueError) as error:
         print(f"streamfair broker: {error}", file=sys.stderr)

@@ -612,6 +612,10 @@ def validate(config: Config) -> None:
         _require(not path or Path(path).is_file(), f"models.{name}", "no such file", path)
     _require(not models.groups or len(models.groups) == fair.n_groups, "models.groups",
              f"must list the {fair.n_groups} group labels of tau's columns", models.groups)
+    _require(len(set(models.groups)) == len(models.groups), "models.groups", "must be distinct labels", models.groups)
+    history = config.metrics.history
+    _require(not history or Path(history).parent.is_dir(), "metrics.history", "its directory does not exist",
+             history)
     _require(not models.learn or models.enabled, "models.learn", "needs models.eta and models.tau", models.learn)
     _require(not models.learn or bool(topics.feedback), "models.learn", "needs topics.feedback", models.learn)
 

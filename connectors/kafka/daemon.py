@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
         observers = [] if args.warm_up else metrics_observers(config)
-    except ConfigError as error:
+    except (ConfigError, OSError) as error:  # OSError: the metrics port or history file could not be opened
         print(f"streamfair serve: configuration error: {error}", file=sys.stderr)
         return 2
     logger = setup_logging(log_level(config))

@@ -218,5 +218,7 @@ class PostProcessorConfig:
         except ValueError as error:
             name = _named_argument(str(error), VARIANT_PARAMETERS[self.variant])
             raise ConfigError(f"postprocessor{'.' + name if name else ''}: {error}") from None
+        except MemoryError:  # e.g. a grid or a number of groups in the billions
+            raise ConfigError(f"postprocessor: its arrays do not fit in memory with {arguments}") from None
 
 

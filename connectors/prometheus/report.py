@@ -50,6 +50,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streamfair.validation import is_real
+
 HISTORY_VERSION = 1
 
 
@@ -190,13 +192,8 @@ class HistoryWriter:
         self._handle.flush()
 
     def write(self, record: HistoryRecord) -> None:
-        """Append one record (its per-group lists must have one entry per group)."""
-        k = len(self._groups)
-        for name in ("live_gap", "live_ks", "live_mean", "audited_gap", "audited_ks"):
-            values = getattr(record, name)
-            if values is not None and len(values) != k:
-                raise ValueError(f"record.{name} must have {k} entries, got {values!r}")
-        self._line(asdict(record))
+        """Append one record (its per-group lists must have one number per group)."""
+        self._line(asdict(_checked(record, len(self._groups))))
 
     def close(self) -> None:
         self._handle.close()
@@ -206,6 +203,26 @@ class HistoryWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _checked(record: HistoryRecord, k: int) -> HistoryRecord:
+    """``record``, if its time is a number and each per-group list has ``k`` numbers (``audited_*`` may be ``None``).
+
+    >>> _checked(HistoryRecord(time=0.0, partition="0", n_samples=1, live_gap=[0.1], live_ks=[0.1],
+    ...                        live_mean=[0.0]), 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: record.live_gap must have 2 numbers, got [0.1]
+    """
+    if not is_real(record.time):
+        raise ValueError(f"record.time must be a number, got {record.time!r}")
+    for name in ("live_gap", "live_ks", "live_mean", "audited_gap", "audited_ks"):
+        values = getattr(record, name)
+        if values is None and name.startswith("audited"):
+            continue
+        if not isinstance(values, list) or len(values) != k or not all(map(is_real, values)):
+            raise ValueError(f"record.{name} must have {k} numbers, got {values!r}")
+    return record
 
 
 def read_history(path: str | os.PathLike) -> History:
@@ -233,13 +250,16 @@ def read_history(path: str | os.PathLike) -> History:
         header = None
     if not isinstance(header, dict) or header.get("streamfair_history") != HISTORY_VERSION:
         raise ValueError(f"path {str(path)!r} is not a streamfair history (version {HISTORY_VERSION})")
-    if "target" in header:
-        history = History(groups=list(header["groups"]), target=list(header["target"]), measure=header["measure"])
-    else:  # written before the KS targets: the per-value eps
-        history = History(groups=list(header["groups"]), target=list(header["eps"]), measure="gap")
+    try:  # written before the KS targets: the per-value eps
+        measure = header["measure"] if "target" in header else "gap"
+        checked = _header(header["groups"], header["target"] if "target" in header else header["eps"], measure)
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"path {str(path)!r}: line 1 is not a history header ({error!r})") from None
+    history = History(groups=checked["groups"], target=checked["target"], measure=measure)
+    k = len(history.groups)
     for number, line in enumerate(lines[1:], start=2):
         try:
-            history.records.append(HistoryRecord(**json.loads(line)))
+            history.records.append(_checked(HistoryRecord(**json.loads(line)), k))
         except (ValueError, TypeError):
             if number == len(lines):  # a truncated last line: the writer was killed mid-write
                 break

@@ -324,3 +324,8 @@ def test_binary_case_starts_at_the_bayes_threshold_and_costs_move_it():
         profile="paper", n_classes=2, n_groups=2, cost_matrix=[[0.0, 3.0], [1.0, 0.0]]
     )
     assert np.array_equal(costly.predict_many(proba, tau, mode="mode"), (score > 0.75).astype(int))
+
+
+def test_classes_that_are_not_hashable_are_a_value_error_naming_them():
+    with pytest.raises(ValueError, match=r"classes must be hashable labels, got \[\[1\], \[2\]\]"):
+        FairClassificationPostProcessor(classes=[[1], [2]], n_groups=2)

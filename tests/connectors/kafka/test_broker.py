@@ -96,6 +96,14 @@ def test_invalid_port(port):
         Broker(port=port)
 
 
+@pytest.mark.parametrize("port", ["70000", "-1"])
+def test_the_command_says_what_is_wrong_with_a_port_without_a_traceback(port, capsys):
+    from connectors.cli.commands import main
+
+    assert main(["broker", "--port", port]) == 1
+    assert capsys.readouterr().err.startswith(f"streamfair broker: port must be an integer in 1..65535, got {port}")
+
+
 def test_cli_runs_until_sigterm_and_cleans_up(tmp_path):
     pid_file = tmp_path / "tansu.pid"
     process = subprocess.Popen([sys.executable, "-m", "connectors.cli", "broker", "--port", "0", "--pid-file",

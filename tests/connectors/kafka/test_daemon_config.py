@@ -125,6 +125,9 @@ def test_string_values_are_converted_by_type():
         (["producer.acks=1"], "producer.acks"),
         (["producer.no_such_setting=1"], "producer.no_such_setting"),
         (["consumer.fetch_min_bytes=many"], "consumer.fetch_min_bytes"),
+        (["models.groups=a,a"], "models.groups"),  # passed, then the metrics' collectors refused them
+        (["metrics.history=/does/not/exist/history.jsonl"], "metrics.history"),
+        (["postprocessor.L=10000000000"], "postprocessor"),  # a grid that does not fit in memory
     ],
 )
 def test_invalid_setting_names_its_key(overrides, key):

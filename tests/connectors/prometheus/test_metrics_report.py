@@ -205,3 +205,23 @@ def test_report_command(tmp_path, capsys):
     (tmp_path / "bad.jsonl").write_text(json.dumps({"streamfair_history": 99}) + "\n")
     assert cli.main(["report", str(tmp_path / "bad.jsonl"), "-o", str(png)]) == 1
     assert "not a streamfair history" in capsys.readouterr().err
+
+
+HEADER = {"streamfair_history": 1, "groups": ["0", "1"], "measure": "ks", "target": [0.05, 0.05]}
+RECORD = {"time": 0.0, "partition": "0", "n_samples": 1, "live_gap": [0.1, 0.1], "live_ks": [0.1, 0.1],
+          "live_mean": [0.0, 0.0]}
+
+
+@pytest.mark.parametrize("lines, named", [
+    ([{"streamfair_history": 1}], "line 1 is not a history header"),
+    ([{k: v for k, v in HEADER.items() if k != "measure"}], "line 1 is not a history header"),
+    ([{**HEADER, "target": "x"}], "line 1 is not a history header"),
+    ([HEADER, {**RECORD, "live_ks": [0.1]}, RECORD], "line 2 is not a history record"),
+    ([HEADER, {**RECORD, "time": "x"}, RECORD], "line 2 is not a history record"),
+    ([HEADER, {**RECORD, "live_ks": [None, "a"]}, RECORD], "line 2 is not a history record"),
+], ids=["no-groups", "no-measure", "target-not-numbers", "too-few-entries", "time-not-a-number", "not-numbers"])
+def test_a_malformed_history_is_an_error_naming_the_line_not_a_traceback(tmp_path, capsys, lines, named):
+    path = tmp_path / "h.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert cli.main(["report", str(path), "-o", str(tmp_path / "out.png")]) == 1
+    assert named in capsys.readouterr().err
