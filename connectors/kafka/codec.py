@@ -460,7 +460,9 @@ def dead_letter_headers(
 def encode_dead_letter(dead: DeadLetter) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]:
     """``(key, value, headers)`` of the dead-letter record of ``dead``: the source's bytes, why, and where from.
 
-    A record needs a key or a value: a source with neither gets the empty key.
+    A record needs a key or a value: a source with neither gets the empty key.  The source's own
+    ``streamfair.*`` headers (a dead letter sent back to the input) are left out: the record's
+    reason and position are this failure's, not a reader's guess between two.
 
     >>> from collections import namedtuple
     >>> Record = namedtuple("Record", "topic partition offset timestamp key value headers")
@@ -470,6 +472,7 @@ def encode_dead_letter(dead: DeadLetter) -> tuple[bytes | None, bytes | None, li
     """
     source = dead.source
     headers = dead_letter_headers(dead.reason, dead.detail, source.topic, source.partition, source.offset,
-                                  header_values(source.headers or []), dead.error_type)
+                                  header_values(header for header in source.headers or []
+                                                if not header[0].startswith(HEADER_PREFIX)), dead.error_type)
     key = source.key if source.key is not None or source.value is not None else b""
     return key, source.value, headers

@@ -14,9 +14,18 @@ from river import linear_model
 
 from connectors.kafka import codec
 from connectors.kafka.checkpoint import Checkpoint
-from connectors.kafka.codec import REASONS, FeedbackParser, InputParser, Invalid, dead_letter_headers, encode_output
+from connectors.kafka.codec import (
+    REASONS,
+    FeedbackParser,
+    InputParser,
+    Invalid,
+    dead_letter_headers,
+    encode_dead_letter,
+    encode_output,
+)
 from connectors.kafka.models import BaseModels
-from connectors.kafka.records import InputSample
+from connectors.kafka.partitions import SyntheticRecord
+from connectors.kafka.records import DeadLetter, InputSample
 from connectors.kafka.task import PartitionTask
 from streamfair import FairRegressionPostProcessor
 from tests.support.consumer_records import Record
@@ -202,6 +211,17 @@ def test_output_is_compact_json_with_fixed_fields():
     # floats survive exactly (repr round-trips)
     x = 0.1 + 0.2
     assert json.loads(encode_output(1, x, x, 0, 0, 0))["prediction"] == x
+
+
+def test_a_dead_letter_of_a_dead_letter_has_one_reason_and_one_position():
+    """A dead letter sent back to the input kept its first ``streamfair.*`` headers ahead of the new ones."""
+    first = SyntheticRecord("in", 2, 40, 0, b"k", b"not json", [("trace", b"abc")])
+    _, _, headers = encode_dead_letter(DeadLetter(first, "invalid_json", "boom"))
+    again = SyntheticRecord("in", 0, 7, 0, b"k", b"not json", headers)
+    _, _, headers = encode_dead_letter(DeadLetter(again, "invalid_json", "boom"))
+    names = [name for name, _ in headers]
+    assert names[0] == "trace" and len(names) == len(set(names)) == 6
+    assert dict(headers)["streamfair.source.offset"] == b"7"
 
 
 def test_dead_letter_headers_keep_the_originals_first():
