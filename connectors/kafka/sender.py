@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from connectors.kafka.codec import HEADER_PREFIX, dead_letter_headers, encode_dead_letter
+from connectors.kafka.codec import HEADER_PREFIX, encode_dead_letter
 from connectors.kafka.config import Config
 from connectors.kafka.logs import log_event
 from connectors.kafka.observer import DaemonStats
@@ -194,7 +194,7 @@ class Sender:
                 queued = self._send(topic, value=None, key=key if key is not None else b"", headers=headers,
                                     partition=partition)
             except Exception as error:  # noqa: BLE001 -- refused as it is: the reason and position alone
-                queued = self._send(topic, value=value, key=key, headers=_refused_headers(dead, error))
+                queued = self._send(topic, value=value, key=key, headers=_refused_headers(headers, error))
         except Exception as error:  # noqa: BLE001 -- even so: counted and logged, not replayed forever
             self.stats.errors["dead_letter_refused"] += 1
             log_event(self.log, logging.ERROR, "dead_letter_refused", reason=dead.reason, topic=source.topic,
@@ -232,11 +232,9 @@ class Sender:
             self.failure = error
 
 
-def _refused_headers(dead: DeadLetter, error: Exception) -> list[tuple[str, bytes]]:
-    """The dead letter's own headers, without the source's, and ``streamfair.headers_dropped``: why it was refused."""
-    source = dead.source
-    headers = dead_letter_headers(dead.reason, dead.detail, source.topic, source.partition, source.offset,
-                                  error_type=dead.error_type)
+def _refused_headers(headers: list[tuple[str, bytes]], error: Exception) -> list[tuple[str, bytes]]:
+    """A dead letter's ``headers`` without the source's (its own are the ``streamfair.*`` ones, see
+    :func:`~connectors.kafka.codec.encode_dead_letter`), and ``streamfair.headers_dropped``: why it was refused."""
     why = f"{type(error).__name__}: {error}"
-    headers.append((HEADER_PREFIX + "headers_dropped", why[:500].encode("utf-8", "replace")))
-    return headers
+    return [header for header in headers if header[0].startswith(HEADER_PREFIX)] + [
+        (HEADER_PREFIX + "headers_dropped", why[:500].encode("utf-8", "replace"))]
