@@ -193,14 +193,14 @@ class ChangelogPartition:
         return data
 
 
-def read_checkpoints(consumer: Consumer, topic: str, keys: dict[int, bytes], timeout_s: float = 30.0,
+def read_checkpoints(consumer: Consumer, topic: str, keys: dict[int, bytes], stall_timeout_s: float = 30.0,
                      stop: threading.Event | None = None) -> dict[int, ChangelogPartition]:
     """What the changelog ``topic`` holds for the task of each partition ``p`` (its key ``keys[p]``).
 
     Reads each partition to its end (:func:`~connectors.kafka.transport.read_partitions`, whose
-    ``TimeoutError`` it raises).
+    ``TimeoutError`` it raises when the reading makes no progress for ``stall_timeout_s``).
     """
     readers = {p: ChangelogPartition(key) for p, key in keys.items()}
     read_partitions(consumer, topic, readers, lambda p, record: readers[p].add(record.key, record.value),
-                    timeout_s, stop)
+                    stall_timeout_s, stop)
     return readers

@@ -28,7 +28,8 @@ from connectors.kafka.transport import TopicPartition, TransportError, Unsupport
 if TYPE_CHECKING:
     from connectors.kafka.loop import Daemon
 
-RESTORE_TIMEOUT_S = 30.0
+#: Seconds a restore's reading of the changelog may go without progress before it is retried (``restore_failed``).
+RESTORE_STALL_TIMEOUT_S = 30.0
 #: Exit code when a partition's current checkpoint cannot be read (see :meth:`Partitions.restore`).
 EXIT_CHECKPOINT_UNREADABLE = 6
 #: Synthetic score messages of :meth:`Partitions.warm_up` (at least a mini-batch of them).
@@ -226,8 +227,8 @@ class Partitions:
         started = time.monotonic()
         try:
             changelog = read_checkpoints(daemon.restorer, topics.changelog,
-                                         {p: checkpoint_key(topics.input, p) for p in partitions}, RESTORE_TIMEOUT_S,
-                                         daemon.stopping)
+                                         {p: checkpoint_key(topics.input, p) for p in partitions},
+                                         RESTORE_STALL_TIMEOUT_S, daemon.stopping)
             daemon.restorer.refresh_metadata()  # the input topic's current id
             starts = daemon.restorer.beginning_offsets([TopicPartition(topics.input, p) for p in partitions])
         except UnsupportedCodec as error:

@@ -365,27 +365,34 @@ def caught_up(consumer: Consumer, partitions: Iterable[TopicPartition]) -> bool:
 
 def read_partitions(
     consumer: Consumer, topic: str, partitions: Iterable[int], on_record: Callable[[int, Record], None],
-    timeout_s: float = 30.0, stop: threading.Event | None = None,
+    stall_timeout_s: float = 30.0, stop: threading.Event | None = None,
 ) -> None:
     """Every record of each partition of ``topic``, in order, to ``on_record(partition, record)``.
 
-    Reads each partition from its start up to its fetch high-watermark.  Raises ``TimeoutError``
-    after ``timeout_s``, or at once when ``stop`` is set.
+    Reads each partition from its start up to its fetch high-watermark, however long that takes
+    while the reading goes on.  Raises ``TimeoutError`` when no record has arrived and no position
+    has moved for ``stall_timeout_s`` (a partition that does not exist, a broker away), or at once
+    when ``stop`` is set.
     """
     assigned = [TopicPartition(topic, p) for p in sorted(partitions)]
     consumer.assign(assigned)
     for tp in assigned:
         consumer.seek(tp, 0)
-    deadline = time.monotonic() + timeout_s
+    positions: list[int | None] = []
+    progressed = time.monotonic()
     while True:
-        for tp, records in consumer.poll(timeout_ms=50).items():
+        batch = consumer.poll(timeout_ms=50)
+        for tp, records in batch.items():
             for record in records:
                 on_record(tp.partition, record)
         if caught_up(consumer, assigned):
             break
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"reading {topic!r} partitions {[tp.partition for tp in assigned]} took more than "
-                               f"{timeout_s} s")
+        current = [consumer.position(tp) for tp in assigned]  # moves past control records, compacted batches
+        if batch or current != positions:
+            positions, progressed = current, time.monotonic()
+        elif time.monotonic() - progressed > stall_timeout_s:
+            raise TimeoutError(f"reading {topic!r} partitions {[tp.partition for tp in assigned]}: no record and no "
+                               f"progress for {stall_timeout_s} s")
         if stop is not None and stop.is_set():
             raise TimeoutError(f"reading {topic!r} stopped")
     consumer.assign([])

@@ -2,16 +2,20 @@
 
 The reader is fed the records a compacted topic may hold, in log order: checkpoints of either
 kind, the parts of writes that failed half-way, and the tombstones that delete superseded parts.
+A restore reads a changelog partition to its end however long that takes, while it makes progress.
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
 
-from connectors.kafka.changelog import ChangelogPartition, ChangelogRecords, UnreadableCheckpoint
+from connectors.kafka.changelog import ChangelogPartition, ChangelogRecords, UnreadableCheckpoint, read_checkpoints
+from connectors.kafka.transport import TopicPartition
+from tests.support.consumer_records import Record
 
 KEY = b"orders:3"
 
@@ -119,3 +123,61 @@ def test_the_layout_is_deterministic_and_keyed_by_the_content():
     data = b"q" * 250
     assert ChangelogRecords.of(KEY, data, 100) == ChangelogRecords.of(KEY, data, 100)
     assert ChangelogRecords.of(KEY, data, 100).part_keys.isdisjoint(ChangelogRecords.of(KEY, b"r" * 250, 100).part_keys)
+
+
+class Trickling:
+    """A consumer of changelog partition 0 whose every fetch takes ``every_s`` and moves one record on.
+
+    A record ``None`` was compacted away: its fetch moves the position and hands out nothing.  The
+    fetches stop moving at ``stalled_at`` (a broker that no longer answers).
+    """
+
+    def __init__(self, records: list, every_s: float, stalled_at: int | None = None):
+        self.records, self.every_s, self.stalled_at = records, every_s, stalled_at
+        self.offset = 0
+
+    def assign(self, partitions):
+        pass
+
+    def seek(self, tp, offset):
+        self.offset = offset
+
+    def poll(self, timeout_ms):
+        time.sleep(self.every_s)
+        if self.offset >= len(self.records) or self.offset == self.stalled_at:
+            return {}
+        record, self.offset = self.records[self.offset], self.offset + 1
+        return {} if record is None else {TopicPartition("changelog", 0): [record]}
+
+    def highwater(self, tp):
+        return len(self.records)
+
+    def position(self, tp):
+        return self.offset
+
+
+def changelog_records(data: bytes, record_bytes: int, compacted: int = 0) -> list:
+    """The changelog records of checkpoint ``data``, after ``compacted`` records compacted away."""
+    records: list = [None] * compacted
+    for key, value in written(data, record_bytes):
+        records.append(Record("changelog", 0, len(records), 0, key, value, []))
+    return records
+
+
+@pytest.mark.parametrize("compacted", [0, 41], ids=["records", "positions-then-records"])
+def test_a_restore_reads_on_as_long_as_records_arrive_or_the_position_moves(compacted):
+    """Records, or positions moved past records compacted away, for twice the stall timeout each: read to the end."""
+    data = np.random.default_rng(7).bytes(2000)
+    consumer = Trickling(changelog_records(data, 50, compacted), every_s=2 * 0.25 / 41)  # 41 records: 0.5 s
+    started = time.monotonic()
+    read = read_checkpoints(consumer, "changelog", {0: KEY}, stall_timeout_s=0.25)
+    assert read[0].checkpoint() == data and time.monotonic() - started > (1 + compacted / 41) * 0.5 * 0.9
+
+
+def test_a_restore_that_makes_no_progress_for_the_stall_timeout_fails():
+    consumer = Trickling(changelog_records(b"s" * 2000, 50), every_s=0.01, stalled_at=10)
+    started = time.monotonic()
+    stalled = r"^reading 'changelog' partitions \[0\]: no record and no progress for 0.2 s$"
+    with pytest.raises(TimeoutError, match=stalled):
+        read_checkpoints(consumer, "changelog", {0: KEY}, stall_timeout_s=0.2)
+    assert consumer.offset == 10 and 0.2 < time.monotonic() - started < 3

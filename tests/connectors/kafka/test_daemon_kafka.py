@@ -278,7 +278,7 @@ def test_restore_reads_records_written_after_it_found_the_changelog_empty(kafka_
     keys = {p: checkpoint_key(config.topics.input, p) for p in range(3)}
     partition = TopicPartition(config.topics.changelog, 1)
     def latest():
-        read = read_checkpoints(restorer, config.topics.changelog, keys, timeout_s=20)
+        read = read_checkpoints(restorer, config.topics.changelog, keys, stall_timeout_s=20)
         return {p: changelog.checkpoint() for p, changelog in read.items() if changelog.checkpoint() is not None}
 
     try:
