@@ -60,10 +60,12 @@ COMMANDS = {
         "Configuration (every key, the input and output schemas, dead-letter reasons, operations): "
         "docs/daemon.md. A minimal configuration for your own model and topics: docs/own-model.md (\"Bring your "
         "own model\"). Exit codes: 0 stopped by a signal, or drained with --once; 1 the final checkpoint of a "
-        "bounded run failed, or a shutdown took too long; 2 a configuration error; 3 a restored position outside "
+        "bounded run failed, or a shutdown took too long; 2 a configuration error (also, while running, a changelog "
+        "with fewer partitions than the input has gained); 3 a restored position outside "
         "the input log, with processing.out_of_range = \"fail\"; 4 a compressed topic whose codec's package is "
         "missing; 5 a checkpoint record larger than the producer or the broker accepts; 6 a checkpoint no restore "
-        "can read; 130 a second stop signal. Each stop of its own (3 to 6) is logged as an ERROR saying what to do.",
+        "can read; 130 a second stop signal. Each stop of its own (2 to 6 while running) is logged as an ERROR "
+        "saying what to do.",
     ),
     "broker": Command(
         "connectors.kafka.broker",

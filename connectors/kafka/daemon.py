@@ -23,7 +23,7 @@ from typing import Any
 
 from connectors.kafka.config import Config, ConfigError, add_config_arguments, config_from_args, log_level
 from connectors.kafka.logs import log_event, setup_logging
-from connectors.kafka.loop import Daemon
+from connectors.kafka.loop import EXIT_CONFIGURATION, Daemon
 from connectors.kafka.observer import DaemonObserver
 from connectors.prometheus import make_observer
 
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         observers = [] if args.warm_up else metrics_observers(config)
     except (ConfigError, OSError) as error:  # OSError: the metrics port or history file could not be opened
         print(f"streamfair serve: configuration error: {error}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIGURATION
     logger = setup_logging(log_level(config))
     daemon = Daemon(config, observers, logger)
     signals: list[int] = []
@@ -141,4 +141,4 @@ def run(args: argparse.Namespace) -> int:
             return daemon.run(once=args.once, max_messages=args.max_messages)
     except ValueError as error:  # topics or models that do not fit the configuration
         log_event(logger, logging.ERROR, "fatal", error=str(error))
-        return 2
+        return EXIT_CONFIGURATION

@@ -48,6 +48,9 @@ from connectors.kafka.transport import (
 
 #: Seconds the final checkpoint and closing the clients are planned to take after a stop signal.
 SHUTDOWN_BUDGET_S = 7.0
+#: Exit code for a configuration error: settings, or topics that do not fit them (at the start, or when the
+#: input topic gains partitions, see :meth:`Daemon.covers`).
+EXIT_CONFIGURATION = 2
 #: Exit code when a topic holds record batches compressed with a codec this installation cannot read.
 EXIT_UNSUPPORTED_CODEC = 4
 
@@ -203,10 +206,11 @@ class Daemon:
         """Process until :meth:`stop` (or, with ``once``, until every owned partition is drained).
 
         Returns 0 after :meth:`stop` (a failed final checkpoint is then only a warning: at-least-once
-        replays cover it), 1 if the final checkpoint of a bounded run failed, and
+        replays cover it), 1 if the final checkpoint of a bounded run failed, and :data:`EXIT_CONFIGURATION`,
         :data:`~connectors.kafka.positions.EXIT_OUT_OF_RANGE`, :data:`EXIT_UNSUPPORTED_CODEC`,
         :data:`~connectors.kafka.checkpointing.EXIT_CHECKPOINT_TOO_LARGE` or
         :data:`~connectors.kafka.partitions.EXIT_CHECKPOINT_UNREADABLE` when the daemon stopped itself.
+        Topics that do not fit the configuration at the start raise ``ValueError``.
         """
         if not self._open():  # stopped while waiting for the broker: nothing to checkpoint
             log_event(self.log, logging.INFO, "stopped", ok=True, consumed=0, produced=0, dead_letters={},
@@ -270,6 +274,52 @@ class Daemon:
         self._fatal = (code, reason)
         self.stopping.set()
 
+    def covers(self, partitions: Sequence[int]) -> bool:
+        """Whether the topic layout holds the input ``partitions`` (a restore's first step, on the daemon's thread).
+
+        A partition beyond the layout known so far was added to the input topic since it was read:
+        the layout is read again, with the checks (and the topic creation) of the start
+        (:meth:`~connectors.kafka.transport.Transport.ensure_topics`), and outputs and dead letters keep
+        the input's partition number only where their topic has grown along (a WARNING,
+        ``co_partitioning_stopped``, where it has not).  Topics that do not fit the grown input (a
+        changelog with fewer partitions, a feedback topic with another count) stop the daemon with
+        :data:`EXIT_CONFIGURATION` and an ERROR, ``layout_refused``, as they would refuse its start:
+        False.  Raises :class:`~connectors.kafka.transport.TransportError` when the broker does not
+        answer, or does not show the new partitions yet (the restore is retried after a back-off).
+        """
+        known, newest = self.layout, max(partitions)
+        if known is not None and newest < known.input_partitions:
+            return True
+        topics = self.config.topics
+        try:
+            layout = self.transport.ensure_topics(self.config)
+        except ValueError as error:
+            self.stats.errors["layout_refused"] += 1
+            log_event(self.log, logging.ERROR, "layout_refused", topic=topics.input, partitions=list(partitions),
+                      error=str(error), fix="add partitions to the topic named, up to the input's count, then start "
+                                            "the daemon again")
+            self.give_up(EXIT_CONFIGURATION, str(error))
+            return False
+        if newest >= layout.input_partitions:
+            raise TransportError(f"{topics.input!r} partition {newest} assigned, but the broker's metadata shows "
+                                 f"{layout.input_partitions} partitions")
+        sender = self.sender
+        before = (sender.co_partitioned, sender.dead_co_partitioned)
+        self._use_layout(layout)
+        log_event(self.log, logging.INFO, "partitions_added", topic=topics.input, partitions=layout.input_partitions,
+                  known=known.input_partitions if known else None, output=layout.output_partitions,
+                  dead_letter=layout.dead_letter_partitions, changelog=layout.changelog_partitions)
+        for topic, count, was, now in (
+                (topics.output, layout.output_partitions, before[0], sender.co_partitioned),
+                (topics.dead_letter, layout.dead_letter_partitions, before[1], sender.dead_co_partitioned)):
+            if was and not now:
+                log_event(self.log, logging.WARNING, "co_partitioning_stopped", topic=topic, partitions=count,
+                          input_partitions=layout.input_partitions,
+                          action="its records now go to the partition the producer picks by key, for every input "
+                                 "partition; add partitions to it up to the input's count to keep the input's "
+                                 "partition numbers (from the next start)")
+        return True
+
     def unsupported_codec(self, error: UnsupportedCodec, topic: str) -> None:
         """A batch no retry can read: stop with a message saying what to install, not a silent poll loop."""
         packages = ", ".join(f"{codec}: {package}" for codec, package in CODEC_PACKAGES.items())
@@ -295,7 +345,7 @@ class Daemon:
         while not self.stopping.is_set():
             try:
                 self.closing = False
-                self.layout = self.transport.ensure_topics(config)
+                layout = self.transport.ensure_topics(config)
                 self.sender.renew()
                 self._restorer = self.transport.consumer(config, group=False)
                 self._consumer = self.transport.consumer(config)
@@ -309,9 +359,7 @@ class Daemon:
         else:
             return False
         self.backoff.reset()
-        layout = self.layout
-        self.sender.co_partitioned = layout.output_partitions >= layout.input_partitions
-        self.sender.dead_co_partitioned = layout.dead_letter_partitions >= layout.input_partitions
+        self._use_layout(layout)
         topics = [config.topics.input] + ([config.topics.feedback] if config.topics.feedback else [])
         warm_up_s = self.warm_up()  # before joining the group: no partition waits for it
         self.consumer.subscribe(topics, self.partitions)
@@ -321,6 +369,16 @@ class Daemon:
                   guarantee=config.processing.guarantee, partitions=layout.input_partitions,
                   batch_size=config.processing.batch_size, warm_up_s=warm_up_s)
         return True
+
+    def _use_layout(self, layout: TopicLayout) -> None:
+        """The topics' partition counts from now on, and where outputs and dead letters go.
+
+        Each goes to the input's partition number when its topic has at least as many partitions as
+        the input, else to the partition the producer picks by its key.
+        """
+        self.layout = layout
+        self.sender.co_partitioned = layout.output_partitions >= layout.input_partitions
+        self.sender.dead_co_partitioned = layout.dead_letter_partitions >= layout.input_partitions
 
     def _close(self) -> None:
         self.closing = True

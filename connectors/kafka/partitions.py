@@ -220,12 +220,18 @@ class Partitions:
 
     # ------------------------------------------------------------------ restore (daemon thread)
     def restore(self) -> None:
-        """Restore the tasks of newly assigned partitions from the changelog, seek, resume."""
+        """Restore the tasks of newly assigned partitions from the changelog, seek, resume.
+
+        Partitions added to the input topic since the daemon read its topics make it read them again
+        first (:meth:`~connectors.kafka.loop.Daemon.covers`).
+        """
         daemon = self.daemon
         partitions = sorted(self.to_restore)
         topics = daemon.config.topics
         started = time.monotonic()
         try:
+            if not daemon.covers(partitions):
+                return
             changelog = read_checkpoints(daemon.restorer, topics.changelog,
                                          {p: checkpoint_key(topics.input, p) for p in partitions},
                                          RESTORE_STALL_TIMEOUT_S, daemon.stopping)

@@ -21,7 +21,7 @@ from connectors.kafka.config import load_config
 from connectors.kafka.loop import Daemon
 from connectors.kafka.partitions import EXIT_CHECKPOINT_UNREADABLE
 from connectors.kafka.task import PartitionTask
-from connectors.kafka.transport import RecordTooLarge, TopicPartition, TransportError
+from connectors.kafka.transport import RecordTooLarge, TopicLayout, TopicPartition, TransportError
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor
 from tests.support.consumer_records import Record
 from tests.support.kafka_daemon import EventLog, OneProducer
@@ -374,6 +374,7 @@ def test_a_restore_that_cannot_read_a_checkpoint_stops_the_daemon_with_its_exit_
     daemon = Daemon(load_config(env={}, overrides=BATCHES_OF_4), logger=log.logger)
     key = checkpoint_key(daemon.config.topics.input, 0)
     daemon._consumer = daemon._restorer = consumers = ChangelogHolding(key, checkpoint_with(daemon, **fields))
+    daemon.layout = TopicLayout(1, 1, 1, 1, None)  # the topics as the start read them: partition 0 is within
     daemon.partitions.assigned([TopicPartition(daemon.config.topics.input, 0)])
     daemon.partitions.restore()
     assert daemon._fatal is not None and daemon._fatal[0] == EXIT_CHECKPOINT_UNREADABLE and daemon.stopping.is_set()
