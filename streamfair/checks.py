@@ -13,7 +13,8 @@ raises ``AssertionError`` (or the ``ValueError`` it did not expect) when the con
 * :func:`check_state_round_trip` -- ``from_state_dict(state_dict())`` continues identically;
 * :func:`check_pickle_round_trip` -- so does an unpickled copy;
 * :func:`check_invalid_inputs_raise` -- a bad ``tau``, a bad prediction or keys of the wrong length
-  raise ``ValueError`` naming the argument, before anything changes;
+  raise ``ValueError`` naming the argument, before anything changes; numbers written as text
+  (``"0.1"``) are refused by the methods of one sample and of many alike;
 * :func:`check_keyed_draws_replay` -- a sampled prediction is a function of the state and its key,
   in ``predict_one``, ``predict_many`` and ``predict_learn_one``, and reported in ``labels``.
 
@@ -237,7 +238,11 @@ def _assert_raises_naming(name: str, call: Callable[[], Any]) -> None:
 
 
 def check_invalid_inputs_raise(make: Make) -> None:
-    """A bad ``tau``, prediction or ``keys`` raises ``ValueError`` naming it, and changes nothing."""
+    """A bad ``tau``, prediction or ``keys`` raises ``ValueError`` naming it, and changes nothing.
+
+    Text is bad: ``"0.1"`` is refused as a prediction or a ``tau`` entry, by one sample's methods as
+    by the arrays', although ``float`` and numpy would read it as a number.
+    """
     fair = make()
     predictions, tau, keys = stream(fair, 8)
     fair.learn_many(predictions[:4], tau[:4], keys=keys[:4])
@@ -245,6 +250,7 @@ def check_invalid_inputs_raise(make: Make) -> None:
     name = "proba" if fair.prediction_input == "proba" else "eta"
     bad_prediction = np.full_like(predictions[0], np.nan)
     bad_tau = np.full(fair.n_groups, 0.9)
+    text_prediction, text_tau = predictions[4].astype(str).tolist(), tau[4].astype(str).tolist()
     for label, call in [
         ("tau", lambda: fair.learn_one(predictions[4], bad_tau)),
         ("tau", lambda: fair.learn_many(predictions, np.vstack([tau[:7], bad_tau]))),
@@ -265,6 +271,17 @@ def check_invalid_inputs_raise(make: Make) -> None:
         ("keys", lambda: fair.predict_many(predictions, tau, keys=keys[:7])),
         ("keys", lambda: fair.predict_learn_many(predictions, tau, keys=keys[:7])),
         ("mode", lambda: fair.predict_one(predictions[4], tau[4], mode="median")),
+        ("tau", lambda: fair.learn_one(predictions[4], text_tau)),
+        ("tau", lambda: fair.proba_one(predictions[4], text_tau)),
+        ("tau", lambda: fair.predict_one(predictions[4], text_tau, key="x")),
+        ("tau", lambda: fair.predict_learn_one(predictions[4], text_tau, key="x")),
+        ("tau", lambda: fair.learn_many(predictions, tau.astype(str))),
+        ("tau", lambda: fair.predict_learn_many(predictions, tau.astype(str).tolist(), keys=keys)),
+        (name, lambda: fair.learn_one(text_prediction, tau[4])),
+        (name, lambda: fair.proba_learn_one(text_prediction, tau[4])),
+        (name, lambda: fair.predict_one(text_prediction, tau[4], key="x")),
+        (name, lambda: fair.learn_many(predictions.astype(str).tolist(), tau)),
+        (name, lambda: fair.proba_many(predictions.astype(str), tau)),
     ]:
         _assert_raises_naming(label, call)
         assert_same_state(fair.state_dict(), before, f"state after a bad {label}")

@@ -94,6 +94,7 @@ from .validation import (
     check_positive,
     check_seed,
     check_slack,
+    float_array,
     restores_state,
     show,
 )
@@ -633,12 +634,13 @@ class DualPostProcessor:
         """``(eta, tau row)`` of a sample the compiled one-call paths may take, or ``None`` for the general path.
 
         They take a regression sample of the tracking optimizer under uniform weights, once a sample
-        was learned, whose prediction is a plain finite number (the compiled calls check ``tau``).
+        was learned, whose prediction is a plain finite number (the compiled calls check ``tau``; a
+        ``tau`` of text goes to the general path, which refuses it).
         """
         if not self._one_call or type(prediction) not in PLAIN_NUMBERS or self._recent_predictions is None:
             return None
         try:
-            eta, row = float(prediction), np.asarray(tau, dtype=float)
+            eta, row = float(prediction), float_array(tau)
         except (TypeError, ValueError, OverflowError):  # the general path names what is wrong
             return None
         if not math.isfinite(eta) or row.ndim != 1:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import reprlib
+from array import array as typed_array
 from collections.abc import Callable, Mapping, Set
 from numbers import Integral, Real
 from typing import Any, TypeVar, cast
@@ -23,6 +24,10 @@ import numpy as np
 SUM_TOLERANCE = 1e-6
 #: Rows checked at once by the array checks: their temporaries stay a few MB however long the array.
 CHECK_ROWS = 65_536
+#: The float dtype: an array of it is taken as it is.
+FLOAT = np.dtype(float)
+#: What ``float`` parses as text (``float("0.1")`` and ``float(b"0.1")`` are 0.1), which is never a number here.
+TEXT = (str, bytes, bytearray, memoryview)
 #: A shape that :func:`check_array` accepts: an ``int`` is a required length, a ``str`` (``"n"``) any length.
 Shape = tuple[int | str, ...]
 T = TypeVar("T")
@@ -63,6 +68,48 @@ def is_real(value) -> bool:
     if type(value) is float:  # the common case, without the abstract class's check (a fifth of the time)
         return math.isfinite(value)
     return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def floats(values) -> list[float]:
+    """The numbers of ``values`` (one sample's few) as floats, as ``float`` converts them, text excepted.
+
+    ``float("0.1")`` is 0.1, but a string is no number: a text entry (``str``, ``bytes``, ...) raises
+    ``TypeError``, as does text for ``values`` itself, and an integer too large for a float
+    ``OverflowError``, for the caller to word.  :func:`float_array` is the same for arrays.
+
+    >>> floats((1, np.float32(0.5), np.array(0.25)))
+    [1.0, 0.5, 0.25]
+    >>> floats([0.5, "0.5"])
+    Traceback (most recent call last):
+    ...
+    TypeError: must be real number, not str
+    """
+    if isinstance(values, (str, bytes, bytearray)):  # typed_array would read the bytes of bytes as machine floats
+        raise TypeError(f"text is not a number, got {values!r}")
+    return typed_array("d", values).tolist()  # the conversion of float, without its parsing of text
+
+
+def float_array(value, copy: bool = False) -> np.ndarray:
+    """``np.asarray(value, dtype=float)`` (``np.array`` if ``copy``), text excepted.
+
+    numpy reads a string entry as the number it spells; here a text entry (``str``, ``bytes``, ...)
+    raises ``TypeError``, for the caller to word, so that an array's check refuses what the check of
+    one sample (:func:`floats`) refuses.  A float array is taken as it is, without a look at its entries.
+
+    >>> float_array([1, 0.5]).tolist()
+    [1.0, 0.5]
+    >>> float_array([["0.5", "0.5"]])
+    Traceback (most recent call last):
+    ...
+    TypeError: text is not a number, got [['0.5', '0.5']]
+    """
+    array = np.asarray(value)
+    if array.dtype is FLOAT:
+        return array.copy() if copy else array
+    kind = array.dtype.kind
+    if kind in "SU" or (kind == "O" and any(isinstance(entry, TEXT) for entry in array.flat)):
+        raise TypeError(f"text is not a number, got {show(value)}")
+    return np.array(value, dtype=float)  # what np.asarray(value, dtype=float) gives (None is NaN)
 
 
 def check_real(name: str, value) -> float:
@@ -152,7 +199,7 @@ def check_slack(eps, n_groups: int, name: str = "eps", *, at_most: float = math.
     ValueError: ks must be <= 1 (0.05 is 5 points), got 5
     """
     try:
-        array = np.array(eps, dtype=float)  # a copy: the caller's array may change later
+        array = float_array(eps, copy=True)  # a copy: the caller's array may change later
         if np.asarray(eps).dtype == bool:  # True would be read as 1: no constraint at all
             raise TypeError(eps)
     except (TypeError, ValueError, OverflowError):
@@ -195,17 +242,22 @@ def check_distribution(name: str, value, size: int | None = None, *, strictly_po
 
     Checked element by element in Python: for the handful of groups of one sample this is several
     times faster than numpy reductions.  A mapping (such as River's ``predict_proba_one``) is not one,
-    since it would be read as its keys, nor a set or a string, which have no order of groups.
+    since it would be read as its keys, nor a set or a string, which have no order of groups, nor
+    text entries, which :func:`check_distributions` refuses in an array too.
 
     >>> check_distribution("tau", {0: 0.9, 1: 0.1})
     Traceback (most recent call last):
     ...
     ValueError: tau must be a 1-d sequence of numbers, got {0: 0.9, 1: 0.1}
+    >>> check_distribution("tau", ["0.9", "0.1"])
+    Traceback (most recent call last):
+    ...
+    ValueError: tau must be a 1-d sequence of numbers, got ['0.9', '0.1']
     """
     try:
-        if isinstance(value, (Mapping, Set, str, bytes)):
+        if type(value) is not list and isinstance(value, (Mapping, Set)):  # a list, the common case, is neither
             raise TypeError(value)
-        values = [float(v) for v in value]
+        values = floats(value)
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{name} must be a 1-d sequence of numbers, got {value!r}") from None
     if (size is not None and len(values) != size) or len(values) < 2:
@@ -249,9 +301,9 @@ def _not_distributions(rows: np.ndarray) -> np.ndarray:
 def check_distributions(name: str, value, n_rows: int | None, size: int) -> np.ndarray:
     """An ``(n, size)`` array of probability vectors (rows), every row checked before the array is returned."""
     try:
-        array = np.asarray(value, dtype=float)
+        array = float_array(value)
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{name} must be an array of numbers, got {type(value).__name__}") from None
+        raise ValueError(f"{name} must be an array of numbers, got {show(value)}") from None
     if array.ndim != 2 or array.shape[1] != size or (n_rows is not None and array.shape[0] != n_rows):
         rows = n_rows if n_rows is not None else "n"
         raise ValueError(f"{name} must have shape ({rows}, {size}), got shape {array.shape}")
@@ -266,7 +318,7 @@ def check_distributions(name: str, value, n_rows: int | None, size: int) -> np.n
 def check_finite(name: str, value, n_rows: int | None = None) -> np.ndarray:
     """A 1-d array (or a scalar, returned as shape ``(1,)``) of finite numbers."""
     try:
-        array = np.asarray(value, dtype=float)
+        array = float_array(value)
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{name} must be numbers, got {value!r}") from None
     if array.ndim == 0:
@@ -301,7 +353,7 @@ def check_array(name: str, value, *shapes: Shape, finite: bool = True, copy: boo
     ValueError: X must be finite; entry (1, 0) is nan
     """
     try:
-        array = np.array(value, dtype=float) if copy else np.asarray(value, dtype=float)
+        array = float_array(value, copy)
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{name} must be an array of numbers, got {show(value)}") from None
     if shapes and not any(_fits(array.shape, shape) for shape in shapes):

@@ -25,7 +25,7 @@ from river import base
 
 from connectors.river.draw_keys import DrawKeys
 from streamfair import Diagnostics, FairClassificationPostProcessor, FairRegressionPostProcessor
-from streamfair.validation import check_integer, check_non_negative
+from streamfair.validation import check_integer, check_non_negative, floats
 
 
 class FairWrapper(base.Wrapper):
@@ -331,8 +331,8 @@ def posterior_in_order(proba: dict, labels: tuple, counts: list[int], source: st
     Labels absent from ``proba`` get 0 (and labels not in ``labels`` are dropped).  Without mass
     on any label (River classifiers return ``{}`` before learning) it is the frequencies
     ``counts`` of the labels learned so far, smoothed by one pseudo-count each.  ``proba`` must
-    be a dict whose values for ``labels`` are probabilities in ``[0, 1]``, else ``ValueError``
-    naming ``source`` (where ``proba`` comes from).
+    be a dict whose values for ``labels`` are probabilities in ``[0, 1]`` (numbers, not text), else
+    ``ValueError`` naming ``source`` (where ``proba`` comes from).
 
     >>> posterior_in_order({"b": 0.6, "c": 0.2, "z": 0.5}, ("a", "b", "c"), [0, 0, 0])
     [0.0, 0.7499999999999999, 0.25]
@@ -344,8 +344,8 @@ def posterior_in_order(proba: dict, labels: tuple, counts: list[int], source: st
     ValueError: clf must give probabilities in [0, 1], got {'a': nan} (is a feature of x NaN or infinite?)
     """
     try:
-        mass = [float(proba.get(label, 0.0)) for label in labels]
-    except (AttributeError, TypeError, ValueError):
+        mass = floats([proba.get(label, 0.0) for label in labels])
+    except (AttributeError, TypeError, ValueError, OverflowError):
         raise ValueError(f"{source} must give a dict of probabilities, got {proba!r}") from None
     for m in mass:  # a loop, not numpy: a handful of labels per sample
         if not 0.0 <= m <= 1.0:  # False for NaN

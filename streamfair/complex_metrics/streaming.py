@@ -48,6 +48,7 @@ from ..validation import (
     check_integer,
     check_positive,
     check_seed,
+    float_array,
     is_real,
     show,
 )
@@ -76,7 +77,7 @@ def _check_grouping(grouping: str, n_groups: int) -> str:
 def _check_vector(name: str, value: Any, size: int, what: str) -> np.ndarray:
     """One sample's probability vector of length ``size`` (within ``1e-6`` of summing to one)."""
     try:
-        vector = np.asarray(value, dtype=float)
+        vector = float_array(value)
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{name} must be {size} {what} summing to 1, got {value!r}") from None
     if vector.shape != (size,):

@@ -39,6 +39,7 @@ from ..validation import (
     check_integer,
     check_non_negative,
     check_real,
+    float_array,
     restores_state,
 )
 
@@ -128,8 +129,8 @@ class GroupLosses:
         """Cheap checks for one sample; the full validator only runs to word an error."""
         loss = check_real("loss", loss)
         try:
-            row = np.array(tau, dtype=float)
-        except (TypeError, ValueError):
+            row = float_array(tau, copy=True)
+        except (TypeError, ValueError, OverflowError):
             return loss, check_distribution("tau", tau, self.n_groups)
         if row.shape != (self.n_groups,) or not abs(row.sum() - 1.0) <= SUM_TOLERANCE or not row.min() >= 0:
             return loss, check_distribution("tau", tau, self.n_groups)

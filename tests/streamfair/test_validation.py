@@ -5,6 +5,7 @@ A rejected call must also leave the post-processor untouched (no half-learned sa
 
 from __future__ import annotations
 
+import functools
 import math
 import pickle
 
@@ -58,6 +59,9 @@ def fitted(**kwargs):
         (dict(B=[0.0, 1.0, 2.0]), ("B", "[0.0, 1.0, 2.0]")),
         (dict(B=True), ("B", "True")),
         (dict(B="1"), ("B", "'1'")),
+        (dict(eps="0.05"), ("eps", "'0.05'")),  # numbers as text, refused as B's is
+        (dict(eps=None, ks=["0.05", "0.05"]), ("ks", "['0.05', '0.05']")),
+        (dict(p=["0.4", "0.6"]), ("p", "['0.4', '0.6']")),
         (dict(beta=0.0), ("beta", "0.0")),
         (dict(beta=NAN), ("beta", "nan")),
         (dict(mu=-1.0), ("mu", "-1.0")),
@@ -120,6 +124,14 @@ BAD_ONE = [
     (lambda f: f.proba_one(0.1, [0.5, 0.6]), ("tau", "[0.5, 0.6]")),
     (lambda f: f.predict_one(0.1, [0.5, 0.5], mode="median"), ("mode", "'median'")),
     (lambda f: f.predict_one(INF, [0.5, 0.5]), ("eta", "inf")),
+    (lambda f: f.learn_one("0.1", [0.5, 0.5]), ("eta", "'0.1'")),  # numbers as text: float() would read them
+    (lambda f: f.learn_one(b"0.1", [0.5, 0.5]), ("eta", "b'0.1'")),
+    (lambda f: f.learn_one(0.1, ["0.5", "0.5"]), ("tau", "['0.5', '0.5']")),
+    (lambda f: f.learn_one(0.1, [0.5, b"0.5"]), ("tau", "[0.5, b'0.5']")),
+    (lambda f: f.learn_one(0.1, np.array(["0.5", "0.5"])), ("tau", "'0.5'")),
+    (lambda f: f.proba_one(0.1, ("0.5", 0.5)), ("tau", "('0.5', 0.5)")),
+    (lambda f: f.predict_one("0.1", [0.5, 0.5], key="m"), ("eta", "'0.1'")),
+    (lambda f: f.predict_learn_one(0.1, ["0.5", "0.5"], key="m"), ("tau", "['0.5', '0.5']")),
 ]
 
 BAD_MANY = [
@@ -136,6 +148,11 @@ BAD_MANY = [
     (lambda f: f.proba_many([0.0, 0.0], np.full((3, 2), 0.5)), ("tau", "(3, 2)")),
     (lambda f: f.predict_many([0.0, 0.0], np.full((2, 2), 0.5), mode="avg"), ("mode", "'avg'")),
     (lambda f: f.predict_many([0.0, 0.0], np.full((2, 2), 0.5), keys=["a"]), ("keys", "1")),
+    (lambda f: f.learn_many(["0.1", "0.2"], np.full((2, 2), 0.5)), ("eta", "['0.1', '0.2']")),  # numpy reads text
+    (lambda f: f.learn_many(np.array([b"0.1"]), [[0.5, 0.5]]), ("eta", "b'0.1'")),
+    (lambda f: f.learn_many([0.0, 0.0], [[0.5, 0.5], ["0.5", "0.5"]]), ("tau", "'0.5'")),
+    (lambda f: f.learn_many([0.0], np.array([[0.5, "0.5"]], dtype=object)), ("tau", "'0.5'")),
+    (lambda f: f.predict_learn_many([0.0], [[b"0.5", b"0.5"]]), ("tau", "b'0.5'")),
 ]
 
 
@@ -145,6 +162,58 @@ def test_rejected_call_names_the_argument_and_leaves_the_state_untouched(call, f
     before = pickle.dumps(f.state_dict())
     check_error(lambda: call(f), *fragments)
     assert pickle.dumps(f.state_dict()) == before
+
+
+#: One sample's eta and tau as a caller may hold them, and what refuses them (``None``: numbers, taken): text,
+#: whatever number it spells.
+SAMPLE_FORMS = [
+    (0.25, [0.5, 0.5], None),
+    (np.float64(0.25), (np.float32(0.5), np.float32(0.5)), None),
+    (np.int64(1), np.array([1, 0]), None),
+    (1, [np.float64(0.25), 0.75], None),
+    (0.25, np.array([0.5, 0.5]), None),
+    ("0.25", [0.5, 0.5], ("eta", "'0.25'")),
+    (b"0.25", [0.5, 0.5], ("eta", "b'0.25'")),
+    (np.str_("0.25"), [0.5, 0.5], ("eta", "'0.25'")),
+    (0.25, ["0.5", "0.5"], ("tau", "'0.5'")),
+    (0.25, (b"0.5", 0.5), ("tau", "b'0.5'")),
+    (0.25, np.array(["0.5", "0.5"]), ("tau", "'0.5'")),
+    (0.25, np.array([0.5, "0.5"], dtype=object), ("tau", "'0.5'")),
+]
+
+#: Each method of one sample, and its form for arrays called with that one sample.
+ONE_AND_MANY = {
+    "learn": (lambda f, e, t: f.learn_one(e, t), lambda f, e, t: f.learn_many([e], [t])),
+    "proba": (lambda f, e, t: f.proba_one(e, t), lambda f, e, t: f.proba_many([e], [t])[0]),
+    "predict": (lambda f, e, t: f.predict_one(e, t, key="m"), lambda f, e, t: f.predict_many([e], [t], keys=["m"])[0]),
+    "predict_learn": (lambda f, e, t: f.predict_learn_one(e, t, key="m"),
+                      lambda f, e, t: f.predict_learn_many([e], [t], keys=["m"])[0]),
+}
+
+
+@pytest.mark.parametrize("profile", ["anytime", "paper"])
+@pytest.mark.parametrize("method", sorted(ONE_AND_MANY))
+@pytest.mark.parametrize("eta,tau,refused", SAMPLE_FORMS)
+def test_one_sample_and_arrays_take_and_refuse_the_same_inputs(profile, method, eta, tau, refused):
+    """A method of one sample takes what its form for arrays takes, with the result the floats give, and refuses
+    what it refuses, naming the argument and the value (``anytime``: one sample is one compiled call)."""
+    one, many = ONE_AND_MANY[method]
+
+    def make():
+        return fitted(**({"profile": "anytime", "horizon": None, "memory": 16} if profile == "anytime" else {}))
+
+    if refused is None:
+        results = []
+        for call, inputs in ((one, (eta, tau)), (many, (eta, tau)), (one, (float(eta), [float(t) for t in tau]))):
+            fair = make()
+            results.append((call(fair, *inputs), pickle.dumps(fair.state_dict())))
+        assert all(np.array_equal(result, results[0][0]) and state == results[0][1] for result, state in results)
+        return
+    for call in (one, many):
+        fair = make()
+        before = pickle.dumps(fair.state_dict())
+        check_error(functools.partial(call, fair, eta, tau), *refused)
+        assert pickle.dumps(fair.state_dict()) == before
 
 
 @pytest.mark.parametrize("bad,fragments", [("eta", ("eta", "entry 7", "nan")), ("tau", ("tau", "row 7", "[0.9, 0.9]"))])

@@ -76,6 +76,7 @@ def test_each_malformed_kind_gets_its_reason(parser, reason):
         (b'{"id": "", "eta": 0.1, "tau": [0.5, 0.5]}', "bad_id"),
         (b'{"id": "x", "eta": true, "tau": [0.5, 0.5]}', "bad_eta"),
         (b'{"id": "x", "eta": 0.1, "tau": [true, false]}', "bad_tau"),
+        (b'{"id": "x", "eta": 0.1, "tau": ["0.5", "0.5"]}', "bad_tau"),
         (b'{"id": "x", "eta": 0.1, "tau": [1.2, -0.2]}', "tau_not_distribution"),
         (b'{"id": "x", "features": {}}', "bad_features"),
         (b'{"id": "x", "features": {"a": NaN}}', "non_finite"),
@@ -198,6 +199,26 @@ def test_feedback_group_labels_match_booleans_and_strings():
     parsed = feedback.parse(b'{"id": 1, "features": {"a": 1}, "y": 2, "s": true}')
     assert (parsed.y, parsed.s) == (2.0, True)
     assert feedback.parse(b'{"id": 1, "features": {"a": 1}, "y": 2, "s": "0"}').s == "0"
+
+
+@pytest.mark.parametrize(
+    "body, reason, shown",
+    [
+        ('{"id": "a", "eta": "0.1", "tau": [0.5, 0.5]}', "bad_eta", "'0.1'"),
+        ('{"id": "a", "eta": 0.1, "tau": ["0.5", "0.5"]}', "bad_tau", "['0.5', '0.5']"),
+    ],
+)
+def test_a_number_in_a_json_string_is_a_dead_letter_naming_it(body, reason, shown):
+    """The library refuses ``"0.1"`` as eta or a tau entry; the daemon sends the message to the dead letters
+    with a reason and a detail naming the value, and goes on."""
+    task = _task()
+    valid = b'{"id": "b", "eta": 0.1, "tau": [0.5, 0.5]}'
+    result = task.process([Record("in", 0, 0, 0, b"a", body.encode(), []), Record("in", 0, 1, 0, b"b", valid, [])])
+    (dead,) = result.dead_letters
+    key, value, headers = encode_dead_letter(dead)
+    assert (key, value, dict(headers)["streamfair.reason"]) == (b"a", body.encode(), reason.encode())
+    assert shown in dict(headers)["streamfair.detail"].decode()
+    assert [output.key for output in result.outputs] == [b"b"] and task.fair.n_samples == 1
 
 
 def test_output_is_compact_json_with_fixed_fields():

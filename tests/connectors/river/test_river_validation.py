@@ -169,6 +169,7 @@ BAD_PROBA = [
     (None, ("must give a dict of probabilities", "None")),
     ([0.5, 0.5], ("must give a dict of probabilities", "[0.5, 0.5]")),
     ({0: "a", 1: 0.5}, ("must give a dict of probabilities", "'a'")),
+    ({0: "0.5", 1: 0.5}, ("must give a dict of probabilities", "'0.5'")),  # a number as text, which float() reads
     ({0: NAN, 1: 0.5}, ("must give probabilities in [0, 1]", "nan")),
     ({0: INF, 1: 0.5}, ("must give probabilities in [0, 1]", "inf")),
     ({0: -0.5, 1: 0.5}, ("must give probabilities in [0, 1]", "-0.5")),  # summing to 0: used to fall back

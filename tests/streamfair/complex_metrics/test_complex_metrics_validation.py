@@ -284,6 +284,7 @@ FOUR = np.full((4, 2), 0.5)
         ("aware", lambda h: h.predict_many(FOUR, groups=[[0, 1], [0, 1]]), ("groups", "(2, 2)")),  # was flattened
         ("aware", lambda h: h.predict_many(FOUR), ("group", "groups")),
         ("unaware", lambda h: h.predict_many(FOUR, tau=np.full(8, 0.5)), ("tau", "(8,)")),  # was reshaped
+        ("unaware", lambda h: h.predict_one([0.5, 0.5], tau=["0.5", "0.5"]), ("tau", "'0.5'")),  # text, not numbers
         ("unaware", lambda h: h.predict_many(FOUR, tau=np.full((2, 4), 0.25)), ("tau", "(2, 4)")),
         ("none", lambda h: h.predict_many(FOUR, keys="abcd"), ("keys", "'abcd'")),
         ("none", lambda h: h.predict_many(FOUR, keys=5), ("keys", "5")),
@@ -357,6 +358,8 @@ STREAMING_CALLS = [
     ("none", lambda o: o.predict_one(P3, 5), ("group", "5")),
     ("unaware", lambda o: o.predict_one(P3, 2), ("group", "0..1", "2")),
     ("unaware", lambda o: o.learn_one(P3, 0, 1, tau="ab"), ("tau", "'ab'")),
+    ("unaware", lambda o: o.learn_one(P3, 0, 1, tau=["0.5", "0.5"]), ("tau", "['0.5', '0.5']")),  # text, not numbers
+    ("none", lambda o: o.predict_one(["0.2", "0.3", "0.5"]), ("proba", "'0.2'")),
     # run: every argument is checked before the first sample is served
     ("none", lambda o: o.run(PROBA, Y[:10]), ("y", "(10,)")),
     ("none", lambda o: o.run(PROBA, np.r_[Y[:10], 5, Y[11:]]), ("y", "0..5")),

@@ -104,6 +104,8 @@ GROUP_UPDATERS = [lambda: SoftmaxGroupWeights(2, temperature=1.0), lambda: Expon
         ([1.0, 2.0], [0.5, 0.5], ("loss", "[1.0, 2.0]")),
         ("x", [0.5, 0.5], ("loss", "'x'")),
         (1.0, ["a", "b"], ("tau", "['a', 'b']")),
+        (1.0, ["0.5", "0.5"], ("tau", "['0.5', '0.5']")),  # numbers as text, which numpy would read
+        (1.0, np.array([b"0.5", b"0.5"]), ("tau", "b'0.5'")),
         (1.0, [NAN, 0.5], ("tau", "nan")),
     ],
 )
