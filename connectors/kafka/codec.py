@@ -377,6 +377,25 @@ def message_key(ident: int | str) -> bytes:
     return ident.encode("utf-8") if type(ident) is str else str(ident).encode("ascii")
 
 
+def same_key_ids(ident: int | str) -> tuple[int | str, ...]:
+    """The ids whose output key (:func:`message_key`) is that of ``ident``: ``ident`` first, then its twin.
+
+    An integer's key is its decimal form, so ``12`` and ``"12"`` have one key; a string that is not
+    the decimal form of an integer (``"012"``, ``"+12"``, ``" 12"``, ``"1_2"``) has no twin.  A feedback
+    label goes to the sample of the first of them that the post-processor holds.
+
+    >>> same_key_ids(12), same_key_ids("-3"), same_key_ids("012"), same_key_ids("a")
+    ((12, '12'), ('-3', -3), ('012',), ('a',))
+    """
+    if type(ident) is int:
+        return ident, str(ident)
+    try:
+        number = int(ident)
+    except ValueError:
+        return (ident,)
+    return (ident, number) if str(number) == ident else (ident,)
+
+
 #: ``json.dumps`` of a ``str`` (with its defaults, ``ensure_ascii=True``) without the encoder's dispatch.
 _json_string = json.encoder.encode_basestring_ascii
 

@@ -16,7 +16,7 @@ Semantics, per partition, in offset order:
   models change only at checkpoints and replays stay deterministic.  With the group-robust
   post-processor every sample is learned under its message id, and a feedback label ``y`` is
   applied at the next checkpoint too, in feedback order, as ``learn_label(id, y)`` (the delayed-label
-  correction of its DRO group risks).
+  correction of its DRO group risks); ids with the same output key match (``12`` and ``"12"``).
 
 Examples
 --------
@@ -48,6 +48,7 @@ from connectors.kafka.codec import (
     encode_output,
     header_values,
     message_key,
+    same_key_ids,
 )
 from connectors.kafka.models import BaseModels
 from connectors.kafka.records import Audit, DeadLetter, Feedback, InputSample, Output, TaskResult
@@ -200,17 +201,22 @@ class PartitionTask:
     def checkpoint(self) -> Checkpoint:
         """Learn the buffered feedback, then snapshot everything (an independent copy).
 
-        A label of a sample still in the open mini-batch waits, in the checkpoint, until its batch is
+        A label goes to the sample whose id has the label's output key (``12`` and ``"12"`` alike, see
+        :func:`~connectors.kafka.codec.same_key_ids`), its own id first.  A label of a sample still in
+        the open mini-batch waits, in the checkpoint and under that sample's id, until its batch is
         learned: applying it now would find no such sample, and whether it did would depend on when
         the checkpoint came.
         """
         waiting = set(self._pending_keys)
         labels, self._labels = self._labels, []
         for ident, y in labels:
-            if ident in waiting:
-                self._labels.append((ident, y))
-            elif self._applies(self.fair.learn_label, ident, y):
-                self.labels_applied += 1
+            for sample_id in same_key_ids(ident):
+                if sample_id in waiting:
+                    self._labels.append((sample_id, y))
+                    break
+                if self._applies(self.fair.learn_label, sample_id, y):
+                    self.labels_applied += 1
+                    break
             else:
                 self.labels_unmatched += 1
         for feedback in self._feedback:

@@ -22,6 +22,8 @@ from connectors.kafka.codec import (
     dead_letter_headers,
     encode_dead_letter,
     encode_output,
+    message_key,
+    same_key_ids,
 )
 from connectors.kafka.models import BaseModels
 from connectors.kafka.partitions import SyntheticRecord
@@ -219,6 +221,20 @@ def test_a_number_in_a_json_string_is_a_dead_letter_naming_it(body, reason, show
     assert (key, value, dict(headers)["streamfair.reason"]) == (b"a", body.encode(), reason.encode())
     assert shown in dict(headers)["streamfair.detail"].decode()
     assert [output.key for output in result.outputs] == [b"b"] and task.fair.n_samples == 1
+
+
+#: Ids as a message may carry them: the integer and string forms of one key, and strings int() reads as an
+#: integer whose key they are not (Arabic-Indic digits among them).
+IDS = [12, "12", "012", "+12", " 12", "12 ", "1_2", "12.0", "\u0661\u0662", -3, "-3", "-03", 0, "0", "-0", 2**70,
+       str(2**70), "a", "m12"]
+
+
+@pytest.mark.parametrize("ident", IDS)
+def test_same_key_ids_are_the_ids_of_the_same_output_key(ident):
+    twins = same_key_ids(ident)
+    assert twins[0] == ident and len({message_key(twin) for twin in twins}) == 1
+    assert [other for other in IDS if message_key(other) == message_key(ident)] == [
+        other for other in IDS if any(type(other) is type(t) and other == t for t in twins)]
 
 
 def test_output_is_compact_json_with_fixed_fields():

@@ -186,6 +186,76 @@ def test_a_label_of_a_sample_in_the_open_mini_batch_waits_for_its_batch_whenever
     assert (task.labels_applied, task.labels_unmatched, point.pending_labels) == (1, 0, [])
 
 
+def robust_task(batch_size: int, point: Checkpoint | None = None):
+    """A pure partition task of the group-robust post-processor (refresh 1: each learned sample waits for its label)."""
+    from connectors.kafka.codec import FeedbackParser, InputParser
+    from connectors.kafka.task import PartitionTask
+
+    options = {"parser": InputParser(2, 4096), "batch_size": batch_size,
+               "feedback_parser": FeedbackParser(["0", "1"], 4096, labels_only=True)}
+    if point is not None:
+        return PartitionTask.from_checkpoint(point, models=None, **options)
+    return PartitionTask("in", 0, GroupRobustFairRegressionPostProcessor(L=5, n_groups=2, refresh=1), **options)
+
+
+def inputs_with_ids(ids, start: int = 0) -> list:
+    from connectors.kafka.partitions import SyntheticRecord
+
+    return [SyntheticRecord("in", 0, start + i, 0, None,
+                            json.dumps({"id": ident, "eta": 0.3, "tau": [0.5, 0.5]}).encode(), [])
+            for i, ident in enumerate(ids)]
+
+
+def labels_with_ids(ids) -> list:
+    from connectors.kafka.partitions import SyntheticRecord
+
+    return [SyntheticRecord("fb", 0, i, 0, None, json.dumps({"id": ident, "y": 0.9}).encode(), [])
+            for i, ident in enumerate(ids)]
+
+
+@pytest.mark.parametrize("batch_size", [1, 4])
+@pytest.mark.parametrize("input_id, label_id, matched", [(12, "12", True), ("12", 12, True), (-3, "-3", True),
+                                                         (12, 12, True), (12, "012", False), (12, "12.0", False)])
+def test_a_label_matches_the_input_whose_id_gives_its_output_key(batch_size, input_id, label_id, matched):
+    """``12`` and ``"12"`` key the same output record, so a label for one is a label for the other."""
+    from connectors.kafka.codec import message_key
+
+    task = robust_task(batch_size)
+    outputs = task.process(inputs_with_ids([input_id, "x1", "x2", "x3"])).outputs  # one full batch: learned
+    assert (outputs[0].key == message_key(label_id)) == matched
+    task.add_feedback(labels_with_ids([label_id]))
+    task.checkpoint()
+    assert (task.labels_applied, task.labels_unmatched, task.fair.n_labels) == ((1, 0, 1) if matched else (0, 1, 0))
+    assert task.fair.learn_label(input_id, 0.1) is not matched  # the sample's label is taken, or still free
+
+
+def test_a_label_goes_to_the_sample_of_its_own_id_first_then_to_the_other_of_its_key():
+    task = robust_task(1)
+    task.process(inputs_with_ids([12, "12"]))
+    task.add_feedback(labels_with_ids(["12"]))
+    task.checkpoint()
+    assert task.fair.learn_label(12, 0.1) and not task.fair.learn_label("12", 0.1)
+    task = robust_task(1)
+    task.process(inputs_with_ids([12, "12"]))
+    task.add_feedback(labels_with_ids(["12", "12", "12"]))  # the key's two samples, then none left
+    task.checkpoint()
+    assert (task.labels_applied, task.labels_unmatched) == (2, 1)
+
+
+def test_a_label_for_the_other_id_of_a_sample_in_the_open_mini_batch_waits_under_the_samples_id():
+    """The checkpoint holds it as a label of the pending id, which a restart (of this version or the one before,
+    which took only the pending ids themselves) reads back, and applies once the batch is learned."""
+    task = robust_task(4)
+    task.process(inputs_with_ids([12, "x1"]))
+    task.add_feedback(labels_with_ids(["12"]))
+    point = Checkpoint.from_bytes(task.checkpoint().to_bytes())
+    assert (point.pending_keys, point.pending_labels, task.labels_unmatched) == ([12, "x1"], [(12, 0.9)], 0)
+    task = robust_task(4, point)
+    task.process(inputs_with_ids(["x2", "x3"], start=2))  # the batch is learned
+    point = task.checkpoint()
+    assert (task.labels_applied, task.labels_unmatched, point.pending_labels, task.fair.n_labels) == (1, 0, [], 1)
+
+
 def large_robust_settings(kafka_broker, name: str, **extra) -> dict:
     """A robust daemon that keeps every id waiting (``max_pending`` of the class) and checkpoints every 10,000."""
     return settings(kafka_broker, name, **{f"postprocessor.{k}": v for k, v in ROBUST.items()},
