@@ -41,6 +41,7 @@ A cost model is a small immutable object with
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,8 +52,6 @@ from .validation import check_distribution, check_distributions, check_finite
 
 #: The types of a number that :meth:`SquaredCosts.check_one` takes without numpy.
 PLAIN_NUMBERS = frozenset({float, int, np.float64, np.float32, np.int64, np.int32})
-#: The largest finite float: a plain number beyond it is infinite, or an int too large to convert.
-MAX_FLOAT = float(np.finfo(float).max)
 
 __all__ = ["SquaredCosts", "ExpectedCosts"]
 
@@ -81,8 +80,13 @@ class SquaredCosts:
         return check_finite("eta", predictions, n_rows)
 
     def check_one(self, prediction: Any) -> np.ndarray:
-        if type(prediction) in PLAIN_NUMBERS and -MAX_FLOAT <= prediction <= MAX_FLOAT:  # a huge int is not
-            return np.array((float(prediction),))
+        if type(prediction) in PLAIN_NUMBERS:  # converted first: compared as float32, an infinity would pass
+            try:
+                value = float(prediction)
+            except OverflowError:  # an int too large for a float: check() words the error
+                value = math.inf
+            if math.isfinite(value):
+                return np.array((value,))
         return self.check([prediction], 1)
 
     def scaled_costs(self, predictions: np.ndarray, beta: float) -> tuple[np.ndarray, int]:

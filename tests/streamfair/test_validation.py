@@ -170,6 +170,9 @@ SAMPLE_FORMS = [
     (0.25, [0.5, 0.5], None),
     (np.float64(0.25), (np.float32(0.5), np.float32(0.5)), None),
     (np.int64(1), np.array([1, 0]), None),
+    (np.float32(0.25), [0.5, 0.5], None),
+    (np.float32("inf"), [0.5, 0.5], ("eta", "inf")),  # compared as float32, it passed as finite
+    (10**400, [0.5, 0.5], ("eta", "1000")),
     (1, [np.float64(0.25), 0.75], None),
     (0.25, np.array([0.5, 0.5]), None),
     ("0.25", [0.5, 0.5], ("eta", "'0.25'")),
@@ -191,12 +194,14 @@ ONE_AND_MANY = {
 }
 
 
+@pytest.mark.filterwarnings("error")
 @pytest.mark.parametrize("profile", ["anytime", "paper"])
 @pytest.mark.parametrize("method", sorted(ONE_AND_MANY))
 @pytest.mark.parametrize("eta,tau,refused", SAMPLE_FORMS)
 def test_one_sample_and_arrays_take_and_refuse_the_same_inputs(profile, method, eta, tau, refused):
     """A method of one sample takes what its form for arrays takes, with the result the floats give, and refuses
-    what it refuses, naming the argument and the value (``anytime``: one sample is one compiled call)."""
+    what it refuses, naming the argument and the value (``anytime``: one sample is one compiled call), with
+    no warning (a float32 compared with the largest float overflowed)."""
     one, many = ONE_AND_MANY[method]
 
     def make():
