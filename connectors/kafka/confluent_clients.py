@@ -42,6 +42,9 @@ from connectors.kafka.transport import (
 #: Seconds a cached topic id is trusted before :meth:`ConfluentConsumer.topic_id` asks the broker again.
 TOPIC_ID_MAX_AGE_S = 30.0
 RECONNECT_BACKOFF_MAX_MS = 1000
+#: What librdkafka answers a seek of a partition just assigned by ``assign`` (its fetcher not started, or the
+#: assignment not applied yet): the seek is done by assigning the partition again, starting at the offset.
+_SEEK_BEFORE_FETCH = frozenset({KafkaError._STATE, KafkaError._OUTDATED})
 _LOG = logging.getLogger("streamfair.librdkafka")
 
 
@@ -283,9 +286,10 @@ class ConfluentConsumer:
             self.client.seek(ConfluentTopicPartition(tp.topic, tp.partition, offset))
         except KafkaException as error:
             code = error.args[0].code() if error.args and isinstance(error.args[0], KafkaError) else None
-            if code != KafkaError._STATE or tp not in self._assigned:
+            if code not in _SEEK_BEFORE_FETCH or tp not in self._assigned:
                 raise _translated(error) from None
-            # assigned, but its fetcher not started yet: assign again, starting there
+            # assigned, but its fetcher not started yet (or the assignment's start not applied): assign again,
+            # starting there
             self._assigned[tp] = offset
             self._reassign()
         self._positions[tp] = offset
