@@ -71,6 +71,7 @@ def _common(config: Config) -> dict[str, Any]:
         "bootstrap_servers": list(kafka.bootstrap_servers),
         "client_id": kafka.client_id,
         "request_timeout_ms": kafka.request_timeout_ms,
+        "metadata_max_age_ms": kafka.metadata_max_age_ms,
         "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS,
         "bootstrap_timeout_ms": kafka.bootstrap_timeout_ms,
         "security_protocol": kafka.security_protocol,

@@ -83,8 +83,8 @@ DAEMON_CLIENT_SETTINGS = frozenset({
     "bootstrap_servers", "client_id", "group_id", "group_instance_id", "key_deserializer", "value_deserializer",
     "enable_auto_commit", "auto_offset_reset", "isolation_level", "allow_auto_create_topics", "check_crcs",
     "session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms", "max_poll_records", "fetch_max_wait_ms",
-    "request_timeout_ms", "reconnect_backoff_max_ms", "bootstrap_timeout_ms", "consumer_timeout_ms", "key_serializer",
-    "value_serializer",
+    "request_timeout_ms", "metadata_max_age_ms", "reconnect_backoff_max_ms", "bootstrap_timeout_ms",
+    "consumer_timeout_ms", "key_serializer", "value_serializer",
     "enable_idempotence", "acks", "transactional_id", "linger_ms", "max_block_ms", "delivery_timeout_ms",
     "compression_type", "retries", "security_protocol", "sasl_mechanism", "sasl_plain_username",
     "sasl_plain_password", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password", "ssl_check_hostname",
@@ -129,6 +129,9 @@ class KafkaConfig:
     poll_timeout_ms: int = setting(INTEGER, 100, "poll wait (bounds the reaction to a stop signal)", _AT_LEAST_1)
     fetch_max_wait_ms: int = setting(INTEGER, 50, "broker-side fetch wait (the latency floor on Tansu)", _AT_LEAST_1)
     request_timeout_ms: int = setting(INTEGER, 30000, "client request timeout", _AT_LEAST_1)
+    metadata_max_age_ms: int = setting(INTEGER, 300000, "how often the clients refresh the topics' metadata: "
+                                       "partitions added to the input reach the group within about this long",
+                                       _AT_LEAST_1)
     bootstrap_timeout_ms: int = setting(INTEGER, 5000, "how long a client waits for its first broker before the "
                                         "daemon logs `broker_unavailable` and retries", _AT_LEAST_1)
     linger_ms: int = setting(INTEGER, 5, "producer batching delay", Range(0))

@@ -71,6 +71,7 @@ def _common(config: Config) -> dict[str, Any]:
         "bootstrap.servers": ",".join(kafka.bootstrap_servers),
         "client.id": kafka.client_id,
         "socket.timeout.ms": kafka.request_timeout_ms,
+        "topic.metadata.refresh.interval.ms": kafka.metadata_max_age_ms,
         "reconnect.backoff.max.ms": RECONNECT_BACKOFF_MAX_MS,
         "security.protocol": kafka.security_protocol.lower(),
         "logger": _DebugLog(),

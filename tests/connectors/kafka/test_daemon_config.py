@@ -215,17 +215,21 @@ def test_postprocessor_choice_errors_name_the_key(overrides, message):
 
 
 def test_security_and_client_settings_reach_every_client():
+    from connectors.kafka import confluent_clients
     from connectors.kafka.clients import _common
 
     env = {"STREAMFAIR_KAFKA_SASL_PASSWORD": "s3cret", "STREAMFAIR_PRODUCER_MAX_REQUEST_SIZE": "2000000"}
     config = load_config(env=env, overrides=["kafka.security_protocol=SASL_SSL", "kafka.sasl_mechanism=SCRAM-SHA-512",
                                              "kafka.sasl_username=svc", "consumer.client_rack=eu-1",
-                                             "consumer.metadata_max_age_ms=1000"])
+                                             "consumer.fetch_min_bytes=10", "kafka.metadata_max_age_ms=1000"])
     common = _common(config)
     assert (common["security_protocol"], common["sasl_mechanism"], common["sasl_plain_username"],
-            common["sasl_plain_password"], common["ssl_check_hostname"]) == (
-        "SASL_SSL", "SCRAM-SHA-512", "svc", "s3cret", True)
-    assert config.consumer.values == {"client_rack": "eu-1", "metadata_max_age_ms": 1000}
+            common["sasl_plain_password"], common["ssl_check_hostname"], common["metadata_max_age_ms"]) == (
+        "SASL_SSL", "SCRAM-SHA-512", "svc", "s3cret", True, 1000)
+    assert confluent_clients._common(config)["topic.metadata.refresh.interval.ms"] == 1000  # librdkafka's name
+    assert config.consumer.values == {"client_rack": "eu-1", "fetch_min_bytes": 10}
+    with pytest.raises(ConfigError, match="consumer.metadata_max_age_ms"):  # a kafka.* key sets it
+        load_config(env={}, overrides=["consumer.metadata_max_age_ms=1000"])
     assert config.producer.values == {"max_request_size": 2000000}
     assert load_config(env={}).processing.propagate_headers[:2] == ["traceparent", "tracestate"]
 
