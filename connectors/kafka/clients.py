@@ -471,7 +471,16 @@ class KafkaPythonConsumer:
 
 
 class KafkaPythonProducer:
-    """A kafka-python ``KafkaProducer`` behind :class:`connectors.kafka.transport.Producer`."""
+    """A kafka-python ``KafkaProducer`` behind :class:`connectors.kafka.transport.Producer`.
+
+    A record for a given partition, with a value and no headers (the daemon's common output) is
+    appended to the producer's record accumulator directly, as ``KafkaProducer.send`` appends it
+    after its checks: those that concern such a record are made here, and the rest of ``send``
+    (serializers, partitioner, header checks, a debug log line that formats the producer) is 2.3 µs
+    of the main thread per record, a third of ``send``.  Any other record, or one whose topic or
+    partition the producer's metadata does not show, goes through ``send``.  The accumulator is
+    kafka-python's internal interface, which is why ``kafka-python`` is pinned to one release.
+    """
 
     def __init__(self, producer: KafkaProducer):
         self.client = producer
@@ -479,17 +488,40 @@ class KafkaPythonProducer:
         # one callback per on_error (the same for every record of a producer), not a closure per record:
         # each would be one more object for the garbage collector to walk until its record is acknowledged
         self._errbacks = functools.lru_cache(maxsize=1)(_errback)
+        manager = producer._transaction_manager  # a transaction adds each new partition: send does that
+        transactional = manager is not None and manager.is_transactional()
+        # key and value bytes that fit any request: a record batch adds at most 61 + 21 bytes, their lengths 10
+        self._direct_bytes = -1 if transactional else producer.config["max_request_size"] - 128
+        self._partitions: dict[tuple[str, int], TopicPartition] = {}
 
     def send(self, topic: str, *, key: bytes | None, value: bytes | None, partition: int | None = None,
              timestamp_ms: int | None = None, headers: list[tuple[str, bytes]] | None = None,
              on_error: Callable[[TransportError], None] | None = None) -> None:
         try:
-            future = self.client.send(topic, value=value, key=key, partition=partition, timestamp_ms=timestamp_ms,
-                                      headers=headers)
+            if (partition is not None and not headers and value is not None
+                    and len(value) + (len(key) if key is not None else 0) <= self._direct_bytes):
+                future = self._append(topic, partition, key, value, timestamp_ms)
+            else:
+                future = self.client.send(topic, value=value, key=key, partition=partition,
+                                          timestamp_ms=timestamp_ms, headers=headers)
         except KafkaError as error:
             raise _translated(error) from None
         if on_error is not None:
             future.add_errback(self._errbacks(on_error))
+
+    def _append(self, topic: str, partition: int, key: bytes | None, value: bytes, timestamp_ms: int | None) -> Any:
+        """``KafkaProducer.send`` of a record that fits any request, to a partition, with a value and no headers."""
+        client = self.client
+        partitions = client._metadata.partitions_for_topic(topic)
+        if client._closed or partitions is None or partition not in partitions:  # send raises, or waits
+            return client.send(topic, value=value, key=key, partition=partition, timestamp_ms=timestamp_ms)
+        tp = self._partitions.get((topic, partition))
+        if tp is None:
+            tp = self._partitions[topic, partition] = TopicPartition(topic, partition)
+        future, batch_is_full, new_batch, _ = client._accumulator.append(tp, timestamp_ms, key, value, [])
+        if batch_is_full or new_batch:
+            client._sender.wakeup()
+        return future
 
     def flush(self, timeout: float) -> None:
         try:

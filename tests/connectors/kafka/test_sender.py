@@ -142,7 +142,8 @@ def test_a_failed_record_reaches_the_on_error_it_was_sent_with_through_one_callb
     from connectors.kafka.clients import KafkaPythonProducer
 
     class FutureClient:  # a KafkaProducer's send: one future per record, failed below
-        config: dict = {}
+        config: dict = {"max_request_size": 1_048_576}
+        _transaction_manager = None
 
         def __init__(self):
             self.futures: list[Future] = []
