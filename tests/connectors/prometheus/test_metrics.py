@@ -8,6 +8,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -29,7 +30,7 @@ from connectors.prometheus import (
     serve,
 )
 from connectors.prometheus.report import read_history
-from streamfair import FairRegressionPostProcessor, evaluate
+from streamfair import Diagnostics, FairRegressionPostProcessor, evaluate
 from tests.support.metrics_fakes import GROUPS, FakeDaemon, TableModel, drive, make_config, make_task, value
 
 ALLOWED_LABELS = {"partition", "group", "topic", "reason", "kind", "multiplier", "le", "version", "guarantee",
@@ -313,6 +314,153 @@ def test_audit_window_keeps_the_last_rows_and_validates():
         window.add(proba[:2, :4], y[:2], [0, 1])
     with pytest.raises(ValueError, match="size"):
         AuditWindow(atoms, 2, 0)
+
+
+def test_an_add_of_more_rows_than_the_window_keeps_the_last_ones():
+    window = AuditWindow([0.0, 1.0], n_groups=2, size=3)
+    window.add([[1.0, 0.0]] * 5, y=[5.0, 4.0, 0.0, 1.0, 2.0], groups=[0, 1, 0, 1, 0])
+    # the last three rows, always served 0: labels 0 and 2 in group 0, 1 in group 1
+    report = window.report()
+    assert window.count == 3 and window.group_counts().tolist() == [2, 1]
+    assert report.risk == pytest.approx(5 / 3) and report.group_risk.tolist() == [2.0, 1.0]
+
+
+def test_a_window_over_one_atom_audits_the_constant_predictor():
+    window = AuditWindow([0.5], n_groups=2, size=4)
+    window.add([[1.0]] * 3, y=[0.5, 1.5, -0.5], groups=[0, 1, 1])
+    report = window.report()
+    assert report.risk == pytest.approx(2 / 3) and report.group_risk.tolist() == [0.0, 1.0]
+    assert report.atom_unfairness.tolist() == [0.0, 0.0] and report.ks_unfairness.tolist() == [0.0, 0.0]
+
+
+def diagnostics_of(n_samples: int) -> Diagnostics:
+    """Diagnostics whose every exported field has a value of its own, so that a gauge showing another field fails."""
+    return Diagnostics(n_samples=n_samples, n_clipped=3, epoch=4, epoch_horizon=50, epoch_progress=0.25,
+                       atom_gaps=np.zeros((3, 2)), group_unfairness=np.array([0.11, 0.12]),
+                       group_ks=np.array([0.21, 0.22]), group_proba=np.full((3, 2), 1 / 3),
+                       group_mean=np.array([-0.31, 0.32]), target=np.array([0.05, 0.05]), violation=0.41,
+                       gradient_mapping_norm=0.51, mapping_step=0.01, dual_norms=(0.61, 0.62))
+
+
+class Served:
+    """A post-processor as the metrics see it: its ``diagnostics()``."""
+
+    def __init__(self, diagnostics: Diagnostics):
+        self._diagnostics = diagnostics
+
+    def diagnostics(self) -> Diagnostics:
+        return self._diagnostics
+
+
+def test_observe_exports_each_diagnostic_under_its_own_name():
+    metrics = StreamfairMetrics(GROUPS, ks=0.05)
+    metrics.observe(Served(diagnostics_of(n_samples=7)), partition=1)
+    reg = metrics.registry
+    expected = {"streamfair_postprocessor_samples": 7, "streamfair_postprocessor_clipped_samples": 3,
+                "streamfair_postprocessor_epoch": 4, "streamfair_postprocessor_epoch_horizon_samples": 50,
+                "streamfair_postprocessor_epoch_progress_ratio": 0.25,
+                "streamfair_postprocessor_gradient_mapping_norm": 0.51, "streamfair_live_violation": 0.41}
+    assert {name: value(reg, name, partition="1") for name in expected} == expected
+    assert [value(reg, "streamfair_postprocessor_dual_norm", partition="1", multiplier=name)
+            for name in ("lambda", "v")] == [0.61, 0.62]
+    per_group = {"streamfair_live_fairness_gap": [0.11, 0.12], "streamfair_live_fairness_ks": [0.21, 0.22],
+                 "streamfair_live_prediction_mean": [-0.31, 0.32]}
+    assert {name: [value(reg, name, partition="1", group=g) for g in GROUPS] for name in per_group} == per_group
+
+
+def test_live_fairness_appears_with_the_first_sample_learned():
+    fair = FairRegressionPostProcessor(L=5, n_groups=2, ks=0.05, seed=0)
+    metrics = StreamfairMetrics(GROUPS, ks=fair.ks)
+    reg = metrics.registry
+    live = ("streamfair_live_fairness_gap", "streamfair_live_fairness_ks", "streamfair_live_prediction_mean")
+    metrics.observe(fair)
+    assert value(reg, "streamfair_postprocessor_samples", partition="0") == 0
+    assert value(reg, "streamfair_live_violation", partition="0") is None
+    assert all(value(reg, name, partition="0", group=g) is None for name in live for g in GROUPS)
+    fair.learn_one(0.5, [0.2, 0.8])
+    diagnostics, _ = metrics.observe(fair)
+    assert [value(reg, "streamfair_live_fairness_ks", partition="0", group=g) for g in GROUPS] == \
+        diagnostics.group_ks.tolist()
+
+
+def test_time_update_counts_each_sample_of_the_block_at_its_share_of_the_duration(monkeypatch):
+    """A block of 4 samples that took 0.8 s is 4 updates of 0.2 s; a block of no sample counts nothing."""
+    clock = iter([10.0, 10.8, 20.0, 20.3])
+    monkeypatch.setattr("connectors.prometheus.fairness.time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    metrics = StreamfairMetrics(GROUPS, ks=0.05)
+    with metrics.time_update(4):
+        pass
+    with metrics.time_update(0):
+        pass
+    reg = metrics.registry
+    assert value(reg, "streamfair_update_seconds_count") == 4
+    assert value(reg, "streamfair_update_seconds_sum") == pytest.approx(0.8)
+    assert value(reg, "streamfair_update_seconds_bucket", le="0.1") == 0
+    assert value(reg, "streamfair_update_seconds_bucket", le="0.25") == 4
+
+
+def test_each_group_gets_its_own_target():
+    ks = StreamfairMetrics(["a", "b", "c"], ks=[0.05, 0.1, 0.2]).registry
+    assert [value(ks, "streamfair_fairness_ks_target", group=g) for g in "abc"] == [0.05, 0.1, 0.2]
+    eps = StreamfairMetrics(["a", "b"], eps=[0.01, 0.02]).registry
+    assert [value(eps, "streamfair_fairness_eps", group=g) for g in "ab"] == [0.01, 0.02]
+    assert value(eps, "streamfair_fairness_ks_target", group="a") is None
+
+
+def test_audited_gauges_of_a_window_computed_by_hand():
+    """Atoms 0, 1, 2. Group a: served (1/2, 1/2, 0) and 2 for labels 0 (squared errors 1/2 and 4); group b:
+    served 1 for a label 1 (error 0).  The laws: a (1/4, 1/4, 1/2), b (0, 1, 0), all (1/6, 1/2, 1/3)."""
+    metrics = StreamfairMetrics(GROUPS, ks=0.05)
+    metrics.add_feedback(0, [0.0, 1.0, 2.0], [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]], y=[0.0, 0.0, 1.0],
+                         groups=[0, 0, 1])
+    metrics.observe_audit(0)
+    reg = metrics.registry
+
+    def per_group(name):
+        return [value(reg, name, partition="0", group=g) for g in GROUPS]
+
+    assert value(reg, "streamfair_audited_squared_error", partition="0") == pytest.approx(1.5)
+    assert per_group("streamfair_audited_group_squared_error") == pytest.approx([2.25, 0.0])
+    assert per_group("streamfair_audited_window_samples") == [2, 1]
+    assert per_group("streamfair_audited_fairness_gap") == pytest.approx([0.25, 0.5])  # atom 1: 1/4 and 1 vs 1/2
+    assert per_group("streamfair_audited_fairness_ks") == pytest.approx([1 / 6, 1 / 3])  # CDF at 1: 1/2, 1 vs 2/3
+
+
+def test_feedback_over_other_atoms_starts_a_new_audit_window():
+    metrics = StreamfairMetrics(GROUPS, ks=0.05, audit_window=10)
+    metrics.add_feedback(0, [0.0, 1.0], [[1.0, 0.0]] * 3, y=[0.0, 1.0, 0.0], groups=[0, 1, 0])
+    metrics.add_feedback(0, [0.0, 2.0], [[0.0, 1.0], [1.0, 0.0]], y=[1.0, 1.0], groups=[0, 1])
+    assert metrics.audited_samples(0) == 2
+    report = metrics.observe_audit(0)
+    # the two rows served over (0, 2): group 0 always 2, group 1 always 0, both labelled 1
+    assert report.risk == 1.0 and report.group_risk.tolist() == [1.0, 1.0]
+    assert report.ks_unfairness.tolist() == [0.5, 0.5]
+
+
+def test_a_dro_weight_of_zero_is_exported():
+    metrics = StreamfairMetrics(GROUPS, ks=0.05)
+    metrics.set_dro_weights(0, [0.0, 1.0], robust_value=0.3)
+    reg = metrics.registry
+    assert [value(reg, "streamfair_dro_weight", partition="0", group=g) for g in GROUPS] == [0.0, 1.0]
+
+
+def test_forgetting_a_partition_drops_every_series_of_it_and_none_of_another():
+    metrics = StreamfairMetrics(GROUPS, ks=0.05)
+    for partition in (1, 3):
+        metrics.add_feedback(partition, [0.0, 1.0], [[1.0, 0.0], [0.0, 1.0]], [0.0, 1.0], [0, 1])
+        metrics.observe(Served(diagnostics_of(n_samples=7)), partition)
+        metrics.set_dro_weights(partition, [0.4, 0.6], robust_value=0.3)
+
+    def series(partition):
+        return sorted((sample.name, tuple(sorted(sample.labels.items()))) for family in metrics.registry.collect()
+                      for sample in family.samples if sample.labels.get("partition") == partition)
+
+    kept = series("1")
+    # per group: 3 live, 4 audited, 1 DRO weight; per partition: the live violation, 6 convergence gauges,
+    # 2 dual norms, the audited risk and the robust value
+    assert len(kept) == len(series("3")) == 2 * (3 + 4 + 1) + 1 + 6 + 2 + 1 + 1
+    metrics.forget_partition(3)
+    assert series("3") == [] and series("1") == kept
 
 
 # ---------------------------------------------------------------------------- live vs audited

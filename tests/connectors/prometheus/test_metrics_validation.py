@@ -59,6 +59,7 @@ def test_audit_window_constructor_rejects(kwargs, fragments):
         ([[1.0, 0.0]] * 2, [[0.0, 1.0]], [0, 1], ("y must have shape", "(1, 2)")),  # was flattened
         ([[1.0, 0.0]] * 2, [0.0, 1.0], [[0, 1]], ("groups must have shape (2,)", "(1, 2)")),  # was flattened
         ([[1.0, 0.0]] * 2, [0.0, 1.0], [0, 5], ("groups", "0..1", "entry 1 is 5")),
+        ([[1.0, 0.0]] * 2, [0.0, 1.0], [0, -1], ("groups", "0..1", "entry 1 is -1")),
         ([[1.0, 0.0]], [0.0], [0.0], ("groups", "float64")),
     ],
 )
