@@ -23,7 +23,7 @@ from connectors.prometheus.report import (
     render,
     scrape_history,
 )
-from streamfair import FairRegressionPostProcessor
+from streamfair import FairRegressionPostProcessor, evaluate
 
 GROUPS = ["a", "b"]
 EPS = 0.03
@@ -216,12 +216,159 @@ RECORD = {"time": 0.0, "partition": "0", "n_samples": 1, "live_gap": [0.1, 0.1],
     ([{"streamfair_history": 1}], "line 1 is not a history header"),
     ([{k: v for k, v in HEADER.items() if k != "measure"}], "line 1 is not a history header"),
     ([{**HEADER, "target": "x"}], "line 1 is not a history header"),
+    ([{**HEADER, "groups": ["0"], "target": [0.05]}], "line 1 is not a history header"),
     ([HEADER, {**RECORD, "live_ks": [0.1]}, RECORD], "line 2 is not a history record"),
     ([HEADER, {**RECORD, "time": "x"}, RECORD], "line 2 is not a history record"),
     ([HEADER, {**RECORD, "live_ks": [None, "a"]}, RECORD], "line 2 is not a history record"),
-], ids=["no-groups", "no-measure", "target-not-numbers", "too-few-entries", "time-not-a-number", "not-numbers"])
+], ids=["no-groups", "no-measure", "target-not-numbers", "one-group", "too-few-entries", "time-not-a-number",
+        "not-numbers"])
 def test_a_malformed_history_is_an_error_naming_the_line_not_a_traceback(tmp_path, capsys, lines, named):
     path = tmp_path / "h.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert cli.main(["report", str(path), "-o", str(tmp_path / "out.png")]) == 1
     assert named in capsys.readouterr().err
+
+
+def test_a_target_of_zero_is_a_history_like_any_other(tmp_path):
+    """A post-processor asked for exact parity (a target of 0) has its history written and read back."""
+    path = tmp_path / "h.jsonl"
+    with HistoryWriter(path, GROUPS, 0.0, measure="ks") as writer:
+        writer.write(HistoryRecord(**RECORD))
+    history = read_history(path)
+    assert history.target == [0.0, 0.0] and len(history.records) == 1
+
+
+def test_a_history_of_another_measure_is_not_appended_to(tmp_path):
+    path = tmp_path / "h.jsonl"
+    HistoryWriter(path, GROUPS, 0.05, measure="ks").close()
+    with pytest.raises(ValueError, match="holds a history for groups .* and ks target"):
+        HistoryWriter(path, GROUPS, 0.05, measure="gap")
+
+
+def test_a_header_written_before_the_ks_targets_reads_as_per_value_gaps(tmp_path):
+    path = tmp_path / "h.jsonl"
+    path.write_text(json.dumps({"streamfair_history": 1, "groups": ["0", "1"], "eps": [0.01, 0.02]}) + "\n"
+                    + json.dumps(RECORD) + "\n")
+    history = read_history(path)
+    assert (history.measure, history.target, len(history.records)) == ("gap", [0.01, 0.02], 1)
+
+
+def test_a_record_from_diagnostics_carries_their_values_the_report_s_and_the_given_time():
+    fair = FairRegressionPostProcessor(L=5, n_groups=2, ks=0.05, seed=0)
+    for i in range(100):
+        fair.learn_one(0.5 if i % 2 else -0.5, [0.8, 0.2] if i % 2 else [0.2, 0.8])
+    diagnostics = fair.diagnostics()
+    report = evaluate([[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]], [0.0, 1.0], [0.0, 0.0, 1.0], [0, 1, 1])
+    record = HistoryRecord.from_diagnostics(4, diagnostics, report, audited_samples=3, time=12.5)
+    assert record == HistoryRecord(
+        time=12.5, partition="4", n_samples=100, live_gap=diagnostics.group_unfairness.tolist(),
+        live_ks=diagnostics.group_ks.tolist(), live_mean=diagnostics.group_mean.tolist(),
+        audited_gap=report.atom_unfairness.tolist(), audited_ks=report.ks_unfairness.tolist(), risk=report.risk,
+        audited_samples=3)
+
+
+def test_render_counts_time_from_the_first_record_and_draws_a_risk_of_zero(tmp_path):
+    records = [HistoryRecord(1000.0 + t, "0", 100, [0.1, 0.2], [0.3, 0.4], [0.0, 0.1], audited_gap=[0.1, 0.2],
+                             audited_ks=[0.3, 0.4], risk=risk) for t, risk in ((0.0, 0.0), (1.5, 0.2), (3.0, 0.1))]
+    figure = render(History(GROUPS, [0.05, 0.05], "ks", records), tmp_path / "report.png")
+    live = {line.get_label(): line for line in figure.axes[0].get_lines()}["group a live"]
+    assert live.get_xdata().tolist() == [0.0, 1.5, 3.0]
+    (risk,) = figure.axes[1].get_lines()
+    assert risk.get_xdata().tolist() == [0.0, 1.5, 3.0] and risk.get_ydata().tolist() == [0.0, 0.2, 0.1]
+
+
+class Clock:
+    """The report's clock: time passes when it sleeps, and while an endpoint answers."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds >= 0
+        self.now += seconds
+
+
+def exposition(groups) -> bytes:
+    """A streamfair metrics page of one partition that has learned a few samples."""
+    fair = FairRegressionPostProcessor(L=5, n_groups=2, ks=0.05, seed=0)
+    for i in range(10):
+        fair.learn_one(0.5 if i % 2 else -0.5, [0.8, 0.2] if i % 2 else [0.2, 0.8])
+    metrics = StreamfairMetrics(groups, ks=fair.ks)
+    metrics.observe(fair)
+    return prometheus_client.generate_latest(metrics.registry)
+
+
+def scrape_with_clock(monkeypatch, pages, answer_seconds, duration, every):
+    """``scrape_history`` of an endpoint serving ``pages`` in turn, each answer taking ``answer_seconds``."""
+    clock = Clock()
+    monkeypatch.setattr("connectors.prometheus.report._time", clock)
+    served = iter(pages)
+
+    class Endpoint(BaseHTTPRequestHandler):
+        def do_GET(self):
+            clock.now += answer_seconds
+            body = next(served)
+            self.send_response(200)
+            self.send_header("Content-Type", prometheus_client.CONTENT_TYPE_LATEST)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Endpoint)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
+    try:
+        return scrape_history(f"http://127.0.0.1:{server.server_port}/metrics", duration=duration, every=every)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_scrapes_are_due_every_interval_from_the_start_up_to_the_duration_included(monkeypatch):
+    """0.3 s every 0.1 s: four scrapes at 0, 0.1, 0.2 and 0.3 s (0.3 / 0.1 is 2.9999999999999996 in floats)."""
+    page = exposition(GROUPS)
+    history = scrape_with_clock(monkeypatch, [page] * 4, 0.0, duration=0.3, every=0.1)
+    assert [record.time for record in history.records] == pytest.approx([0.0, 0.1, 0.2, 0.3], abs=1e-12)
+
+
+def test_late_scrapes_follow_each_other_at_once(monkeypatch):
+    """Answers of 0.15 s: the scrapes due at 0.1 and 0.2 s start when the one before has its answer."""
+    page = exposition(GROUPS)
+    history = scrape_with_clock(monkeypatch, [page] * 3, 0.15, duration=0.2, every=0.1)
+    assert [record.time for record in history.records] == pytest.approx([0.15, 0.3, 0.45], abs=1e-12)
+
+
+def test_groups_that_change_while_scraping_are_an_error(monkeypatch):
+    pages = [exposition(GROUPS), exposition(["a", "c"])]
+    with pytest.raises(ValueError, match=r"the groups changed from \['a', 'b'\] to \['a', 'c'\] while scraping"):
+        scrape_with_clock(monkeypatch, pages, 0.0, duration=0.1, every=0.1)
+
+
+def test_a_page_scraped_between_two_gauges_of_a_partition_gives_whole_records_only():
+    """The gauges of a partition are set (and removed) one after the other while the endpoint may be read:
+    a partition is recorded once all its live gauges are on the page, and its audited fields are all there or
+    all left out."""
+    fair = FairRegressionPostProcessor(L=5, n_groups=2, ks=0.05, seed=0)
+    fair.learn_one(0.5, [0.2, 0.8])
+    metrics = StreamfairMetrics(GROUPS, ks=fair.ks)
+    metrics.add_feedback(0, fair.atoms, fair.proba_many([0.5, -0.5], [[0.2, 0.8], [0.8, 0.2]]), [0.5, -0.5], [1, 0])
+    metrics.observe(fair)
+    page = prometheus_client.generate_latest(metrics.registry).decode()
+
+    def without(name):
+        return "".join(line for line in page.splitlines(keepends=True) if not line.startswith(name + "{"))
+
+    whole = records_from_exposition(page, now=0.0)[3]
+    assert len(whole) == 1 and whole[0].audited_ks is not None and whole[0].risk is not None
+    for live in ("streamfair_live_fairness_ks", "streamfair_live_prediction_mean"):
+        assert records_from_exposition(without(live), now=0.0)[3] == []
+    (record,) = records_from_exposition(without("streamfair_audited_fairness_gap"), now=0.0)[3]
+    assert (record.audited_gap, record.audited_ks, record.risk) == (None, None, None)
+    assert record.live_ks == whole[0].live_ks
