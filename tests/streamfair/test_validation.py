@@ -345,6 +345,7 @@ def test_evaluation_rejects_bad_inputs():
     check_error(lambda: evaluate(proba, atoms, y, [0, 1, 0, -1]), "groups")
     check_error(lambda: evaluate(proba, atoms, y, [0, 2, 0, 2]), "group", "0.0, 2.0]")  # group 1 is empty
     check_error(lambda: evaluate(proba, atoms, y, np.full((4, 2), -0.5)), "groups")
+    check_error(lambda: evaluate(proba, atoms, y, np.full((3, 2), 0.5)), "groups", "(4, K)", "(3, 2)")
     check_error(lambda: evaluate(proba, atoms, y, [0, 3, 0, 1], n_groups=3), "n_groups=3", "3")
     check_error(lambda: evaluate_deterministic([0.0, 1.0], [0.0], [0, 1]), "y", "(1,)")
     check_error(lambda: evaluate_deterministic([0.0, NAN], [0.0, 1.0], [0, 1]), "predictions", "nan")
