@@ -9,6 +9,7 @@ broker whose ``max.message.bytes`` is below the producer's limit does.
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -382,3 +383,134 @@ def test_a_restore_that_cannot_read_a_checkpoint_stops_the_daemon_with_its_exit_
     assert error["key"] == key.decode() and named in error["error"]
     assert daemon.partitions.tasks == {} and daemon.partitions.to_restore == {0}
     assert [tp.topic for tp, _ in consumers.seeks] == [daemon.config.topics.changelog]  # read from 0, nothing else
+
+
+class GroupConsumer:
+    """The daemon's group consumer, a stand-in: it keeps the offsets it is asked to commit, and its seeks."""
+
+    def __init__(self):
+        self.commits: list[dict] = []
+        self.seeks: list[tuple[TopicPartition, int]] = []
+
+    def seek(self, tp, offset):
+        self.seeks.append((tp, offset))
+
+    def commit(self, offsets, asynchronous=False):
+        self.commits.append(dict(offsets))
+
+    def group_metadata(self):
+        return None
+
+
+class Transactions(KeepingBroker):
+    """A transactional producer that keeps the changelog and the offsets each transaction sent."""
+
+    def __init__(self):
+        super().__init__()
+        self.offsets: list[dict] = []
+
+    def init_transactions(self):
+        pass
+
+    def begin_transaction(self):
+        pass
+
+    def send_offsets_to_transaction(self, offsets, group_metadata):
+        self.offsets.append(dict(offsets))
+
+    def commit_transaction(self):
+        pass
+
+
+def test_a_checkpoint_counts_each_partition_it_writes_and_the_count_of_records_starts_again():
+    daemon = daemon_writing_to(KeepingBroker(), (5, 5), "processing.checkpoint_every_messages=30")
+    checkpoints = daemon.checkpoints
+    assert checkpoints.since_checkpoint == 20 and checkpoints.checkpoint() is True
+    assert daemon.stats.checkpoints == 2 and checkpoints.since_checkpoint == 0 and not checkpoints.dirty
+    checkpoints.processed(0, 29)
+    assert not checkpoints.due(time.monotonic())
+    checkpoints.processed(0, 1)
+    assert checkpoints.due(time.monotonic())
+
+
+def test_with_nothing_changed_a_checkpoint_touches_nothing():
+    broker = KeepingBroker()
+    daemon = daemon_writing_to(broker, (5, 5))
+    assert daemon.checkpoints.checkpoint() is True
+    broker.calls.clear()
+    assert daemon.checkpoints.checkpoint() is True
+    assert broker.calls == [] and daemon.stats.checkpoints == 2
+
+
+def test_a_failed_checkpoint_is_retried_after_the_back_off_and_a_rewind_counts_records_from_the_checkpoint():
+    log = EventLog("checkpoint-back-off")
+    daemon = daemon_writing_to(RefusingBroker(TransportError("broker away")), (5, 5),
+                               "processing.checkpoint_every_messages=20", log=log)
+    checkpoints = daemon.checkpoints
+    assert checkpoints.due(time.monotonic()) and checkpoints.checkpoint() is False
+    (failed,) = log.fields("checkpoint_failed")
+    assert not checkpoints.due(time.monotonic())  # 20 records: due, but not before the back-off
+    assert checkpoints.due(time.monotonic() + failed["retry_in_s"])
+    checkpoints.rewind(daemon.sender.failure)
+    assert checkpoints.since_checkpoint == 0 and not checkpoints.dirty  # the tasks are back where it was durable
+
+
+def daemon_committing(feedback: str, *overrides: str, producer=None) -> tuple[Daemon, GroupConsumer]:
+    """A daemon with one task on partition 0 at input offset ``None`` and feedback offset 7, a checkpoint due."""
+    daemon = Daemon(load_config(env={}, overrides=[f"topics.feedback={feedback}", *overrides]))
+    daemon._consumer = consumer = GroupConsumer()
+    daemon.sender.transport = OneProducer(producer or KeepingBroker())
+    daemon.sender.renew()
+    daemon.partitions.tasks[0] = PartitionTask("streamfair.input", 0, FairRegressionPostProcessor(n_groups=2, L=5),
+                                               parser=InputParser(2, 1000), feedback_offset=7)
+    daemon.checkpoints.processed(0, 0)
+    return daemon, consumer
+
+
+def test_a_task_that_has_read_only_feedback_commits_its_feedback_offset_alone():
+    daemon, consumer = daemon_committing("labels")
+    assert daemon.checkpoints.checkpoint() is True
+    assert consumer.commits == [{TopicPartition("labels", 0): 7}]
+
+
+def test_without_a_feedback_topic_the_feedback_offset_of_a_checkpoint_is_not_committed():
+    """A checkpoint written while the daemon read feedback, restored by one that reads none."""
+    daemon, consumer = daemon_committing("")
+    daemon.partitions.tasks[0].offset = 12
+    assert daemon.checkpoints.checkpoint() is True
+    assert consumer.commits == [{TopicPartition("streamfair.input", 0): 12}]
+
+
+def test_exactly_once_sends_the_offsets_in_the_transaction_and_commits_none_outside_it():
+    producer = Transactions()
+    daemon, consumer = daemon_committing("labels", "processing.guarantee=exactly_once", producer=producer)
+    daemon.sender.transactional_id = "streamfair-test"
+    daemon.partitions.tasks[0].offset = 12
+    assert daemon.checkpoints.checkpoint() is True
+    assert producer.offsets == [{TopicPartition("streamfair.input", 0): 12, TopicPartition("labels", 0): 7}]
+    assert consumer.commits == []
+
+
+def test_parts_written_again_after_a_failed_write_are_not_deleted_first():
+    """A failed write of a checkpoint leaves its parts to delete; after the rewind the replay reaches the same
+    state, and its checkpoint writes the same parts: they are current again, not deleted then rewritten."""
+    lose = {"on": False}
+    broker = KeepingBroker(lose=lambda key: lose["on"] and key.endswith(b"/2/3"))
+    daemon = daemon_keeping(broker)
+    daemon._consumer = GroupConsumer()  # the rewind seeks it back
+    assert daemon.checkpoints.checkpoint() is True
+    daemon.checkpoints.rewind(RuntimeError("back to the checkpoint"))  # the tasks as a rewind rebuilds them
+    learn(daemon, 1)
+    lose["on"] = True
+    sent = len(broker.calls)
+    assert daemon.checkpoints.checkpoint() is False
+    part_of_0 = checkpoint_key("streamfair.input", 0) + b"#"
+    failed = {call[1] for call in broker.calls[sent:] if call[0] == "send" and call[1].startswith(part_of_0)}
+    assert len(failed) == 3
+    daemon.checkpoints.rewind(daemon.sender.failure)
+    lose["on"] = False
+    learn(daemon, 1)  # the same records again: the same state
+    written = len(broker.changelog[0])
+    assert daemon.checkpoints.checkpoint() is True
+    assert broker.read(0).current_parts() == failed
+    assert not {key for key, value in broker.changelog[0][written:] if value is None} & failed
