@@ -492,16 +492,16 @@ class KafkaPythonProducer:
         transactional = manager is not None and manager.is_transactional()
         # key and value bytes that fit any request: a record batch adds at most 61 + 21 bytes, their lengths 10
         self._direct_bytes = -1 if transactional else producer.config["max_request_size"] - 128
-        self._partitions: dict[tuple[str, int], TopicPartition] = {}
 
     def send(self, topic: str, *, key: bytes | None, value: bytes | None, partition: int | None = None,
              timestamp_ms: int | None = None, headers: list[tuple[str, bytes]] | None = None,
              on_error: Callable[[TransportError], None] | None = None) -> None:
         try:
+            future = None
             if (partition is not None and not headers and value is not None
                     and len(value) + (len(key) if key is not None else 0) <= self._direct_bytes):
                 future = self._append(topic, partition, key, value, timestamp_ms)
-            else:
+            if future is None:
                 future = self.client.send(topic, value=value, key=key, partition=partition,
                                           timestamp_ms=timestamp_ms, headers=headers)
         except KafkaError as error:
@@ -510,15 +510,14 @@ class KafkaPythonProducer:
             future.add_errback(self._errbacks(on_error))
 
     def _append(self, topic: str, partition: int, key: bytes | None, value: bytes, timestamp_ms: int | None) -> Any:
-        """``KafkaProducer.send`` of a record that fits any request, to a partition, with a value and no headers."""
+        """``KafkaProducer.send`` of a record that fits any request, to a partition, with a value and no headers;
+        ``None`` where ``send`` itself must answer (a producer closed, a partition its metadata does not show)."""
         client = self.client
         partitions = client._metadata.partitions_for_topic(topic)
-        if client._closed or partitions is None or partition not in partitions:  # send raises, or waits
-            return client.send(topic, value=value, key=key, partition=partition, timestamp_ms=timestamp_ms)
-        tp = self._partitions.get((topic, partition))
-        if tp is None:
-            tp = self._partitions[topic, partition] = TopicPartition(topic, partition)
-        future, batch_is_full, new_batch, _ = client._accumulator.append(tp, timestamp_ms, key, value, [])
+        if client._closed or partitions is None or partition not in partitions:
+            return None
+        future, batch_is_full, new_batch, _ = client._accumulator.append(
+            TopicPartition(topic, partition), timestamp_ms, key, value, [])
         if batch_is_full or new_batch:
             client._sender.wakeup()
         return future

@@ -168,28 +168,15 @@ def test_a_slow_endpoint_delays_the_scrapes_without_skipping_any(tmp_path):
     """The scrapes are due at 0, 0.1 and 0.2 s; each takes 0.15 s here, so they run late, all three."""
     fair, metrics = library_loop(tmp_path / "h.jsonl", n=100)
     metrics.observe(fair, 0)
-    exposition = prometheus_client.generate_latest(metrics.registry)
+    page = prometheus_client.generate_latest(metrics.registry)
 
-    class SlowEndpoint(BaseHTTPRequestHandler):
-        def do_GET(self):
-            time.sleep(0.15)
-            self.send_response(200)
-            self.send_header("Content-Type", prometheus_client.CONTENT_TYPE_LATEST)
-            self.end_headers()
-            self.wfile.write(exposition)
+    def slow_answer() -> bytes:
+        time.sleep(0.15)
+        return page
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), SlowEndpoint)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        started = time.monotonic()
-        history = scrape_history(f"http://127.0.0.1:{server.server_port}/metrics", duration=0.2, every=0.1)
-        elapsed = time.monotonic() - started
-    finally:
-        server.shutdown()
-        server.server_close()
+    started = time.monotonic()
+    history = scrape_endpoint(slow_answer, duration=0.2, every=0.1)
+    elapsed = time.monotonic() - started
     assert len(history.records) == 3 and [r.n_samples for r in history.records] == [100] * 3
     assert elapsed >= 0.45  # three scrapes of 0.15 s, back to back once late
 
@@ -304,16 +291,12 @@ def exposition(groups) -> bytes:
     return prometheus_client.generate_latest(metrics.registry)
 
 
-def scrape_with_clock(monkeypatch, pages, answer_seconds, duration, every):
-    """``scrape_history`` of an endpoint serving ``pages`` in turn, each answer taking ``answer_seconds``."""
-    clock = Clock()
-    monkeypatch.setattr("connectors.prometheus.report._time", clock)
-    served = iter(pages)
+def scrape_endpoint(answer, duration, every):
+    """``scrape_history`` of a local HTTP endpoint whose every answer is the page ``answer()`` returns."""
 
     class Endpoint(BaseHTTPRequestHandler):
         def do_GET(self):
-            clock.now += answer_seconds
-            body = next(served)
+            body = answer()
             self.send_response(200)
             self.send_header("Content-Type", prometheus_client.CONTENT_TYPE_LATEST)
             self.end_headers()
@@ -329,6 +312,19 @@ def scrape_with_clock(monkeypatch, pages, answer_seconds, duration, every):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def scrape_with_clock(monkeypatch, pages, answer_seconds, duration, every):
+    """``scrape_history`` of an endpoint serving ``pages`` in turn, each answer taking ``answer_seconds``."""
+    clock = Clock()
+    monkeypatch.setattr("connectors.prometheus.report._time", clock)
+    served = iter(pages)
+
+    def answer() -> bytes:
+        clock.now += answer_seconds
+        return next(served)
+
+    return scrape_endpoint(answer, duration, every)
 
 
 def test_scrapes_are_due_every_interval_from_the_start_up_to_the_duration_included(monkeypatch):
