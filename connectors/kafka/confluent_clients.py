@@ -45,6 +45,8 @@ RECONNECT_BACKOFF_MAX_MS = 1000
 #: What librdkafka answers a seek of a partition just assigned by ``assign`` (its fetcher not started, or the
 #: assignment not applied yet): the seek is done by assigning the partition again, starting at the offset.
 _SEEK_BEFORE_FETCH = frozenset({KafkaError._STATE, KafkaError._OUTDATED})
+#: librdkafka's ``RD_KAFKA_PARTITION_UA``: the partitioner picks the partition.
+_ANY_PARTITION = -1
 _LOG = logging.getLogger("streamfair.librdkafka")
 
 
@@ -248,10 +250,10 @@ class ConfluentConsumer:
                 record: ConfluentRecord | UnreadableRecord = ConfluentRecord(message)
             except Exception as error:  # noqa: BLE001 -- only its headers can fail: the record is dead-lettered
                 record = _unreadable(message, error)
-            tp = TopicPartition(record.topic, record.partition)
-            records = batch.get(tp)
+            where = record.topic, record.partition  # finds its TopicPartition key: a tuple equal to it
+            records = batch.get(where)  # type: ignore[call-overload]
             if records is None:
-                batch[tp] = [record]
+                batch[TopicPartition(*where)] = [record]
             else:
                 records.append(record)
         for tp, records in batch.items():
@@ -403,17 +405,12 @@ class ConfluentProducer:
     def send(self, topic: str, *, key: bytes | None, value: bytes | None, partition: int | None = None,
              timestamp_ms: int | None = None, headers: list[tuple[str, bytes]] | None = None,
              on_error: Callable[[TransportError], None] | None = None) -> None:
-        record: dict[str, Any] = {"key": key, "value": value, "timestamp": timestamp_ms or 0}
-        if partition is not None:
-            record["partition"] = partition
-        if headers:
-            record["headers"] = headers
-        if on_error is not None:
-            record["on_delivery"] = self._delivery_reports(on_error)
+        report = None if on_error is None else self._delivery_reports(on_error)
+        where = _ANY_PARTITION if partition is None else partition
         deadline = None
         while True:
-            try:
-                self.client.produce(topic, **record)
+            try:  # positional: topic, value, key, partition, on_delivery, its alias, timestamp (0: now), headers
+                self.client.produce(topic, value, key, where, report, None, timestamp_ms or 0, headers or None)
                 return
             except BufferError:  # the queue is full: serve delivery reports until there is room
                 deadline = deadline or time.monotonic() + self.block_s
