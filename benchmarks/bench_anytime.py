@@ -11,7 +11,9 @@ the same ``n`` samples, the LP with the same grid, posteriors and KS constraints
 
 **What the Law School test split can measure** (:func:`law_measurement`): the ``anytime``
 predictor's worst-group KS on the test split, the floor of that split (its groups shuffled), and
-the KS on the Law School people outside the experiment's sub-sample, on the same streams.
+the KS on the Law School people outside the experiment's sub-sample, on the same streams; and by KS
+target (``--law-targets``, :func:`law_targets`), the KS on the pool the stream resamples, by posteriors
+(what the post-processor holds at its target) and by true S, next to those readings.
 
 **Frontier.**  On the synthetic set, the LP at several KS targets on the whole pool traces the
 risk-unfairness frontier on test; the ``anytime`` predictor's risk is compared with the
@@ -66,6 +68,7 @@ METHODS = ("anytime", "paper", "LP")
 FRONTIER_TARGETS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
 DRIFT_LENGTH, DRIFT_CHANGE, DRIFT_EVERY = 20_000, 6_000, 250
 MEASUREMENT_SIZES, MEASUREMENT_REPETITIONS, PERMUTATIONS = (1000, 2000, 8000), 10, 50
+LAW_TARGETS, LAW_TARGETS_SIZE = (DEFAULT_KS, 0.02, 0.01), 8000
 STEADY_LENGTH, STEADY_FROM, STEADY_TARGETS = 40_000, 10_000, (DEFAULT_KS, 0.8 * DEFAULT_KS)
 #: the two-group populations of the steady state, by name: the share of the second group
 SMALL_GROUPS = {f"{share:.0%} group": share for share in (0.5, 0.2, 0.05, 0.02)}
@@ -140,6 +143,65 @@ def law_measurement(repetitions: int, sizes=MEASUREMENT_SIZES) -> np.ndarray:
                                 n_groups=prep.p.size).max_ks
             out[rep, j] = on_test(prep.s_test).max_ks, floor, held_out
     return out
+
+
+def law_targets(repetitions: int, targets=LAW_TARGETS, n: int = LAW_TARGETS_SIZE) -> np.ndarray:
+    """Law School after ``n`` samples, by KS target: what the post-processor controls, and what the splits read.
+
+    Returns ``(repetitions, len(targets), 6)``, the streams of :func:`law_measurement`, for the
+    predictor with ``ks`` set to each target (only ``B``, ``p`` and ``ks`` given):
+
+    * the worst-group KS on the unlabeled pool (the 800 people the stream resamples), each group
+      weighted by its posteriors ``tau``: the plug-in quantity the post-processor holds at ``ks``;
+    * the same people's worst-group KS with their true S: the plug-in's error is the posteriors';
+    * the test split's worst-group KS (true S) and its *floor* (:func:`law_measurement`);
+    * the worst-group KS on the 19,791 people outside the sub-sample;
+    * the risk on the test split, divided by the base model's.
+    """
+    data, population = datasets.load("law"), datasets.load_law_held_out()
+    out = np.zeros((repetitions, len(targets), 6))
+    for rep in range(repetitions):
+        prep = prepare(data, np.random.default_rng([0, rep]))
+        units, shuffle = prep.to_target_units, np.random.default_rng([2, rep])
+        eta_population, tau_population = prep.score(population.X)
+        base = evaluate_deterministic(units(prep.eta_test), prep.y_test, prep.s_test, prep.p.size)
+        index = np.random.default_rng([1, rep]).integers(0, prep.eta_pool.size, n)
+        for j, ks in enumerate(targets):
+            model = FairRegressionPostProcessor(B=1.0, p=prep.p, ks=ks, seed=rep)
+            model.learn_many(prep.eta_pool[index], prep.tau_pool[index])
+            atoms = units(model.atoms)
+            pool = model.proba_many(prep.eta_pool, prep.tau_pool)
+            on_test = functools.partial(evaluate, model.proba_many(prep.eta_test, prep.tau_test), atoms, prep.y_test,
+                                        n_groups=prep.p.size)
+            test = on_test(prep.s_test)
+            out[rep, j] = (
+                evaluate(pool, atoms, prep.eta_pool, prep.tau_pool).max_ks,
+                evaluate(pool, atoms, prep.y_pool, prep.s_pool, n_groups=prep.p.size).max_ks,
+                test.max_ks,
+                np.mean([on_test(shuffle.permutation(prep.s_test)).max_ks for _ in range(PERMUTATIONS)]),
+                evaluate(model.proba_many(eta_population, tau_population), atoms, population.y, population.s,
+                         n_groups=prep.p.size).max_ks,
+                test.risk / base.risk,
+            )
+    return out
+
+
+def law_targets_table(repetitions: int = MEASUREMENT_REPETITIONS) -> str:
+    """:func:`law_targets` as a markdown table (mean ± standard error over splits)."""
+    measured = law_targets(repetitions)
+    mean, error = measured.mean(axis=0), measured.std(axis=0, ddof=1) / np.sqrt(repetitions)
+    lines = [
+        f"Law School, anytime, {repetitions} splits, after {LAW_TARGETS_SIZE:,} samples, by KS target: worst-group "
+        "KS on the pool the stream resamples (by posteriors, as the post-processor sees it; by true S), on the "
+        "test split and its floor, on the people outside the sub-sample; risk on test / the base model's",
+        "",
+        "| ks | pool, by posteriors | pool, by true S | test split | its floor | held-out population | risk / base |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for j, ks in enumerate(LAW_TARGETS):
+        cells = [f"{mean[j, c]:.3f} ± {error[j, c]:.3f}" for c in range(5)]
+        lines.append(f"| {ks:g} | " + " | ".join(cells) + f" | {mean[j, 5]:.3f} |")
+    return "\n".join(lines)
 
 
 def frontier(repetitions: int) -> tuple[np.ndarray, np.ndarray]:
@@ -341,7 +403,7 @@ def main(repetitions: int = 2, plots: str | None = None) -> str:
     ]
     for j, n in enumerate(MEASUREMENT_SIZES):
         lines.append(f"| {n} | " + " | ".join(f"{mean[j, c]:.3f} ± {error[j, c]:.3f}" for c in range(3)) + " |")
-    lines.append("")
+    lines += ["", law_targets_table(), ""]
     points, ours = frontier(repetitions)
     ratio = ours[1] / frontier_risk(points, ours[0])
     lines += [
@@ -415,9 +477,12 @@ if __name__ == "__main__":
     only = command.add_mutually_exclusive_group()
     only.add_argument("--steady-state", action="store_true", help="print only the steady-state table")
     only.add_argument("--target-range", action="store_true", help="print only the target-range table")
+    only.add_argument("--law-targets", action="store_true", help="print only the Law School table by KS target")
     args = command.parse_args()
     if args.steady_state:
         print(steady_state_table(args.repetitions))
+    elif args.law_targets:
+        print(law_targets_table())
     elif args.target_range:
         print(target_range_table(args.repetitions))
     else:

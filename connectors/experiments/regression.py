@@ -124,6 +124,8 @@ class Prepared:
     tau_test: np.ndarray
     y_test: np.ndarray
     s_test: np.ndarray
+    y_pool: np.ndarray  # the pool's labels and groups: never given to a post-processor, for measurements only
+    s_pool: np.ndarray
     p: np.ndarray
     low: float
     high: float
@@ -159,8 +161,8 @@ def prepare(data: datasets.Dataset, rng: np.random.Generator) -> Prepared:
     The unlabeled pool and the test split get the base models' ``eta`` (scaled) and ``tau``:
 
     >>> prep = prepare(datasets.load_synthetic(n_samples=500), np.random.default_rng(0))
-    >>> prep.eta_pool.shape, prep.tau_pool.shape, prep.eta_test.shape, prep.y_test.shape
-    ((199,), (199, 4), (101,), (101,))
+    >>> prep.eta_pool.shape, prep.tau_pool.shape, prep.eta_test.shape, prep.y_test.shape, prep.s_pool.shape
+    ((199,), (199, 4), (101,), (101,), (199,))
     >>> prep.p.round(3).tolist()                          # the train frequencies of S
     [0.265, 0.295, 0.25, 0.19]
     """
@@ -181,8 +183,8 @@ def prepare(data: datasets.Dataset, rng: np.random.Generator) -> Prepared:
         return regressor.predict(standardized), classifier.predict_proba(standardized)
 
     return Prepared(
-        eta[pool], tau[pool], eta[test], tau[test], data.y[test], data.s[test], p, low, high,
-        time.perf_counter() - start, score,
+        eta[pool], tau[pool], eta[test], tau[test], data.y[test], data.s[test], data.y[pool], data.s[pool], p,
+        low, high, time.perf_counter() - start, score,
     )
 
 
