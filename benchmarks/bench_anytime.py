@@ -50,14 +50,16 @@ import functools
 import pathlib
 import sys
 import time
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 from command_line import parser  # benchmarks/command_line.py
 
 from connectors.experiments import datasets, drift, fair_lp
-from connectors.experiments.regression import prepare
+from connectors.experiments.regression import Prepared, prepare
 from connectors.experiments.two_groups import two_groups
-from streamfair import FairRegressionPostProcessor, evaluate, evaluate_deterministic
+from streamfair import FairnessReport, FairRegressionPostProcessor, evaluate, evaluate_deterministic
 from streamfair.constraints import CdfConstraints
 from streamfair.dual import group_features, regression_grid, squared_costs
 from streamfair.regression import DEFAULT_KS
@@ -112,6 +114,37 @@ def time_to_fair(name: str, repetitions: int, sizes=SIZES) -> dict:
     return out
 
 
+class LawSplit(NamedTuple):
+    """One split of the Law School measurements: its preparation, the stream's rows of the pool, the held-out
+    people and their base-model scores, and the shuffles of the test split's floor."""
+
+    prep: Prepared
+    rows: np.ndarray
+    population: datasets.Dataset
+    scores: tuple[np.ndarray, np.ndarray]
+    shuffle: np.random.Generator
+
+
+def _law_splits(repetitions: int, n: int) -> Iterator[LawSplit]:
+    data, population = datasets.load("law"), datasets.load_law_held_out()
+    for rep in range(repetitions):
+        prep = prepare(data, np.random.default_rng([0, rep]))
+        index = np.random.default_rng([1, rep]).integers(0, prep.eta_pool.size, n)
+        yield LawSplit(prep, index, population, prep.score(population.X), np.random.default_rng([2, rep]))
+
+
+def _law_readings(model: FairRegressionPostProcessor, split: LawSplit) -> tuple[FairnessReport, float, float]:
+    """The test split's report, its floor, and the worst-group KS on the held-out people."""
+    prep, population = split.prep, split.population
+    atoms = prep.to_target_units(model.atoms)
+    on_test = functools.partial(evaluate, model.proba_many(prep.eta_test, prep.tau_test), atoms, prep.y_test,
+                                n_groups=prep.p.size)
+    floor = float(np.mean([on_test(split.shuffle.permutation(prep.s_test)).max_ks for _ in range(PERMUTATIONS)]))
+    held_out = evaluate(model.proba_many(*split.scores), atoms, population.y, population.s,
+                        n_groups=prep.p.size).max_ks
+    return on_test(prep.s_test), floor, held_out
+
+
 def law_measurement(repetitions: int, sizes=MEASUREMENT_SIZES) -> np.ndarray:
     """Law School, ``anytime``: worst-group KS on the test split, its floor, and on a large population.
 
@@ -124,24 +157,15 @@ def law_measurement(repetitions: int, sizes=MEASUREMENT_SIZES) -> np.ndarray:
     * the worst-group KS on the 19,791 people outside the sub-sample
       (:func:`connectors.experiments.datasets.load_law_held_out`), scored by the same base models.
     """
-    data, population = datasets.load("law"), datasets.load_law_held_out()
     out = np.zeros((repetitions, len(sizes), 3))
-    for rep in range(repetitions):
-        prep = prepare(data, np.random.default_rng([0, rep]))
-        units, shuffle = prep.to_target_units, np.random.default_rng([2, rep])
-        eta_population, tau_population = prep.score(population.X)
-        index = np.random.default_rng([1, rep]).integers(0, prep.eta_pool.size, max(sizes))
+    for rep, split in enumerate(_law_splits(repetitions, max(sizes))):
+        prep, index = split.prep, split.rows
         model, done = FairRegressionPostProcessor(B=1.0, p=prep.p, seed=rep), 0
         for j, n in enumerate(sizes):
             model.learn_many(prep.eta_pool[index[done:n]], prep.tau_pool[index[done:n]])
             done = n
-            atoms = units(model.atoms)
-            on_test = functools.partial(evaluate, model.proba_many(prep.eta_test, prep.tau_test), atoms, prep.y_test,
-                                        n_groups=prep.p.size)
-            floor = np.mean([on_test(shuffle.permutation(prep.s_test)).max_ks for _ in range(PERMUTATIONS)])
-            held_out = evaluate(model.proba_many(eta_population, tau_population), atoms, population.y, population.s,
-                                n_groups=prep.p.size).max_ks
-            out[rep, j] = on_test(prep.s_test).max_ks, floor, held_out
+            test, floor, held_out = _law_readings(model, split)
+            out[rep, j] = test.max_ks, floor, held_out
     return out
 
 
@@ -158,30 +182,19 @@ def law_targets(repetitions: int, targets=LAW_TARGETS, n: int = LAW_TARGETS_SIZE
     * the worst-group KS on the 19,791 people outside the sub-sample;
     * the risk on the test split, divided by the base model's.
     """
-    data, population = datasets.load("law"), datasets.load_law_held_out()
     out = np.zeros((repetitions, len(targets), 6))
-    for rep in range(repetitions):
-        prep = prepare(data, np.random.default_rng([0, rep]))
-        units, shuffle = prep.to_target_units, np.random.default_rng([2, rep])
-        eta_population, tau_population = prep.score(population.X)
-        base = evaluate_deterministic(units(prep.eta_test), prep.y_test, prep.s_test, prep.p.size)
-        index = np.random.default_rng([1, rep]).integers(0, prep.eta_pool.size, n)
+    for rep, split in enumerate(_law_splits(repetitions, n)):
+        prep = split.prep
+        base = evaluate_deterministic(prep.to_target_units(prep.eta_test), prep.y_test, prep.s_test, prep.p.size)
         for j, ks in enumerate(targets):
             model = FairRegressionPostProcessor(B=1.0, p=prep.p, ks=ks, seed=rep)
-            model.learn_many(prep.eta_pool[index], prep.tau_pool[index])
-            atoms = units(model.atoms)
-            pool = model.proba_many(prep.eta_pool, prep.tau_pool)
-            on_test = functools.partial(evaluate, model.proba_many(prep.eta_test, prep.tau_test), atoms, prep.y_test,
-                                        n_groups=prep.p.size)
-            test = on_test(prep.s_test)
+            model.learn_many(prep.eta_pool[split.rows], prep.tau_pool[split.rows])
+            pool, atoms = model.proba_many(prep.eta_pool, prep.tau_pool), prep.to_target_units(model.atoms)
+            test, floor, held_out = _law_readings(model, split)
             out[rep, j] = (
                 evaluate(pool, atoms, prep.eta_pool, prep.tau_pool).max_ks,
                 evaluate(pool, atoms, prep.y_pool, prep.s_pool, n_groups=prep.p.size).max_ks,
-                test.max_ks,
-                np.mean([on_test(shuffle.permutation(prep.s_test)).max_ks for _ in range(PERMUTATIONS)]),
-                evaluate(model.proba_many(eta_population, tau_population), atoms, population.y, population.s,
-                         n_groups=prep.p.size).max_ks,
-                test.risk / base.risk,
+                test.max_ks, floor, held_out, test.risk / base.risk,
             )
     return out
 

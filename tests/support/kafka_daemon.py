@@ -81,6 +81,39 @@ def messages(n: int, seed: int, prefix: str = "m") -> list[tuple[int, object, di
     return out
 
 
+#: What a daemon's producer is asked to send in the producer tests: ``(key, value, partition, timestamp, headers)``.
+SENT = [
+    (b"a", b'{"id": "a"}', 0, 1_700_000_000_000, None),
+    (None, b'{"id": 2}', 1, 1_700_000_000_001, None),
+    (b"c", b'{"id": "c"}', 2, None, None),  # the producer's clock
+    (b"d", b'{"id": "d"}', 0, 1_700_000_000_003, [("traceparent", b"00-4bf9-00f0-01"), ("empty", b"")]),
+    (b"e", b'{"id": "e"}', None, 1_700_000_000_004, None),  # the partitioner's choice
+    (b"f", None, 1, 1_700_000_000_005, None),  # a tombstone
+    (b"g", b'{"id": "g"}', 2, 1_700_000_000_006, []),
+]
+
+
+def send_and_read_back(broker: Broker, producer, topic: str) -> list:
+    """Send :data:`SENT` with the daemon's ``producer`` and check that every record reads back as given:
+    key, value, headers, its partition (if given), its timestamp (or one of the producer's clock while it
+    sent).  Returns what the producer's delivery reports passed to ``on_error``."""
+    failures: list = []
+    started = int(time.time() * 1000)
+    for key, value, partition, timestamp, headers in SENT:
+        producer.send(topic, key=key, value=value, partition=partition, timestamp_ms=timestamp, headers=headers,
+                      on_error=failures.append)
+    producer.flush(10)
+    ended = int(time.time() * 1000)
+    read = {record.key: record for record in read_topic(broker, topic)}
+    assert len(read) == len(SENT)
+    for key, value, partition, timestamp, headers in SENT:
+        record = read[key]
+        assert (record.value, list(record.headers)) == (value, headers or [])
+        assert partition is None or record.partition == partition
+        assert record.timestamp == timestamp if timestamp is not None else started <= record.timestamp <= ended
+    return failures
+
+
 def produce(broker: Broker, topic: str, items, **client) -> None:
     """``items``: ``(partition, key, value_bytes, headers)``, sent in order (``client``: more producer settings)."""
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=2, **client)

@@ -8,38 +8,14 @@ import time
 
 from connectors.kafka.confluent_clients import ConfluentConsumer, ConfluentProducer
 from connectors.kafka.transport import TopicPartition
-from tests.support.kafka_daemon import ensure_topics_for, read_topic, settings
+from tests.support.kafka_daemon import ensure_topics_for, send_and_read_back, settings
 
 T = 1_700_000_000_000
-RECORDS = [  # key, value, partition, timestamp, headers
-    (b"a", b'{"id": "a"}', 0, T, None),
-    (None, b'{"id": 2}', 1, T + 1, None),
-    (b"c", b'{"id": "c"}', 2, None, None),  # the producer's clock
-    (b"d", b'{"id": "d"}', 0, T + 3, [("traceparent", b"00-4bf9-00f0-01"), ("empty", b"")]),
-    (b"e", b'{"id": "e"}', None, T + 4, None),  # the partitioner's choice
-    (b"f", None, 1, T + 5, None),  # a tombstone
-    (b"g", b'{"id": "g"}', 2, T + 6, []),
-]
 
 
 def test_records_sent_read_back_as_given(kafka_broker):
     config = ensure_topics_for(kafka_broker, settings(kafka_broker, "confluent-send", **{"kafka.client": "confluent"}))
-    producer, topic = ConfluentProducer(config), config.topics.output
-    failures: list = []
-    started = int(time.time() * 1000)
-    for key, value, partition, timestamp, headers in RECORDS:
-        producer.send(topic, key=key, value=value, partition=partition, timestamp_ms=timestamp, headers=headers,
-                      on_error=failures.append)
-    producer.flush(10)
-    ended = int(time.time() * 1000)
-    assert failures == []
-    read = {record.key: record for record in read_topic(kafka_broker, topic)}
-    assert len(read) == len(RECORDS)
-    for key, value, partition, timestamp, headers in RECORDS:
-        record = read[key]
-        assert (record.value, list(record.headers)) == (value, headers or [])
-        assert partition is None or record.partition == partition
-        assert record.timestamp == timestamp if timestamp is not None else started <= record.timestamp <= ended
+    assert send_and_read_back(kafka_broker, ConfluentProducer(config), config.topics.output) == []
 
 
 def test_a_poll_groups_the_records_by_partition_in_order(kafka_broker):
