@@ -422,7 +422,8 @@ def encode_output(
     >>> encode_output(5, "yes", None, 2, 1, 9, ["no", "yes"], [0.25, 0.75])
     b'{"id":5,"prediction":"yes","state_version":2,"partition":1,"offset":9,"distribution":{"classes":["no","yes"],"proba":[0.25,0.75]}}'
     """
-    ident_text = _json_string(ident) if type(ident) is str else json.dumps(ident)  # what json.dumps gives
+    # what json.dumps gives, without its encoder's dispatch for the ids a message can have (0.8 µs of an int's 0.83)
+    ident_text = _json_string(ident) if type(ident) is str else str(ident) if type(ident) is int else json.dumps(ident)
     if eta is None:
         fields = f'{{"id":{ident_text},"prediction":{json.dumps(prediction)}'
     else:

@@ -250,6 +250,13 @@ def test_output_is_compact_json_with_fixed_fields():
     assert json.loads(encode_output(1, x, x, 0, 0, 0))["prediction"] == x
 
 
+@pytest.mark.parametrize("ident", [0, -12, 10**30, "m1", 'he said "hi"', "é", "\u2028", True, None])
+def test_the_output_id_is_the_json_text_of_the_id(ident):
+    """``json.dumps``'s text, also where it is written without it (strings, integers; not ``True``)."""
+    value = encode_output(ident, 0.5, 0.5, 0, 0, 0)
+    assert value.startswith(b'{"id":' + json.dumps(ident).encode() + b',"prediction":')
+
+
 def test_a_dead_letter_of_a_dead_letter_has_one_reason_and_one_position():
     """A dead letter sent back to the input kept its first ``streamfair.*`` headers ahead of the new ones."""
     first = SyntheticRecord("in", 2, 40, 0, b"k", b"not json", [("trace", b"abc")])
