@@ -305,7 +305,7 @@ def records_from_exposition(text: str, now: float | None = None
     if name not in samples:
         measure, name = ("gap", "streamfair_fairness_eps")
     target_by_group = {dict(labels)["group"]: value for labels, value in samples.get(name, {}).items()}
-    groups = sorted(target_by_group)
+    groups = sorted(target_by_group, key=label_order)
     if not groups:
         raise ValueError("the metrics page has no streamfair_fairness_ks_target or streamfair_fairness_eps samples: "
                          "is it a streamfair endpoint?")
@@ -317,8 +317,10 @@ def records_from_exposition(text: str, now: float | None = None
         return [values[g] for g in groups] if set(values) == set(groups) else None
 
     records = []
-    for labels, n_samples in sorted(samples.get("streamfair_postprocessor_samples", {}).items()):
-        partition = dict(labels)["partition"]
+    samples_by_partition = {dict(labels)["partition"]: n for labels, n in
+                            samples.get("streamfair_postprocessor_samples", {}).items()}
+    for partition in sorted(samples_by_partition, key=label_order):
+        n_samples = samples_by_partition[partition]
         live_gap, live_ks, live_mean = (by_group(name, partition) for name in (
             "streamfair_live_fairness_gap", "streamfair_live_fairness_ks", "streamfair_live_prediction_mean"))
         if live_gap is None or live_ks is None or live_mean is None:
@@ -332,6 +334,16 @@ def records_from_exposition(text: str, now: float | None = None
             audited_ks=by_group("streamfair_audited_fairness_ks", partition) if audited_gap else None,
             risk=risk if audited_gap else None, audited_samples=int(sum(counts))))
     return groups, [target_by_group[g] for g in groups], measure, records
+
+
+def label_order(label: str) -> tuple[int, int, str]:
+    """Sort key of a partition or group label: decimal integers first, by value, then the others by text.
+
+    >>> sorted(["10", "b", "9", "-1", "a"], key=label_order)
+    ['-1', '9', '10', 'a', 'b']
+    """
+    digits = label[1:] if label[:1] == "-" else label
+    return (0, int(label), "") if digits.isascii() and digits.isdigit() else (1, 0, label)
 
 
 def scrape_history(url: str, duration: float, every: float, timeout: float = 5.0) -> History:
@@ -387,7 +399,8 @@ def render(history: History, output: str | os.PathLike, x: str = "time", partiti
     live_name, audited_name = ("live_ks", "audited_ks") if history.measure == "ks" else ("live_gap", "audited_gap")
     fig = Figure(figsize=(11, 6.5))
     gap_ax, risk_ax = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
-    for index, (partition, rows) in enumerate(sorted(by_partition.items())):
+    for index, partition in enumerate(sorted(by_partition, key=label_order)):
+        rows = by_partition[partition]
         style = {"marker": markers[index % len(markers)], "markersize": 4} if markers else {}
         rows.sort(key=lambda r: (r.time, r.n_samples) if x == "time" else (r.n_samples, r.time))
         xs = [r.time - start if x == "time" else r.n_samples for r in rows]

@@ -368,3 +368,20 @@ def test_a_page_scraped_between_two_gauges_of_a_partition_gives_whole_records_on
     (record,) = records_from_exposition(without("streamfair_audited_fairness_gap"), now=0.0)[3]
     assert (record.audited_gap, record.audited_ks, record.risk) == (None, None, None)
     assert record.live_ks == whole[0].live_ks
+
+
+def test_groups_and_partitions_numbered_past_nine_come_in_numeric_order():
+    """The page carries labels as text: ``"10"`` sorts after ``"9"``, and each group's values stay its own."""
+    labels = [str(g) for g in range(11)]
+    tau = np.eye(11)[[g % 11 for g in range(220)]]
+    eta = np.linspace(-0.9, 0.9, 11)[[g % 11 for g in range(220)]]
+    fair = FairRegressionPostProcessor(L=5, n_groups=11, ks=0.05, seed=0)
+    fair.learn_many(eta, tau)
+    metrics = StreamfairMetrics(labels, ks=fair.ks)
+    for partition in (10, 2):
+        metrics.observe(fair, partition)
+    groups, _, _, records = records_from_exposition(prometheus_client.generate_latest(metrics.registry).decode(),
+                                                    now=0.0)
+    assert groups == labels
+    assert [record.partition for record in records] == ["2", "10"]
+    assert records[0].live_mean == fair.diagnostics().group_mean.tolist()
