@@ -337,13 +337,13 @@ def records_from_exposition(text: str, now: float | None = None
 
 
 def label_order(label: str) -> tuple[int, int, str]:
-    """Sort key of a partition or group label: decimal integers first, by value, then the others by text.
+    """Sort key of a partition or group label: decimal integers first, by value (then text), then the others by text.
 
-    >>> sorted(["10", "b", "9", "-1", "a"], key=label_order)
-    ['-1', '9', '10', 'a', 'b']
+    >>> sorted(["10", "b", "9", "-1", "a", "09"], key=label_order)
+    ['-1', '09', '9', '10', 'a', 'b']
     """
     digits = label[1:] if label[:1] == "-" else label
-    return (0, int(label), "") if digits.isascii() and digits.isdigit() else (1, 0, label)
+    return (0, int(label), label) if digits.isascii() and digits.isdigit() else (1, 0, label)
 
 
 def scrape_history(url: str, duration: float, every: float, timeout: float = 5.0) -> History:
