@@ -269,8 +269,9 @@ class ConfluentConsumer:
         self._reassign()
 
     def _reassign(self) -> None:
-        self.client.assign([ConfluentTopicPartition(tp.topic, tp.partition, offset)
-                            for tp, offset in self._assigned.items()])
+        """Assign the partitions again, each from its position if known (sought, read to), else its start."""
+        self.client.assign([ConfluentTopicPartition(tp.topic, tp.partition, self._positions.get(tp, start))
+                            for tp, start in self._assigned.items()])
 
     def assignment(self) -> set[TopicPartition]:
         return {TopicPartition(tp.topic, tp.partition) for tp in self.client.assignment()}
@@ -292,8 +293,8 @@ class ConfluentConsumer:
             if code not in _SEEK_BEFORE_FETCH or tp not in self._assigned:
                 raise _translated(error) from None
             # assigned, but its fetcher not started yet (or the assignment's start not applied): assign again,
-            # starting there
-            self._assigned[tp] = offset
+            # starting there (and the other partitions where they are, not at their stored offsets)
+            self._assigned[tp] = self._positions[tp] = offset
             self._reassign()
         self._positions[tp] = offset
 

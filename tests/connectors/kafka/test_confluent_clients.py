@@ -27,10 +27,11 @@ from connectors.kafka.transport import RecordTooLarge, TopicPartition, Transport
 
 
 class Client:
-    """librdkafka's consumer as far as ``assign`` and ``seek`` go: each seek answers ``error`` (``None``: done)."""
+    """librdkafka's consumer as far as ``assign`` and ``seek`` go: each seek answers ``error`` (``None``: done),
+    a seek of a partition in ``refused`` only, if given."""
 
-    def __init__(self, error: int | None):
-        self.error, self.assigned, self.seeks = error, [], []
+    def __init__(self, error: int | None, refused: set[int] | None = None):
+        self.error, self.refused, self.assigned, self.seeks = error, refused, [], []
 
     def assign(self, partitions):
         self.assigned.append([(tp.topic, tp.partition, tp.offset) for tp in partitions])
@@ -40,7 +41,7 @@ class Client:
 
     def seek(self, tp):
         self.seeks.append((tp.topic, tp.partition, tp.offset))
-        if self.error is not None:
+        if self.error is not None and (self.refused is None or tp.partition in self.refused):
             raise KafkaException(KafkaError(self.error))
 
 
@@ -149,6 +150,21 @@ def test_an_error_librdkafka_hands_out_in_a_poll_is_a_transport_error_naming_it(
     reader = polling([Message(0, 0), Message(1, 0, KafkaError.UNKNOWN_TOPIC_OR_PART)])
     with pytest.raises(TransportError, match="^UNKNOWN_TOPIC_OR_PART: "):
         reader.poll(100)
+
+
+def test_a_seek_assigning_again_starts_the_other_partitions_where_they_were_sought_or_read_to():
+    """A refused seek assigns every partition again: the others go on from their positions, not from the
+    group's stored offset (none for a reader: ``auto.offset.reset``, the log's end with ``latest``)."""
+    reader = polling([Message(2, 0), Message(2, 1), Message(2, 2)])
+    reader.client.error, reader.client.refused = KafkaError._OUTDATED, {1}
+    partitions = [TopicPartition("in", p) for p in range(3)]
+    reader.assign(partitions)
+    reader.seek(partitions[0], 5)
+    reader.seek(partitions[2], 0)
+    reader.poll(100)
+    reader.seek(partitions[1], 0)
+    assert reader.client.assigned[-1] == [("in", 0, 5), ("in", 1, 0), ("in", 2, 3)]
+    assert [reader.position(tp) for tp in partitions] == [5, 0, 3]
 
 
 class Committer:
