@@ -1,7 +1,8 @@
 """The librdkafka transport against the bundled broker: what its producer sends reads back as given
 (key, value, partition or the partitioner's choice, timestamp or the producer's clock, headers), and
 its consumer's poll hands each partition its own records in order, reads each partition to its end
-(past a transaction's commit marker too), knows where each log starts, and commits the group's offsets."""
+(past a transaction's commit marker too), knows where each log starts, and commits the group's offsets,
+which the producer's transactions commit or abort with their records."""
 
 from __future__ import annotations
 
@@ -129,4 +130,26 @@ def test_a_reader_reaches_the_end_of_a_partition_written_in_a_transaction(kafka_
             assert time.monotonic() < deadline, f"stuck at {reader.position(tp)}, high-watermark {reader.highwater(tp)}"
         assert (offsets, reader.position(tp), reader.highwater(tp)) == ([0, 1, 2], 4, 4)
     finally:
+        reader.close()
+
+
+def test_offsets_sent_in_a_transaction_are_the_groups_once_it_commits_not_if_it_aborts(kafka_broker):
+    """Exactly-once: the input offsets go with the outputs' transaction, committed or aborted with them."""
+    config = confluent_config(kafka_broker, "confluent-eos")
+    tp, producer = TopicPartition(config.topics.input, 1), ConfluentProducer(config, transactional_id="confluent-eos")
+    member = ConfluentConsumer(config, group=True)
+    reader = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, group_id=config.kafka.group_id,
+                           enable_auto_commit=False)
+    try:
+        producer.init_transactions()
+        committed = []
+        for offset, end in ((3, producer.abort_transaction), (7, producer.commit_transaction)):
+            producer.begin_transaction()
+            producer.send(config.topics.output, key=b"k", value=b"v%d" % offset, partition=0, timestamp_ms=T)
+            producer.send_offsets_to_transaction({tp: offset}, member.group_metadata())
+            end()
+            committed.append(reader.committed(KafkaTopicPartition(*tp)))
+        assert committed == [None, 7]
+    finally:
+        member.close()
         reader.close()
