@@ -276,6 +276,16 @@ def test_a_topic_id_is_asked_again_once_older_than_its_max_age_and_kept_while_th
     assert reader.topic_id("in") == "id-2" and reader._admin.answers == []  # the broker away: the last id known
 
 
+@pytest.mark.parametrize(("guarantee", "isolation"), [("exactly_once", "read_committed"),
+                                                       ("at_least_once", "read_uncommitted")])
+def test_an_exactly_once_consumer_asks_librdkafka_for_committed_records_only(guarantee, isolation):
+    """librdkafka drops aborted records itself, asked to (the bundled broker cannot show it: it hands them out)."""
+    config = load_config(env={}, overrides=["kafka.client=confluent", "kafka.bootstrap_servers=127.0.0.1:1",
+                                            f"processing.guarantee={guarantee}"])
+    for group in (True, False):
+        assert ConfluentConsumer(config, group=group).settings["isolation.level"] == isolation
+
+
 class FullQueue:
     """librdkafka's producer whose queue is full (``BufferError``) until ``room_after`` polls served its reports."""
 
