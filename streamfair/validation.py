@@ -84,7 +84,7 @@ def floats(values) -> list[float]:
     ...
     TypeError: must be real number, not str
     """
-    if isinstance(values, (str, bytes, bytearray)):  # typed_array would read the bytes of bytes as machine floats
+    if isinstance(values, TEXT):  # typed_array would read the bytes of bytes (or a view of them) as numbers
         raise TypeError(f"text is not a number, got {values!r}")
     return typed_array("d", values).tolist()  # the conversion of float, without its parsing of text
 
