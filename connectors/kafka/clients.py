@@ -426,6 +426,19 @@ class KafkaPythonConsumer:
     def seek(self, partition: transport.TopicPartition, offset: int) -> None:
         self.client.seek(TopicPartition(*partition), offset)
 
+    def seek_to_committed(self, partitions: Sequence[transport.TopicPartition]) -> None:
+        try:
+            for tp in (TopicPartition(*tp) for tp in partitions):
+                offset = self.client.committed(tp, timeout_ms=self.settings["request_timeout_ms"])
+                if offset is not None:
+                    self.client.seek(tp, offset)
+                elif self.settings["auto_offset_reset"] == "latest":
+                    self.client.seek_to_end(tp)
+                else:
+                    self.client.seek_to_beginning(tp)
+        except KafkaError as error:
+            raise _translated(error) from None
+
     def highwater(self, partition: transport.TopicPartition) -> int | None:
         try:
             return self.client.highwater(TopicPartition(*partition))

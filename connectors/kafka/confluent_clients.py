@@ -298,6 +298,24 @@ class ConfluentConsumer:
             self._reassign()
         self._positions[tp] = offset
 
+    def seek_to_committed(self, partitions: Sequence[TopicPartition]) -> None:
+        """Only the partitions read or sought since their assignment move: librdkafka starts the others there."""
+        moved = [tp for tp in map(TopicPartition._make, partitions) if tp in self._positions]
+        if not moved:
+            return
+        try:
+            wanted = [ConfluentTopicPartition(*tp) for tp in moved]
+            for found in self.client.committed(wanted, timeout=self.timeout_s):
+                if found.error is not None:
+                    raise _translated(found.error)
+                offset = found.offset
+                if offset < 0:  # none committed
+                    low, high = self.client.get_watermark_offsets(found, timeout=self.timeout_s)
+                    offset = high if self.settings["auto.offset.reset"] == "latest" else low
+                self.seek(TopicPartition(found.topic, found.partition), offset)
+        except KafkaException as error:
+            raise _translated(error) from None
+
     def highwater(self, partition: TopicPartition) -> int | None:
         tp = TopicPartition(*partition)
         high = self._cached_highwater(tp)

@@ -229,14 +229,26 @@ class Partitions:
         partitions = sorted(self.to_restore)
         topics = daemon.config.topics
         started = time.monotonic()
+        restored = {}
         try:
             if not daemon.covers(partitions):
                 return
             changelog = read_checkpoints(daemon.restorer, topics.changelog,
                                          {p: checkpoint_key(topics.input, p) for p in partitions},
                                          RESTORE_STALL_TIMEOUT_S, daemon.stopping)
+            for partition in partitions:
+                data = changelog[partition].checkpoint()
+                restored[partition] = self.new_task(partition, data), data
+            # a task without a checkpoint starts where the group committed, not where this consumer last read
+            daemon.consumer.seek_to_committed([
+                TopicPartition(topic, p) for p, (task, _) in restored.items()
+                for topic, offset in ((topics.input, task.offset), (topics.feedback, task.feedback_offset))
+                if topic and offset is None])
             daemon.restorer.refresh_metadata()  # the input topic's current id
             starts = daemon.restorer.beginning_offsets([TopicPartition(topics.input, p) for p in partitions])
+        except UnreadableCheckpoint as error:
+            self._unreadable(next(p for p in partitions if p not in restored), error)
+            return
         except UnsupportedCodec as error:
             daemon.unsupported_codec(error, topics.changelog)
             return
@@ -247,13 +259,7 @@ class Partitions:
         positions = daemon.positions
         positions.input_topic_id = daemon.restorer.topic_id(topics.input) or positions.input_topic_id
         seconds = time.monotonic() - started
-        for partition in partitions:
-            try:
-                data = changelog[partition].checkpoint()
-                task = self.new_task(partition, data)
-            except UnreadableCheckpoint as error:
-                self._unreadable(partition, error)
-                return
+        for partition, (task, data) in restored.items():
             daemon.checkpoints.restored(partition, changelog[partition])
             task.topic_id = task.topic_id or positions.input_topic_id
             self.tasks[partition] = task

@@ -1,10 +1,10 @@
 """Positions outside the input (or feedback) log, and ``processing.out_of_range``.
 
-A task's position is outside its log when the input topic has been created again since it was
-read (a new topic id), when it lies beyond the fetch high-watermark (Tansu then answers every fetch
-with nothing, silently) or before the log start.  The policy then fails the daemon (``"fail"``,
-exit code :data:`EXIT_OUT_OF_RANGE`) or moves the task to the log's start (``"earliest"``) or end
-(``"latest"``); the next checkpoint records the new position.
+A task's position (before its first record, its consumer's) is outside its log when the input topic
+has been created again since it was read (a new topic id), when it lies beyond the fetch
+high-watermark (Tansu then answers every fetch with nothing, silently) or before the log start.
+The policy then fails the daemon (``"fail"``, exit code :data:`EXIT_OUT_OF_RANGE`) or moves the task
+to the log's start (``"earliest"``) or end (``"latest"``); the next checkpoint records the new position.
 """
 
 from __future__ import annotations
@@ -70,16 +70,24 @@ class LogPositions:
             positions = [(topics.input, task.offset)] + ([(topics.feedback, task.next_feedback_offset)]
                                                           if topics.feedback else [])
             for topic, position in positions:
+                if position is None:  # nothing read yet: where the consumer reads first
+                    position = self._consumer_position(TopicPartition(topic, partition))
+                if position is None:
+                    continue
                 cause, highwater = self._outside(topic, partition, position, task)
-                if cause is not None and self._reposition(topic, partition, task, cause, highwater):
+                if cause is not None and self._reposition(topic, partition, task, position, cause, highwater):
                     moved.add((topic, partition))
         return moved
 
-    def _outside(self, topic: str, partition: int, position: int | None,
+    def _consumer_position(self, tp: TopicPartition) -> int | None:
+        try:
+            return self.daemon.consumer.position(tp)
+        except TransportError:
+            return None
+
+    def _outside(self, topic: str, partition: int, position: int,
                  task: PartitionTask) -> tuple[str | None, int | None]:
         """Why ``position`` of ``topic``'s ``partition`` is outside its log (``None``: it is not), and the log's end."""
-        if position is None:
-            return None, None
         try:
             highwater = self.daemon.consumer.highwater(TopicPartition(topic, partition))
         except TransportError:
@@ -93,9 +101,9 @@ class LogPositions:
             return "before the log start", highwater
         return None, highwater
 
-    def _reposition(self, topic: str, partition: int, task: PartitionTask, cause: str,
+    def _reposition(self, topic: str, partition: int, task: PartitionTask, position: int, cause: str,
                     highwater: int | None) -> bool:
-        """Apply ``processing.out_of_range`` to ``task``'s position in ``topic``.
+        """Apply ``processing.out_of_range`` to ``task``'s ``position`` in ``topic``.
 
         False (nothing done) when the policy is ``"latest"`` and the log's end is not known yet.
         """
@@ -111,7 +119,6 @@ class LogPositions:
             start = self.log_start.get(partition, 0) if is_input else 0
         if is_input:
             self.log_start[partition] = start
-        position = task.offset if is_input else task.next_feedback_offset
         log_event(daemon.log, logging.ERROR, "position_out_of_range", topic=topic, partition=partition,
                   position=position, log_start=start, high_watermark=highwater, cause=cause, policy=policy,
                   **({"topic_id": task.topic_id, "current_topic_id": self.input_topic_id} if is_input else {}))

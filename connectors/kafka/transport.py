@@ -185,6 +185,14 @@ class Consumer(Protocol):
 
     def seek(self, partition: TopicPartition, offset: int) -> None: ...
 
+    def seek_to_committed(self, partitions: Sequence[TopicPartition]) -> None:
+        """Read each partition next from the group's committed offset (none: where ``kafka.auto_offset_reset`` says).
+
+        Whatever this consumer read of it before: kafka-python keeps the position of a partition
+        the group assigns to it again, and a task restored without a checkpoint starts where the
+        group committed.
+        """
+
     def highwater(self, partition: TopicPartition) -> int | None:
         """The fetch high-watermark (``None`` until a fetch since the last assignment); never asks the broker."""
 

@@ -116,6 +116,9 @@ class Client:
     def seek(self, tp, offset):
         self.positions[tp] = offset
 
+    def seek_to_committed(self, partitions):
+        self.positions.update(dict.fromkeys(partitions, 0))  # nothing is committed here: from the start
+
     def _exists(self, tp) -> bool:
         return tp.partition < self.cluster.counts.get(tp.topic, 0)
 

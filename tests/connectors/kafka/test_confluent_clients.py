@@ -167,6 +167,39 @@ def test_a_seek_assigning_again_starts_the_other_partitions_where_they_were_soug
     assert [reader.position(tp) for tp in partitions] == [5, 0, 3]
 
 
+class Stored(Client):
+    """librdkafka's consumer with the group's committed offsets (``OFFSET_INVALID``: none) and logs of 2..9."""
+
+    def __init__(self, committed: dict[int, int]):
+        super().__init__(None)
+        self.stored, self.asked = committed, []
+
+    def committed(self, partitions, timeout):
+        self.asked.append([tp.partition for tp in partitions])
+        return [ConfluentTopicPartition(tp.topic, tp.partition, self.stored[tp.partition]) for tp in partitions]
+
+    def get_watermark_offsets(self, tp, timeout):
+        return 2, 9
+
+
+@pytest.mark.parametrize("reset, start", [("earliest", 2), ("latest", 9)])
+def test_seek_to_committed_moves_only_partitions_read_or_sought_since_their_assignment(reset, start):
+    """The others are where librdkafka starts an assignment (the committed offset, else the reset policy)."""
+    member = consumer(None)
+    member.client, member.settings = Stored({0: 4, 1: OFFSET_INVALID, 2: 6}), {"auto.offset.reset": reset}
+    member.timeout_s = 1.0
+    partitions = [TopicPartition("in", p) for p in range(4)]
+    for tp in partitions[:2]:
+        member.seek(tp, 7)
+    member.seek_to_committed(partitions)
+    assert member.client.asked == [[0, 1]]
+    assert member.client.seeks[2:] == [("in", 0, 4), ("in", 1, start)]
+    assert [member.position(tp) for tp in partitions] == [4, start, None, None]
+    member.client.asked.clear()
+    member.seek_to_committed(partitions[2:])
+    assert member.client.asked == []
+
+
 class Committer:
     """librdkafka's consumer as far as ``commit`` goes: records what each commit was asked."""
 

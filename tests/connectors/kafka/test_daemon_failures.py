@@ -12,6 +12,7 @@ from connectors.kafka.checkpoint import checkpoint_key
 from connectors.kafka.config import load_config
 from connectors.kafka.logs import setup_logging
 from connectors.kafka.loop import Daemon
+from connectors.kafka.observer import DaemonObserver
 from connectors.kafka.partitions import EXIT_CHECKPOINT_UNREADABLE, SyntheticRecord
 from connectors.kafka.positions import EXIT_OUT_OF_RANGE
 from connectors.kafka.transport import TopicPartition
@@ -128,6 +129,9 @@ class LogConsumer:
     def seek(self, tp, offset):
         self.positions[tp.partition] = offset
 
+    def position(self, tp):
+        return self.positions[tp.partition]
+
     def topic_id(self, topic):
         return None
 
@@ -174,6 +178,41 @@ def test_a_failure_mid_poll_before_any_checkpoint_goes_back_to_where_each_partit
         daemon._iterate()
     assert daemon.stats.rewinds == 1 and daemon.stats.dead_letters == {"invalid_json": 1}
     assert producer.ids == [f"p1-{i}" for i in range(5)]
+
+
+class LosesItsPartitionsOnce(DaemonObserver):
+    """After ``after`` records, the group takes every partition away (its membership lost: no
+    checkpoint) and gives them back, as kafka-python reports it: the consumer itself reads on."""
+
+    def __init__(self, after: int):
+        self.after, self.done = after, False
+
+    def on_loop(self, daemon) -> None:
+        if not self.done and daemon.stats.consumed >= self.after:
+            self.done = True
+            owned = sorted(daemon.consumer.assignment())
+            daemon.partitions.revoked(owned, lost=True)
+            daemon.partitions.assigned(owned)
+
+
+def test_a_partition_given_back_without_a_checkpoint_is_read_again_from_the_committed_offset(kafka_broker):
+    """kafka-python keeps the position of a partition the group assigns to it again.  The task of
+    such a partition, lost before its first checkpoint, starts empty: it must read from the group's
+    committed offset (none here: the log's start), or what its predecessor read is never learned."""
+    values = settings(kafka_broker, "given-back", **{"kafka.max_poll_records": 50,
+                                                     "processing.checkpoint_every_messages": 10**6,
+                                                     "processing.checkpoint_every_seconds": 3600.0})
+    config = ensure_topics_for(kafka_broker, values)
+    stream = messages(600, seed=22)
+    produce_messages(kafka_broker, config.topics.input, stream)
+    observer = LosesItsPartitionsOnce(after=300)
+    daemon = Daemon(config, observers=[observer])
+    assert daemon.run(once=True) == 0 and observer.done
+    assert daemon.stats.consumed > 600  # read again from the start
+    final = {p: history[-1] for p, history in checkpoints(kafka_broker, config.topics.changelog).items()}
+    assert final == {p: (200, 200) for p in range(3)}  # every record learned, once
+    answered = {json.loads(r.value)["id"] for r in read_topic(kafka_broker, config.topics.output)}
+    assert answered == {ident for _, ident, _ in stream}
 
 
 def _recreate(broker, topic: str) -> None:

@@ -23,8 +23,9 @@ class Logs:
     ``end`` ``None``: not fetched yet.  ``topic_id`` is the input topic's id in the metadata.
     """
 
-    def __init__(self, logs: dict, topic_id: str = "A", starts_known: bool = True):
+    def __init__(self, logs: dict, topic_id: str = "A", starts_known: bool = True, positions: dict | None = None):
         self.logs, self.id, self.starts_known = logs, topic_id, starts_known
+        self.positions = positions or {}  # the consumer's, ``{(topic, partition): offset}``
         self.seeks: list[tuple[str, int, int]] = []
 
     def topic_id(self, topic):
@@ -40,6 +41,9 @@ class Logs:
 
     def seek(self, tp, offset):
         self.seeks.append((tp.topic, tp.partition, offset))
+
+    def position(self, tp):
+        return self.positions.get((tp.topic, tp.partition))
 
 
 def daemon_over(logs: Logs, tasks: dict, policy: str = "earliest", feedback: bool = False,
@@ -65,6 +69,18 @@ def test_a_position_at_either_end_of_its_log_stays_and_one_past_them_moves_to_th
     assert [task.offset for task in daemon.tasks.values()] == [50, 20, 20, 20]
     assert daemon.checkpoints.dirty == {2, 3} and daemon.stats.errors["out_of_range"] == 2
     assert daemon.positions.check() == set()  # moved inside: nothing more to do
+
+
+def test_a_task_that_has_read_nothing_is_checked_where_its_consumer_reads():
+    """A task without a checkpoint starts at the group's committed offset: one beyond a log created
+    again shorter would stall it (Tansu answers such a fetch with nothing).  Unknown: not checked."""
+    logs = Logs({(INPUT, p): (0, 80) for p in range(3)}, positions={(INPUT, 0): 2000, (INPUT, 1): 80})
+    log = EventLog("positions-fresh")
+    daemon = daemon_over(logs, {p: (None, None, "A") for p in range(3)}, log=log)
+    assert daemon.positions.check() == {(INPUT, 0)}
+    assert logs.seeks == [(INPUT, 0, 0)] and [task.offset for task in daemon.tasks.values()] == [0, None, None]
+    (fields,) = log.fields("position_out_of_range")
+    assert (fields["position"], fields["high_watermark"], fields["cause"]) == (2000, 80, "beyond the high-watermark")
 
 
 def test_latest_moves_to_the_log_s_end_once_it_is_known():
