@@ -300,7 +300,7 @@ class ConfluentConsumer:
 
     def seek_to_committed(self, partitions: Sequence[TopicPartition]) -> None:
         """Only the partitions read or sought since their assignment move: librdkafka starts the others there."""
-        moved = [tp for tp in map(TopicPartition._make, partitions) if tp in self._positions]
+        moved = [tp for tp in (TopicPartition(*tp) for tp in partitions) if tp in self._positions]
         if not moved:
             return
         try:

@@ -3,11 +3,10 @@ read from after :meth:`~connectors.kafka.transport.Consumer.seek_to_committed`."
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from connectors.kafka.transport import TopicPartition, TransportError, transport
+from tests.support.daemon_process import wait_for
 from tests.support.kafka_daemon import ensure_topics_for, produce, settings
 
 
@@ -24,27 +23,33 @@ class Assigned:
         self.partitions = []
 
 
-def seek_once_fetching(consumer, tp: TopicPartition, offset: int, timeout: float = 10.0) -> None:
-    """Seek, polling until the consumer can: librdkafka refuses it until its fetcher of ``tp`` has started
-    (the daemon retries a restore that failed so)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return consumer.seek(tp, offset)
-        except TransportError:
-            assert time.monotonic() < deadline, f"cannot seek {tp}"
-            consumer.poll(timeout_ms=50)
-
-
-def read_offsets(consumer, until, timeout: float = 30.0) -> dict[int, list[int]]:
-    """The offsets each partition's records were read at, polled until ``until(offsets)`` holds."""
+def poll_until(consumer, done, what: str, timeout: float = 30.0) -> dict[int, list[int]]:
+    """Poll until ``done(offsets)`` holds; ``offsets``: the offsets each partition's records were read at."""
     offsets: dict[int, list[int]] = {}
-    deadline = time.monotonic() + timeout
-    while not until(offsets):
-        assert time.monotonic() < deadline, f"read only {offsets}"
+
+    def polled() -> bool:
+        if done(offsets):
+            return True
         for tp, records in consumer.poll(timeout_ms=100).items():
             offsets.setdefault(tp.partition, []).extend(record.offset for record in records)
+        return False
+
+    wait_for(polled, timeout, what, interval=0, context=lambda: offsets)
     return offsets
+
+
+def seek_once_fetching(consumer, tp: TopicPartition, offset: int) -> None:
+    """Seek, polling until the consumer can: librdkafka refuses it until its fetcher of ``tp`` has started
+    (the daemon retries a restore that failed so)."""
+    def sought() -> bool:
+        try:
+            consumer.seek(tp, offset)
+        except TransportError:
+            consumer.poll(timeout_ms=50)
+            return False
+        return True
+
+    wait_for(sought, 10, f"a seek of {tp}", interval=0)
 
 
 @pytest.mark.parametrize("reset", ["earliest", "latest"])
@@ -62,10 +67,7 @@ def test_a_partition_is_read_again_from_its_committed_offset_else_where_the_rese
     try:
         listener = Assigned()
         consumer.subscribe([config.topics.input], listener)
-        deadline = time.monotonic() + 30
-        while not {p0, p1} <= set(listener.partitions):
-            assert time.monotonic() < deadline, "no assignment"
-            consumer.poll(timeout_ms=100)
+        poll_until(consumer, lambda _: {p0, p1} <= set(listener.partitions), "the assignment")
         consumer.pause([p0, p1])
         for tp in (p0, p1):
             seek_once_fetching(consumer, tp, 3)  # read to their end
@@ -73,11 +75,9 @@ def test_a_partition_is_read_again_from_its_committed_offset_else_where_the_rese
         consumer.seek_to_committed([p0, p1])
         consumer.resume([p0, p1])
         expected = {0: [1, 2], 1: [0, 1, 2]} if reset == "earliest" else {0: [1, 2]}
-        assert read_offsets(consumer, lambda offsets: offsets == expected or len(offsets.get(1, [])) > 3) == expected
-        deadline = time.monotonic() + 10
-        while consumer.position(p1) is None:
-            assert time.monotonic() < deadline, "partition 1's position unknown"
-            consumer.poll(timeout_ms=100)
+        read = poll_until(consumer, lambda offsets: offsets == expected or len(offsets.get(1, [])) > 3, "the records")
+        assert read == expected
+        poll_until(consumer, lambda _: consumer.position(p1) is not None, "partition 1's position", timeout=10)
         assert consumer.position(p1) == 3
     finally:
         consumer.close()
