@@ -42,9 +42,11 @@ class FairRegressionPostProcessor(DualPostProcessor):
         The grid has ``2L + 1`` atoms ``(low + high) / 2 + l B / L`` for ``l = -L..L``.  ``None``:
         50 (``anytime``), ``floor(sqrt(T))`` (``paper``).
     ks
-        The fairness target: the largest KS distance allowed between each group's prediction CDF
-        and the overall one (what :func:`~streamfair.evaluate` and the dashboards report), one
-        number or one per group, in ``[0, 1]``.  ``None``: ``DEFAULT_KS`` unless ``eps`` is given.
+        The fairness target: the bound the constraints put on the KS distance between each group's
+        prediction CDF and the overall one (what :func:`~streamfair.evaluate` and the dashboards
+        report), one number or one per group, in ``[0, 1]``.  The time-averaged predictor meets
+        it; the served one, learned from recent samples, fluctuates around it (to keep a bound,
+        set ``ks`` about 0.8 times it).  ``None``: ``DEFAULT_KS`` unless ``eps`` is given.
     eps
         The paper's per-atom slack ``|P(Y_hat = y) - P(Y_hat = y | S = s)| <= eps`` instead of
         ``ks`` (it allows a KS distance of up to about ``eps (2L + 1)``).  ``None``: 0.001 in the

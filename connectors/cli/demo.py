@@ -147,13 +147,13 @@ def _produce(broker: Broker, topic: str, n: int, partitions: int, seed: int, tru
 
 @dataclass(frozen=True)
 class Target:
-    """The fairness target of the configuration: a KS bound, or the per-value gap ``eps``.
+    """The fairness target of the configuration: a KS target, or the per-value gap ``eps``.
 
     >>> from connectors.kafka.config import load_config
     >>> Target.of(load_config(env={}))                               # the default target
     Target(ks=0.05, eps=None)
     >>> Target.of(load_config(env={}, overrides=["postprocessor.eps=0.01"])).text()
-    'gap <= 0.01'
+    'gap 0.01'
     """
 
     ks: float | None
@@ -166,15 +166,16 @@ class Target:
 
     def describe(self) -> str:
         if self.eps is None:
-            return (f"Target (postprocessor.ks): the KS distance between each group's predictions and everyone's "
-                    f"at most {self.ks:g}")
+            return (f"Target (postprocessor.ks): the KS distance between each group's predictions and everyone's, "
+                    f"steered to {self.ks:g} (the served predictor fluctuates around it: to keep a bound, set ks "
+                    f"about 0.8 times it)")
         eps = ", ".join(f"{e:g}" for e in np.unique(self.eps))
         return (f"Target (postprocessor.eps): for every grid value v, |P(prediction = v | S = s) - P(prediction = v)| "
                 f"at most {eps} (the 'value gap' columns; a gap measured on n messages also carries sampling noise "
                 f"of order sqrt(P(v) / n))")
 
     def text(self) -> str:
-        return f"KS <= {self.ks:g}" if self.eps is None else f"gap <= {np.max(self.eps):g}"
+        return f"KS {self.ks:g}" if self.eps is None else f"gap {np.max(self.eps):g}"
 
 
 @dataclass(frozen=True)

@@ -73,8 +73,9 @@ PARAMETERS: dict[str, Setting] = _parameters(
                     optional=True),
     cost_matrix=Setting(JSON, CONSTRUCTOR_DEFAULT, "cost of predicting class j when the truth is i, a matrix "
                         "(none: the 0-1 loss)", optional=True),
-    ks=Setting(NUMBER_OR_NUMBERS, CONSTRUCTOR_DEFAULT, "the fairness target: the largest KS distance between a "
-               "group's predictions and all predictions, one number or one per group, each at most 1", optional=True),
+    ks=Setting(NUMBER_OR_NUMBERS, CONSTRUCTOR_DEFAULT, "the fairness target: the KS distance between a group's "
+               "predictions and all predictions that the predictor is steered to (it fluctuates around it), one "
+               "number or one per group, each at most 1", optional=True),
     eps=Setting(NUMBER_OR_NUMBERS, CONSTRUCTOR_DEFAULT, "regression: the paper's per-atom slack instead of `ks`; "
                 "classification: the largest gap of a class's rate between a group and all (the target, at most "
                 "1), one number or one per group", optional=True),

@@ -114,7 +114,7 @@ class StreamfairMetrics:
                                 registry=reg)
         else:
             self.target = Gauge("streamfair_fairness_ks_target",
-                                "Fairness target: the largest KS distance allowed for each group.", ["group"],
+                                "Fairness target: the KS distance each group's predictions are steered to.", ["group"],
                                 registry=reg)
         for group, value in zip(self.groups, target, strict=True):
             self.target.labels(group).set(float(value))

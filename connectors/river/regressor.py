@@ -54,8 +54,8 @@ class FairRegressor(FairWrapper, base.Regressor):
     B, L, ks, eps, beta, p, profile, memory, horizon, optimizer, inner, mu
         Passed to :class:`streamfair.FairRegressionPostProcessor`: the target range in its units
         (``(low, high)``, or a half-width for ``[-B, B]``) and the grid size, the fairness target
-        (``ks``: the largest KS distance between a group's predictions and all predictions, 0.05
-        by default; or the paper's per-atom ``eps``), entropic parameter, group marginals
+        (``ks``: the KS distance between a group's predictions and all predictions that the
+        predictor is steered to, 0.05 by default; or the paper's per-atom ``eps``), entropic parameter, group marginals
         (``None``: estimated from ``tau``), the profile of defaults (``"anytime"``: corrected
         from the first samples, follows drift over about ``memory`` samples; ``"paper"``: the
         paper's settings), and the paper optimizers' first-epoch length, optimizer, inner solver
