@@ -157,7 +157,7 @@ class Checkpointer:
         for p, written in records.items():  # the former parts are deleted with the next checkpoint
             self._stale[p] = set(self._parts.get(p, frozenset()) - written.part_keys)
             self._parts[p] = written.part_keys
-        partitions_state.checkpointed(data)
+        partitions_state.checkpointed(points, data)
         self.dirty.clear()
         self.since_checkpoint = 0
         self._last_checkpoint = now = time.monotonic()

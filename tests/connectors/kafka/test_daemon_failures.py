@@ -114,29 +114,31 @@ INPUT = "streamfair.input"
 
 
 class LogConsumer:
-    """A group consumer over in-memory logs of the input's partitions: a poll hands out all that is
-    left after each position, a seek moves it."""
+    """A group consumer over in-memory logs of topic partitions: a poll hands out all that is left
+    after each position, a seek moves it."""
 
-    def __init__(self, logs: dict[int, list]):
+    def __init__(self, logs: dict[TopicPartition, list]):
         self.logs, self.positions = logs, dict.fromkeys(logs, 0)
 
     def poll(self, timeout_ms):
-        batch = {TopicPartition(INPUT, p): log[self.positions[p]:] for p, log in self.logs.items()
-                 if self.positions[p] < len(log)}
-        self.positions = {p: len(log) for p, log in self.logs.items()}
+        batch = {tp: log[self.positions[tp]:] for tp, log in self.logs.items() if self.positions[tp] < len(log)}
+        self.positions = {tp: len(log) for tp, log in self.logs.items()}
         return batch
 
     def seek(self, tp, offset):
-        self.positions[tp.partition] = offset
+        self.positions[tp] = offset
 
     def position(self, tp):
-        return self.positions[tp.partition]
+        return self.positions[tp]
 
     def topic_id(self, topic):
         return None
 
     def highwater(self, tp):
-        return len(self.logs[tp.partition])
+        return len(self.logs[tp])
+
+    def commit(self, offsets, asynchronous=False):
+        pass
 
 
 class Outputs:
@@ -161,8 +163,9 @@ def test_a_failure_mid_poll_before_any_checkpoint_goes_back_to_where_each_partit
     daemon.sender.transport = OneProducer(producer)
     daemon.sender.renew()
     good = [json.dumps({"id": f"p1-{i}", "eta": 0.1, "tau": [0.5, 0.5]}).encode() for i in range(5)]
-    daemon._consumer = LogConsumer({0: [SyntheticRecord(INPUT, 0, 0, 0, None, b"not json", [])],
-                                    1: [SyntheticRecord(INPUT, 1, i, 0, None, v, []) for i, v in enumerate(good)]})
+    daemon._consumer = LogConsumer({
+        TopicPartition(INPUT, 0): [SyntheticRecord(INPUT, 0, 0, 0, None, b"not json", [])],
+        TopicPartition(INPUT, 1): [SyntheticRecord(INPUT, 1, i, 0, None, v, []) for i, v in enumerate(good)]})
     for p in (0, 1):
         daemon.partitions.tasks[p] = daemon.partitions.new_task(p, None)  # fresh: no checkpoint yet
     send_dead_letter, failures = daemon.sender.send_dead_letter, []
@@ -178,6 +181,45 @@ def test_a_failure_mid_poll_before_any_checkpoint_goes_back_to_where_each_partit
         daemon._iterate()
     assert daemon.stats.rewinds == 1 and daemon.stats.dead_letters == {"invalid_json": 1}
     assert producer.ids == [f"p1-{i}" for i in range(5)]
+
+
+def test_a_failure_after_a_checkpoint_of_feedback_alone_goes_back_to_where_the_input_was_read():
+    """A fresh task that had read only feedback was checkpointed without an input offset.  A failure
+    after it had read input went back to that checkpoint, a state that learned none of that input,
+    without seeking the input: the records since were skipped, and the next checkpoint claimed them."""
+    feedback = "streamfair.feedback"
+    daemon = Daemon(load_config(env={}, overrides=[f"topics.feedback={feedback}", "postprocessor.robust=true",
+                                                   "processing.checkpoint_every_seconds=3600"]))
+    producer = Outputs()
+    daemon.sender.transport = OneProducer(producer)
+    daemon.sender.renew()
+    label = json.dumps({"id": "earlier", "y": 0.3}).encode()
+    inputs = [json.dumps({"id": f"m{i}", "eta": 0.1 * i, "tau": [0.5, 0.5]}).encode() for i in range(8)]
+    read, labels = TopicPartition(INPUT, 0), TopicPartition(feedback, 0)
+    logs = {read: [], labels: [SyntheticRecord(feedback, 0, 0, 0, None, label, [])]}
+    daemon._consumer = LogConsumer(logs)
+    daemon.partitions.tasks[0] = daemon.partitions.new_task(0, None)  # fresh: no checkpoint yet
+    daemon._iterate()  # the label alone
+    assert daemon.checkpoints.checkpoint() and daemon.partitions.tasks[0].offset is None
+    logs[read] = [SyntheticRecord(INPUT, 0, i, 0, None, v, []) for i, v in enumerate(inputs[:5])]
+    send_dead_letter, failures = daemon.sender.send_dead_letter, []
+
+    def failing_once(dead):
+        failures.append(dead)
+        raise RuntimeError("dead-letter path broken once")
+
+    daemon.sender.send_dead_letter = failing_once
+    logs[read].append(SyntheticRecord(INPUT, 0, 5, 0, None, b"not json", []))
+    daemon._iterate()  # m0..m4 processed, then the failure: back to the checkpoint of the label alone
+    daemon.sender.send_dead_letter = send_dead_letter
+    logs[read] += [SyntheticRecord(INPUT, 0, i, 0, None, v, []) for i, v in enumerate(inputs[6:], 6)]
+    for _ in range(3):
+        daemon._iterate()
+    assert len(failures) == 1 and daemon.stats.rewinds == 1
+    assert daemon.checkpoints.checkpoint()
+    task = daemon.partitions.tasks[0]
+    assert (task.offset, task.fair.n_samples) == (8, 7)  # every valid record before offset 8, learned once
+    assert producer.ids == [f"m{i}" for i in range(5)] + ["m6", "m7"]  # the failed poll sent nothing
 
 
 class LosesItsPartitionsOnce(DaemonObserver):
