@@ -202,13 +202,20 @@ class Partitions:
             log_event(daemon.log, logging.INFO, "assigned", partitions=partitions)
 
     def revoked(self, revoked: list[TopicPartition], lost: bool) -> None:
-        """Checkpoint (unless ``lost`` or closing), then drop the tasks of the revoked partitions."""
+        """Checkpoint (unless ``lost`` or closing), then drop the tasks of the revoked partitions.
+
+        ``exactly_once``: partitions lost with work in the open transaction fail it (a rewind aborts it).
+        """
         daemon = self.daemon
         with daemon.lock:
             topics = daemon.config.topics
             partitions = sorted(tp.partition for tp in revoked if tp.topic == topics.input)
             if not lost and not daemon.closing:  # closing: the final checkpoint has been written (or failed)
                 daemon.checkpoints.checkpoint(commit_async=True)
+            elif lost and daemon.sender.in_transaction and daemon.checkpoints.dirty.intersection(partitions):
+                # their outputs are in the open transaction, which must not commit without their checkpoints:
+                # it is aborted, and the other tasks go back to theirs (their new owner answers them again)
+                daemon.sender.fail(RuntimeError(f"partitions {partitions} lost in the middle of a transaction"))
             for partition in partitions:
                 self.tasks.pop(partition, None)
                 self._baselines.pop(partition, None)

@@ -491,6 +491,25 @@ def test_exactly_once_sends_the_offsets_in_the_transaction_and_commits_none_outs
     assert consumer.commits == []
 
 
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+def test_a_partition_lost_with_work_in_the_open_transaction_fails_it(guarantee):
+    """Its outputs are in the transaction: the next checkpoint would commit them without its checkpoint
+    and offsets, and its new owner would answer them again.  The transaction is failed (a rewind aborts
+    it); outside a transaction the outputs are out already, and the other partitions carry on."""
+    producer = Transactions()
+    daemon = daemon_writing_to(producer, (5, 5), f"processing.guarantee={guarantee}")
+    daemon.sender.begin()  # the poll's outputs went into the open transaction
+    daemon.partitions.revoked([TopicPartition("streamfair.input", 1)], lost=True)
+    if guarantee == "exactly_once":
+        assert daemon.sender.failure is not None and daemon.checkpoints.checkpoint() is False
+        assert producer.offsets == [] and producer.changelog == {0: [], 1: []}
+        daemon.checkpoints.rewind(daemon.sender.failure)
+        assert daemon.stats.rewinds == 1 and not daemon.sender.in_transaction
+    else:
+        assert daemon.sender.failure is None and daemon.checkpoints.checkpoint() is True
+        assert [partition for partition, records in producer.changelog.items() if records] == [0]
+
+
 def test_parts_written_again_after_a_failed_write_are_not_deleted_first():
     """A failed write of a checkpoint leaves its parts to delete; after the rewind the replay reaches the same
     state, and its checkpoint writes the same parts: they are current again, not deleted then rewritten."""
