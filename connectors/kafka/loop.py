@@ -241,7 +241,7 @@ class Daemon:
         if not ok and requested:  # a stop signal: the work since the last checkpoint is replayed, not lost
             log_event(self.log, logging.WARNING, "final_checkpoint_failed",
                       detail="the next owner of these partitions replays them from their last checkpoint "
-                             "(byte-identical outputs)")
+                             "(byte-identical outputs, unless feedback changes the state)")
             return 0
         return 0 if ok else 1
 
