@@ -84,11 +84,13 @@ class Checkpointer:
         self._retry_at = 0.0
         self._parts: dict[int, frozenset[bytes]] = {}  # the keys of each durable checkpoint's parts
         self._stale: dict[int, set[bytes]] = {}  # the keys of parts to delete, by partition
+        self._unsettled: dict[int, set[bytes]] = {}  # parts of failed writes: maybe current until one succeeds
 
     def restored(self, partition: int, changelog: ChangelogPartition) -> None:
         """The task of ``partition`` was restored from ``changelog``: the parts it uses, and those to delete."""
         self._parts[partition] = changelog.current_parts()
         self._stale[partition] = changelog.stale_parts()
+        self._unsettled.pop(partition, None)
 
     def processed(self, partition: int, n_input: int) -> None:
         """Records of ``partition`` processed (``n_input`` of them input records)."""
@@ -100,6 +102,7 @@ class Checkpointer:
         self.dirty.discard(partition)
         self._parts.pop(partition, None)
         self._stale.pop(partition, None)
+        self._unsettled.pop(partition, None)
 
     def due(self, now: float) -> bool:
         """Whether a checkpoint is due (and not waiting for a retry after a failed one)."""
@@ -155,7 +158,7 @@ class Checkpointer:
             self._retry_later(error, partitions)
             return False
         for p, written in records.items():  # the former parts are deleted with the next checkpoint
-            self._stale[p] = set(self._parts.get(p, frozenset()) - written.part_keys)
+            self._stale[p] = (set(self._parts.get(p, frozenset())) | self._unsettled.pop(p, set())) - written.part_keys
             self._parts[p] = written.part_keys
         partitions_state.checkpointed(points, data)
         self.dirty.clear()
@@ -241,11 +244,12 @@ class Checkpointer:
                  records: dict[int, ChangelogRecords]) -> None:
         """The checkpoint failed: count it, abort its transaction, fail the interval (the rewind replays it).
 
-        Its parts may have been written: they are deleted with the next checkpoint.
+        Its parts may have been written, and so may its manifest (a flush that timed out): they are
+        deleted with the checkpoint after the next one that succeeds, whose manifest supersedes it.
         """
         daemon, sender = self.daemon, self.daemon.sender
         for p, written in records.items():
-            self._stale.setdefault(p, set()).update(written.part_keys - self._parts.get(p, frozenset()))
+            self._unsettled.setdefault(p, set()).update(written.part_keys - self._parts.get(p, frozenset()))
         daemon.stats.errors["checkpoint_failed"] += 1
         if sender.exactly_once and sender.in_transaction:
             try:

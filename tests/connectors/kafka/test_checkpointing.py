@@ -205,20 +205,50 @@ def test_parts_no_longer_current_are_deleted_with_the_next_checkpoint():
     assert not broker.read(1).stale_parts() and not broker.read(1).current_parts()
 
 
-def test_a_write_that_fails_half_way_keeps_the_last_checkpoint_current_and_its_parts_are_deleted_later():
+def test_a_write_that_fails_half_way_keeps_the_last_checkpoint_current_and_its_parts_go_after_the_next():
     lose = {"on": True}
     broker = KeepingBroker(lose=lambda key: lose["on"] and key.endswith(b"/1/3"))
     daemon = daemon_keeping(broker)
     assert daemon.checkpoints.checkpoint() is False  # a part lost: no manifest goes out
     assert broker.calls[-1] == ("flush",) and ("send", checkpoint_key("streamfair.input", 0)) not in broker.calls
-    assert broker.read(0).checkpoint() is None and len(broker.read(0).stale_parts()) == 2
+    lost_write = broker.read(0).stale_parts()
+    assert broker.read(0).checkpoint() is None and len(lost_write) == 2
     daemon.checkpoints.rewind(daemon.sender.failure)
     lose["on"] = False
     learn(daemon, 1)  # the replay of the rewind, and more: another checkpoint
     assert daemon.checkpoints.checkpoint() is True
     reader = broker.read(0)
     assert reader.checkpoint() == daemon.partitions.tasks[0].checkpoint().to_bytes()
-    assert reader.stale_parts() == set()  # the lost write's parts went with this checkpoint
+    assert reader.stale_parts() == lost_write  # kept while this checkpoint's manifest was not yet acknowledged
+    learn(daemon, 2)
+    assert daemon.checkpoints.checkpoint() is True
+    assert not broker.read(0).stale_parts() & lost_write  # gone with the checkpoint after it
+
+
+def test_the_parts_of_a_write_reported_failed_stay_until_a_later_manifest_is_acknowledged():
+    """A flush that times out may have delivered the manifest: the failed write can be the current
+    checkpoint.  Its parts were deleted first thing at the next checkpoint; when that one's manifest
+    did not arrive either, the current manifest named deleted parts, and the restore stopped (exit 6)."""
+    lose = {"on": False}
+    broker = KeepingBroker(lose=lambda key: lose["on"] and b"/" not in key.rpartition(b"#")[2])
+    daemon = daemon_keeping(broker)
+    flush = broker.flush
+
+    def timing_out(timeout):  # the manifests' flush: delivered, yet reported as a timeout
+        manifests = bool(broker.calls) and broker.calls[-1][0] == "send" and b"#" not in broker.calls[-1][1]
+        flush(timeout)
+        if manifests:
+            raise TransportError("KafkaTimeoutError: flush timed out")
+
+    broker.flush = timing_out
+    assert daemon.checkpoints.checkpoint() is False and broker.read(0).checkpoint() is not None
+    broker.flush = flush
+    daemon.checkpoints.rewind(daemon.sender.failure)
+    learn(daemon, 1)
+    lose["on"] = True  # the next manifest does not arrive
+    assert daemon.checkpoints.checkpoint() is False
+    reader = broker.read(0)
+    assert reader.checkpoint() is not None and not reader.stale_parts() & reader.current_parts()
 
 
 @pytest.mark.parametrize("data", [b"not a checkpoint", b'{"format": "streamfair.checkpoint/1", "topic": "in"}',
