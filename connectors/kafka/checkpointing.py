@@ -82,15 +82,13 @@ class Checkpointer:
         self.since_checkpoint = 0
         self._last_checkpoint = time.monotonic()
         self._retry_at = 0.0
-        self._parts: dict[int, frozenset[bytes]] = {}  # the keys of each durable checkpoint's parts
+        self._parts: dict[int, frozenset[bytes]] = {}  # the keys of the parts that may be current, by partition
         self._stale: dict[int, set[bytes]] = {}  # the keys of parts to delete, by partition
-        self._unsettled: dict[int, set[bytes]] = {}  # parts of failed writes: maybe current until one succeeds
 
     def restored(self, partition: int, changelog: ChangelogPartition) -> None:
         """The task of ``partition`` was restored from ``changelog``: the parts it uses, and those to delete."""
         self._parts[partition] = changelog.current_parts()
         self._stale[partition] = changelog.stale_parts()
-        self._unsettled.pop(partition, None)
 
     def processed(self, partition: int, n_input: int) -> None:
         """Records of ``partition`` processed (``n_input`` of them input records)."""
@@ -102,7 +100,6 @@ class Checkpointer:
         self.dirty.discard(partition)
         self._parts.pop(partition, None)
         self._stale.pop(partition, None)
-        self._unsettled.pop(partition, None)
 
     def due(self, now: float) -> bool:
         """Whether a checkpoint is due (and not waiting for a retry after a failed one)."""
@@ -158,9 +155,9 @@ class Checkpointer:
             self._retry_later(error, partitions)
             return False
         for p, written in records.items():  # the former parts are deleted with the next checkpoint
-            self._stale[p] = (set(self._parts.get(p, frozenset())) | self._unsettled.pop(p, set())) - written.part_keys
+            self._stale[p] = set(self._parts.get(p, frozenset()) - written.part_keys)
             self._parts[p] = written.part_keys
-        partitions_state.checkpointed(points, data)
+        partitions_state.checkpointed(data)
         self.dirty.clear()
         self.since_checkpoint = 0
         self._last_checkpoint = now = time.monotonic()
@@ -248,8 +245,8 @@ class Checkpointer:
         deleted with the checkpoint after the next one that succeeds, whose manifest supersedes it.
         """
         daemon, sender = self.daemon, self.daemon.sender
-        for p, written in records.items():
-            self._unsettled.setdefault(p, set()).update(written.part_keys - self._parts.get(p, frozenset()))
+        for p, written in records.items():  # current if its manifest arrived: superseded by the next that succeeds
+            self._parts[p] = self._parts.get(p, frozenset()) | written.part_keys
         daemon.stats.errors["checkpoint_failed"] += 1
         if sender.exactly_once and sender.in_transaction:
             try:

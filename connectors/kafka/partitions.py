@@ -95,8 +95,7 @@ class Partitions:
         self.tasks: dict[int, PartitionTask] = {}
         self.to_restore: set[int] = set()
         self._baselines: dict[int, bytes | None] = {}  # last durable checkpoint per task (None: fresh)
-        self._durable: set[tuple[str, int]] = set()  # (topic, partition) whose durable checkpoint has an offset
-        self._first_offsets: dict[tuple[str, int], int] = {}  # where reading started, for the others
+        self._first_offsets: dict[tuple[str, int], int] = {}  # where each task started reading each topic
         self.models: BaseModels | None = None  # the configured base models (copied per task when they learn)
         self.groups = daemon.config.group_labels()  # tau's column labels, recorded in checkpoints
 
@@ -222,7 +221,6 @@ class Partitions:
                 daemon.checkpoints.forget(partition)
                 self.to_restore.discard(partition)
                 for topic in (topics.input, topics.feedback):
-                    self._durable.discard((topic, partition))
                     self._first_offsets.pop((topic, partition), None)
             log_event(daemon.log, logging.INFO, "lost" if lost else "revoked", partitions=partitions)
             daemon.notify("on_revoked", partitions)
@@ -273,7 +271,6 @@ class Partitions:
             task.topic_id = task.topic_id or positions.input_topic_id
             self.tasks[partition] = task
             self._baselines[partition] = data
-            self._note_durable(partition, task.offset, task.feedback_offset)
             positions.log_start[partition] = starts.get(TopicPartition(topics.input, partition), 0)
             if task.offset is not None:
                 daemon.consumer.seek(TopicPartition(topics.input, partition), task.offset)
@@ -307,27 +304,15 @@ class Partitions:
     def reading(self, topic: str, partition: int, first_offset: int) -> None:
         """Records of ``topic``'s ``partition`` read from ``first_offset`` on.
 
-        Where the durable checkpoint has no offset for that topic (there is none, or it was written
-        after the task had read only the other topic), the first such offset is kept: a rewind
-        seeks there.
+        The first such offset since the task was assigned is kept: a rewind seeks there when the
+        durable checkpoint has no offset for that topic (there is none, or it was written before
+        the task read that topic, e.g. after feedback alone).
         """
-        key = (topic, partition)
-        if key not in self._first_offsets and key not in self._durable:
-            self._first_offsets[key] = first_offset
+        self._first_offsets.setdefault((topic, partition), first_offset)
 
-    def checkpointed(self, points: dict[int, Checkpoint], data: dict[int, bytes]) -> None:
-        """The checkpoints ``points`` (``data``: their bytes, by partition) are durable."""
+    def checkpointed(self, data: dict[int, bytes]) -> None:
+        """The checkpoints ``data`` (bytes by partition) are durable."""
         self._baselines.update(data)
-        for p, point in points.items():
-            self._note_durable(p, point.offset, point.feedback_offset)
-
-    def _note_durable(self, partition: int, offset: int | None, feedback_offset: int | None) -> None:
-        """The durable checkpoint of ``partition`` is at these offsets (``None``: not read yet)."""
-        topics = self.daemon.config.topics
-        for topic, position in ((topics.input, offset), (topics.feedback, feedback_offset)):
-            if topic and position is not None:
-                self._durable.add((topic, partition))
-                self._first_offsets.pop((topic, partition), None)
 
     def back_to_checkpoints(self) -> None:
         """Every task back to its last durable checkpoint (a fresh one if none), the consumer seeks there."""
