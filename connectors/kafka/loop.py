@@ -458,7 +458,11 @@ class Daemon:
                         sum(self.stats.dead_letters.values()) - dead_before, time.monotonic() - started)
 
     def _drained(self) -> bool:
-        """Every owned partition read up to its fetch high-watermark (the ``--once`` end)."""
+        """Every owned partition read up to its fetch high-watermark (the ``--once`` end).
+
+        A position beyond the high-watermark is not drained: the next iteration's positions check
+        applies ``processing.out_of_range`` to it, also where the end became known only now.
+        """
         if not self.tasks or self.partitions.to_restore:
             return False
         try:

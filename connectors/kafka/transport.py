@@ -342,8 +342,9 @@ def caught_up(consumer: Consumer, partitions: Iterable[TopicPartition]) -> bool:
     """Whether ``consumer`` has read every partition of ``partitions`` up to its fetch high-watermark.
 
     The fetch high-watermark, not the broker's answer to ListOffsets(latest), which Tansu gets
-    wrong.  False for no partitions, and while a partition's high-watermark or position is not
-    known yet (before its first fetch).
+    wrong.  False for no partitions, while a partition's high-watermark or position is not known
+    yet (before its first fetch), and for a position beyond the high-watermark: that position is
+    outside the log (a topic created again), where nothing is read.
 
     Only the consumer's ``highwater`` and ``position`` are read:
 
@@ -359,6 +360,8 @@ def caught_up(consumer: Consumer, partitions: Iterable[TopicPartition]) -> bool:
     (True, False)
     >>> caught_up(Fetched({p0: 5}), [p0, p1]), caught_up(Fetched({}), [])  # a position unknown; no partitions
     (False, False)
+    >>> caught_up(Fetched({p0: 5, p1: 9}), [p0, p1])  # p1's position is beyond its log
+    False
     """
     partitions = list(partitions)
     for tp in partitions:
@@ -366,7 +369,7 @@ def caught_up(consumer: Consumer, partitions: Iterable[TopicPartition]) -> bool:
         if highwater is None:
             return False
         position = consumer.position(tp)
-        if position is None or position < highwater:
+        if position != highwater:
             return False
     return bool(partitions)
 
