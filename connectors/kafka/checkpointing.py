@@ -158,6 +158,7 @@ class Checkpointer:
             self._stale[p] = set(self._parts.get(p, frozenset()) - written.part_keys)
             self._parts[p] = written.part_keys
         partitions_state.checkpointed(data)
+        sender.checkpointed()
         self.dirty.clear()
         self.since_checkpoint = 0
         self._last_checkpoint = now = time.monotonic()

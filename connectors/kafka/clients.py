@@ -38,9 +38,12 @@ from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssi
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.errors import (
     CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
     KafkaConfigurationError,
     KafkaError,
     MessageSizeTooLargeError,
+    RecordListTooLargeError,
     UnsupportedCodecError,
 )
 from kafka.record.default_records import DefaultRecord, DefaultRecordBatch
@@ -51,6 +54,7 @@ from connectors.kafka import transport
 from connectors.kafka.config import Config
 from connectors.kafka.transport import (
     ClientConfigurationError,
+    RecordRefused,
     RecordTooLarge,
     TopicLayout,
     TransportError,
@@ -356,8 +360,17 @@ def caught_up(consumer: KafkaConsumer, partitions: Iterable[TopicPartition]) -> 
 
 # ---------------------------------------------------------------------------- the transport interface
 def _translated(error: KafkaError) -> TransportError:
-    """kafka-python's ``error`` as the interface's error (its class name kept in the message)."""
-    kind = (RecordTooLarge if isinstance(error, MessageSizeTooLargeError)
+    """kafka-python's ``error`` as the interface's error (its class name kept in the message).
+
+    >>> from kafka.errors import KafkaTimeoutError
+    >>> errors = (RecordListTooLargeError(), InvalidRecordError(), KafkaTimeoutError("flush"))
+    >>> [type(_translated(error)).__name__ for error in errors]
+    ['RecordTooLarge', 'RecordRefused', 'TransportError']
+    >>> _translated(InvalidTimestampError("out of range"))
+    RecordRefused('InvalidTimestampError: [Error 32] InvalidTimestampError: out of range')
+    """
+    kind = (RecordTooLarge if isinstance(error, (MessageSizeTooLargeError, RecordListTooLargeError))
+            else RecordRefused if isinstance(error, (InvalidTimestampError, InvalidRecordError))
             else UnsupportedCodec if isinstance(error, UnsupportedCodecError)
             else ClientConfigurationError if isinstance(error, KafkaConfigurationError) else TransportError)
     translated = kind(f"{type(error).__name__}: {error}")

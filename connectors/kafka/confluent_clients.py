@@ -31,6 +31,7 @@ from connectors.kafka.config import Config
 from connectors.kafka.transport import (
     ClientConfigurationError,
     RebalanceListener,
+    RecordRefused,
     RecordTooLarge,
     TopicLayout,
     TopicPartition,
@@ -57,11 +58,18 @@ class _DebugLog:
         _LOG.debug(message, *args)
 
 
+#: librdkafka's error codes of a record refused as it is (by the producer or the broker).
+_REFUSALS: dict[int, type[TransportError]] = {
+    KafkaError.MSG_SIZE_TOO_LARGE: RecordTooLarge, KafkaError.RECORD_LIST_TOO_LARGE: RecordTooLarge,
+    KafkaError.INVALID_TIMESTAMP: RecordRefused, KafkaError.INVALID_RECORD: RecordRefused,
+}
+
+
 def _translated(error: KafkaException | KafkaError) -> TransportError:
     """librdkafka's ``error`` as the interface's error (its code name kept in the message)."""
     code = error.args[0] if isinstance(error, KafkaException) and error.args else error
     if isinstance(code, KafkaError):
-        kind = RecordTooLarge if code.code() == KafkaError.MSG_SIZE_TOO_LARGE else TransportError
+        kind = _REFUSALS.get(code.code(), TransportError)
         return kind(f"{code.name()}: {code.str()}")
     return TransportError(str(error))
 

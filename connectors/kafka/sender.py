@@ -9,6 +9,14 @@ the daemon rewinds every task to its last checkpoint and replays.
 its dead letters, then its outputs in input order.  An output the producer refuses (too large, say)
 becomes a ``processing_error`` dead letter; its sample stays learned (its prediction was made).  A
 dead letter too large for the producer keeps its reason and source position and drops the bytes.
+
+A record the *broker* refuses (:class:`~connectors.kafka.transport.RecordRefused`: larger than
+the topic's ``max.message.bytes``, a timestamp outside ``message.timestamp.difference.max.ms``, no
+key on a compacted topic) is reported after the poll that sent it, when the producer cannot say
+which record it was: the interval fails, and its replay sends each record with its own callback.
+The records refused then are dead-lettered at the next replay as the producer's refusals are
+(a dead letter without its bytes, then none), so a refusal costs two to four replays of the
+interval instead of a rewind for ever.
 """
 
 from __future__ import annotations
@@ -22,7 +30,10 @@ from connectors.kafka.config import Config
 from connectors.kafka.logs import log_event
 from connectors.kafka.observer import DaemonStats
 from connectors.kafka.records import DeadLetter, Output, TaskResult
-from connectors.kafka.transport import Producer, RecordTooLarge, Transport, TransportError
+from connectors.kafka.transport import Producer, RecordRefused, RecordTooLarge, Transport, TransportError
+
+#: Where a record goes and where it came from: (destination topic, source topic, partition, offset).
+Destination = tuple[str, str, int, int]
 
 
 class Sender:
@@ -49,6 +60,9 @@ class Sender:
         The error that failed the interval since the last checkpoint (``None``: none).
     in_transaction
         ``exactly_once``: a transaction is open.
+    refused : dict
+        The broker's refusals of records sent since the last checkpoint, by :data:`Destination`
+        (only while the records of a replay are identified, after a refusal).
 
     Examples
     --------
@@ -85,6 +99,8 @@ class Sender:
         self.dead_co_partitioned = False  # ... and so do dead letters
         self._generation = 0
         self._errback: Callable[[BaseException], None] | None = None
+        self.refused: dict[Destination, list[RecordRefused]] = {}
+        self._identifying = False  # a refusal failed the interval: each record sent reports its own
 
     @property
     def producer(self) -> Producer:
@@ -120,6 +136,11 @@ class Sender:
         except Exception as error:  # closing must not mask the real outcome
             log_event(self.log, logging.WARNING, "close_failed", client="producer", error=repr(error))
 
+    def checkpointed(self) -> None:
+        """Every record sent so far is acknowledged: refusals are forgotten, records sent as usual."""
+        self.refused.clear()
+        self._identifying = False
+
     def fail(self, error: BaseException) -> None:
         """Fail the interval since the last checkpoint (the first failure is kept)."""
         self.failure = self.failure or error
@@ -152,12 +173,19 @@ class Sender:
             self.failure = error
             return
         topic, co_partitioned = self.config.topics.output, self.co_partitioned
-        send, errback = self.producer.send, self._errback
+        send, errback, identifying = self.producer.send, self._errback, self._identifying
         queued = 0
         try:
             for output in outputs:
                 if self.failure is not None:  # set by the send before, or by the producer's I/O thread
                     break
+                if identifying:
+                    source = output.source
+                    destination = (topic, source.topic, source.partition, source.offset)
+                    if destination in self.refused:  # the broker refused it before: that message's failure
+                        self.send_dead_letter(DeadLetter.of_error(source, self.refused[destination][0]))
+                        continue
+                    errback = self._reporting(destination)
                 try:
                     send(topic, key=output.key, value=output.value,
                          partition=output.partition if co_partitioned else None,
@@ -165,7 +193,7 @@ class Sender:
                          on_error=errback)
                     queued += 1
                 except Exception as error:  # noqa: BLE001 -- sorted out below
-                    if isinstance(error, TransportError) and not isinstance(error, RecordTooLarge):
+                    if isinstance(error, TransportError) and not isinstance(error, RecordRefused):
                         self.failure = error
                     else:  # a record the producer refuses: that message's failure
                         self.send_dead_letter(DeadLetter.of_error(output.source, error))
@@ -181,20 +209,31 @@ class Sender:
         partition the producer picks (``streamfair.headers_dropped`` says why).  One refused even so
         is counted (``dead_letter_refused``) and logged at ERROR with its position, rather than
         failing the interval: its replay would be refused again, and the daemon would stall on it.
+        The broker's refusals (known while a replay identifies records) are met the same way: a
+        dead letter it refused goes without its bytes, and one refused without them too is counted.
         """
         source = dead.source
         key, value, headers = encode_dead_letter(dead)
         partition = source.partition if self.dead_co_partitioned else None
         topic = self.config.topics.dead_letter
+        destination = (topic, source.topic, source.partition, source.offset) if self._identifying else None
+        refusals = self.refused.get(destination, []) if destination else []
         try:
-            try:
-                queued = self._send(topic, value=value, key=key, headers=headers, partition=partition)
-            except RecordTooLarge:  # keep the reason and the source position, drop the bytes
-                headers.append((HEADER_PREFIX + "value_dropped", b"too large for the producer"))
-                queued = self._send(topic, value=None, key=key if key is not None else b"", headers=headers,
-                                    partition=partition)
-            except Exception as error:  # noqa: BLE001 -- refused as it is: the reason and position alone
-                queued = self._send(topic, value=value, key=key, headers=_refused_headers(headers, error))
+            if len(refusals) > 1:  # by the broker, with its bytes and without
+                raise refusals[-1]
+            if refusals:
+                queued = self._send_without_value(topic, destination, key, headers, partition,
+                                                  f"refused by the broker ({refusals[0]})")
+            else:
+                try:
+                    queued = self._send(topic, destination, value=value, key=key, headers=headers,
+                                        partition=partition)
+                except RecordTooLarge:  # keep the reason and the source position, drop the bytes
+                    queued = self._send_without_value(topic, destination, key, headers, partition,
+                                                      "too large for the producer")
+                except Exception as error:  # noqa: BLE001 -- refused as it is: the reason and position alone
+                    queued = self._send(topic, destination, value=value, key=key,
+                                        headers=_refused_headers(headers, error))
         except Exception as error:  # noqa: BLE001 -- even so: counted and logged, not replayed forever
             self.stats.errors["dead_letter_refused"] += 1
             log_event(self.log, logging.ERROR, "dead_letter_refused", reason=dead.reason, topic=source.topic,
@@ -208,8 +247,15 @@ class Sender:
                   partition=source.partition, offset=source.offset,
                   **({"error_type": dead.error_type} if dead.error_type else {}))
 
-    def _send(self, topic: str, **record: Any) -> bool:
-        """Queue one record; whether it was queued.
+    def _send_without_value(self, topic: str, destination: Destination | None, key: bytes | None,
+                            headers: list[tuple[str, bytes]], partition: int | None, why: str) -> bool:
+        """A dead letter's reason and source position, without the bytes (``streamfair.value_dropped``: ``why``)."""
+        headers.append((HEADER_PREFIX + "value_dropped", why[:500].encode("utf-8", "replace")))
+        return self._send(topic, destination, value=None, key=key if key is not None else b"", headers=headers,
+                          partition=partition)
+
+    def _send(self, topic: str, destination: Destination | None = None, **record: Any) -> bool:
+        """Queue one record (its refusal by the broker kept under ``destination``, if given); whether it was queued.
 
         A record too large for the producer raises :class:`~connectors.kafka.transport.RecordTooLarge` (it is that
         record's problem).  Any other Kafka error fails the interval since the last checkpoint, which
@@ -219,7 +265,8 @@ class Sender:
             return False
         try:
             self.begin()
-            self.producer.send(topic, **record, on_error=self._errback)
+            self.producer.send(topic, **record,
+                               on_error=self._errback if destination is None else self._reporting(destination))
         except RecordTooLarge:
             raise
         except TransportError as error:
@@ -227,8 +274,21 @@ class Sender:
             return False
         return True
 
-    def _on_send_error(self, error: BaseException, generation: int) -> None:  # producer I/O thread
-        if self.failure is None and generation == self._generation:
+    def _reporting(self, destination: Destination) -> Callable[[BaseException], None]:
+        """The ``on_error`` of one record: a refusal by the broker is kept under its ``destination``."""
+        generation = self._generation
+        return lambda error: self._on_send_error(error, generation, destination)
+
+    def _on_send_error(self, error: BaseException, generation: int,
+                       destination: Destination | None = None) -> None:  # producer I/O thread
+        if generation != self._generation:
+            return
+        if isinstance(error, RecordRefused):
+            if destination is None:  # which record it was: the replay's records tell
+                self._identifying = True
+            else:
+                self.refused.setdefault(destination, []).append(error)
+        if self.failure is None:
             self.failure = error
 
 

@@ -98,13 +98,24 @@ class TransportError(Exception):
 
     Every client's errors arrive as this class or one of its subclasses:
 
-    >>> [issubclass(kind, TransportError) for kind in (RecordTooLarge, UnsupportedCodec, ClientConfigurationError)]
-    [True, True, True]
+    >>> kinds = (RecordRefused, RecordTooLarge, UnsupportedCodec, ClientConfigurationError)
+    >>> [issubclass(kind, TransportError) for kind in kinds]
+    [True, True, True, True]
     """
 
 
-class RecordTooLarge(TransportError):
-    """The producer refuses this one record (larger than its limits): that record's problem.
+class RecordRefused(TransportError):
+    """The producer or the broker refuses this one record (its size, its timestamp, a null key on a
+    compacted topic): that record's problem, which no retry of it can solve.
+
+    Raised by ``send``, it costs one dead letter; reported to ``on_error`` by the broker, it fails
+    the interval, whose replay identifies the record and dead-letters it
+    (:class:`~connectors.kafka.sender.Sender`).
+    """
+
+
+class RecordTooLarge(RecordRefused):
+    """The producer (or the broker) refuses this one record as larger than its limits.
 
     Caught before :class:`TransportError`, it costs one record (a dead letter) instead of a rewind:
 
@@ -225,8 +236,9 @@ class Producer(Protocol):
              on_error: Callable[[TransportError], None] | None = None) -> None:
         """Queue one record; ``on_error`` is called (possibly on another thread) if it is not delivered.
 
-        Raises :class:`RecordTooLarge` for a record the producer refuses, :class:`TransportError`
-        when it cannot be queued.
+        Raises :class:`RecordRefused` (usually :class:`RecordTooLarge`) for a record the producer
+        refuses, :class:`TransportError` when it cannot be queued; ``on_error`` gets a
+        :class:`RecordRefused` for a record the broker refuses.
         """
 
     def flush(self, timeout: float) -> None:

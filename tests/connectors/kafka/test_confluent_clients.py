@@ -23,7 +23,7 @@ from connectors.kafka.confluent_clients import (
     _delivery_report,
     _translated,
 )
-from connectors.kafka.transport import RecordTooLarge, TopicPartition, TransportError
+from connectors.kafka.transport import RecordRefused, RecordTooLarge, TopicPartition, TransportError
 
 
 class Client:
@@ -367,9 +367,12 @@ def test_a_flush_that_leaves_a_record_undelivered_fails_saying_so():
 
 
 @pytest.mark.parametrize(("code", "kind"), [(KafkaError.MSG_SIZE_TOO_LARGE, RecordTooLarge),
+                                            (KafkaError.RECORD_LIST_TOO_LARGE, RecordTooLarge),
+                                            (KafkaError.INVALID_TIMESTAMP, RecordRefused),
+                                            (KafkaError.INVALID_RECORD, RecordRefused),
                                             (KafkaError._MSG_TIMED_OUT, TransportError)],
-                         ids=["too-large", "timed-out"])
-def test_a_librdkafka_error_is_a_transport_error_naming_its_code_a_record_too_large_its_own(code, kind):
+                         ids=["too-large", "batch-too-large", "timestamp", "invalid-record", "timed-out"])
+def test_a_librdkafka_error_is_a_transport_error_naming_its_code_a_refused_record_its_own(code, kind):
     """Raised (a ``KafkaException``) or reported (a delivery report's ``KafkaError``): the same translation."""
     reported: list[TransportError] = []
     _delivery_report(reported.append)(KafkaError(code), None)

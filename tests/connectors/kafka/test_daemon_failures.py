@@ -15,7 +15,7 @@ from connectors.kafka.loop import Daemon
 from connectors.kafka.observer import DaemonObserver
 from connectors.kafka.partitions import EXIT_CHECKPOINT_UNREADABLE, SyntheticRecord
 from connectors.kafka.positions import EXIT_OUT_OF_RANGE
-from connectors.kafka.transport import TopicPartition
+from connectors.kafka.transport import RecordRefused, TopicPartition
 from tests.support.daemon_process import wait_for
 from tests.support.kafka_daemon import (
     EventLog,
@@ -220,6 +220,73 @@ def test_a_failure_after_a_checkpoint_of_feedback_alone_goes_back_to_where_the_i
     task = daemon.partitions.tasks[0]
     assert (task.offset, task.fair.n_samples) == (8, 7)  # every valid record before offset 8, learned once
     assert producer.ids == [f"m{i}" for i in range(5)] + ["m6", "m7"]  # the failed poll sent nothing
+
+
+class RefusingBroker:
+    """A producer whose broker refuses the records ``refuses(topic, value, headers)`` names: each is
+    reported to its ``on_error`` when the producer flushes, after the poll that sent it."""
+
+    def __init__(self, refuses):
+        self.refuses, self.pending, self.delivered = refuses, [], []
+
+    def send(self, topic, *, key, value, partition=None, timestamp_ms=None, headers=None, on_error=None):
+        self.pending.append((topic, value, dict(headers or []), on_error))
+
+    def flush(self, timeout=None):
+        pending, self.pending = self.pending, []
+        for topic, value, headers, on_error in pending:
+            if self.refuses(topic, value, headers):
+                on_error(RecordRefused("INVALID_TIMESTAMP: Broker: Invalid timestamp"))
+            else:
+                self.delivered.append((topic, value, headers))
+
+    def close(self, timeout=None):
+        pass
+
+
+def test_records_the_broker_refuses_are_dead_lettered_after_a_replay_that_identifies_them():
+    """The broker refuses an output, a dead letter with its bytes, and a dead letter in any form.
+    Each refusal failed the interval and its replay was refused again: the daemon rewound for ever."""
+    daemon = Daemon(load_config(env={}, overrides=["processing.checkpoint_every_seconds=3600"]))
+    output, dead_letter = daemon.config.topics.output, daemon.config.topics.dead_letter
+
+    def refuses(topic, value, headers):
+        if topic == output:
+            return json.loads(value)["id"] == "m3"
+        source = headers.get("streamfair.source.offset")
+        return topic == dead_letter and (source == b"8" or (source == b"9" and value is not None))
+
+    broker = RefusingBroker(refuses)
+    daemon.sender.transport = OneProducer(broker)
+    daemon.sender.renew()
+    inputs = [json.dumps({"id": f"m{i}", "eta": 0.1 * i, "tau": [0.5, 0.5]}).encode() for i in range(8)]
+    log = [SyntheticRecord(INPUT, 0, i, 0, None, v, []) for i, v in enumerate(inputs + [b"not json", b"{"])]
+    daemon._consumer = LogConsumer({TopicPartition(INPUT, 0): log})
+    daemon.partitions.tasks[0] = daemon.partitions.new_task(0, None)
+    checkpointed = []
+    for _ in range(6):
+        daemon._iterate()
+        broker.delivered.clear()  # what the last replay delivered, before the checkpoint that succeeds
+        if daemon.checkpoints.checkpoint():
+            checkpointed.append(daemon.stats.rewinds)
+            break
+    # refused first (which record?), identified by the first replay, dead-lettered by the second;
+    # offset 8's dead letter was refused without its bytes too, and the third replay drops it
+    assert checkpointed == [3]
+    task = daemon.partitions.tasks[0]
+    assert (task.offset, task.fair.n_samples) == (10, 8)  # m3's prediction was made: it stays learned
+    answered = [json.loads(value)["id"] for topic, value, _ in broker.delivered if topic == output]
+    assert answered == [f"m{i}" for i in range(8) if i != 3]
+    dead = {headers["streamfair.source.offset"]: (value, headers) for topic, value, headers in broker.delivered
+            if topic == dead_letter}
+    assert sorted(dead) == [b"3", b"9"]
+    value, headers = dead[b"3"]
+    assert value == inputs[3] and headers["streamfair.reason"] == b"processing_error"
+    assert headers["streamfair.error_type"] == b"RecordRefused"
+    value, headers = dead[b"9"]
+    assert value is None and headers["streamfair.reason"] == b"invalid_json"
+    assert headers["streamfair.value_dropped"].startswith(b"refused by the broker (INVALID_TIMESTAMP")
+    assert daemon.stats.errors["dead_letter_refused"] == 1 and daemon.sender.refused == {}
 
 
 class LosesItsPartitionsOnce(DaemonObserver):
