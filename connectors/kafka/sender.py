@@ -257,7 +257,7 @@ class Sender:
     def _send(self, topic: str, destination: Destination | None = None, **record: Any) -> bool:
         """Queue one record (its refusal by the broker kept under ``destination``, if given); whether it was queued.
 
-        A record too large for the producer raises :class:`~connectors.kafka.transport.RecordTooLarge` (it is that
+        A record the producer refuses raises :class:`~connectors.kafka.transport.RecordRefused` (it is that
         record's problem).  Any other Kafka error fails the interval since the last checkpoint, which
         is replayed after the rewind, so the rest of the poll is not sent (nor counted).
         """
@@ -267,7 +267,7 @@ class Sender:
             self.begin()
             self.producer.send(topic, **record,
                                on_error=self._errback if destination is None else self._reporting(destination))
-        except RecordTooLarge:
+        except RecordRefused:
             raise
         except TransportError as error:
             self.failure = error

@@ -19,7 +19,7 @@ from connectors.kafka.partitions import SyntheticRecord
 from connectors.kafka.records import DeadLetter, Output, TaskResult
 from connectors.kafka.sender import Sender
 from connectors.kafka.task import PartitionTask
-from connectors.kafka.transport import RecordTooLarge, TransportError
+from connectors.kafka.transport import RecordRefused, RecordTooLarge, TransportError
 from streamfair import FairRegressionPostProcessor
 from tests.support.kafka_daemon import OneProducer
 
@@ -70,7 +70,8 @@ def test_counts_what_was_queued_and_nothing_once_the_interval_failed():
     assert (stats.produced, dict(stats.dead_letters), len(notified)) == (1, {"missing_id": 1}, 1)
 
 
-@pytest.mark.parametrize("refusal", [ValueError("the producer refused it"), RecordTooLarge("2000000 bytes")])
+@pytest.mark.parametrize("refusal", [ValueError("the producer refused it"), RecordTooLarge("2000000 bytes"),
+                                     RecordRefused("INVALID_RECORD: Broker failed to validate record")])
 def test_an_output_the_producer_refuses_is_a_dead_letter_and_the_rest_of_the_poll_goes_out(refusal):
     producer = RecordingProducer(refuse={b"m2": refusal})
     sender, stats, _ = sender_with(producer)
@@ -86,21 +87,22 @@ def test_an_output_the_producer_refuses_is_a_dead_letter_and_the_rest_of_the_pol
 
 
 class HeaderRefusingProducer(RecordingProducer):
-    """Records headers too; refuses (``ValueError``) a record with the header ``refused``, or every dead letter."""
+    """Records headers too; refuses (``kind``) a record with the header ``refused``, or every dead letter."""
 
-    def __init__(self, refused: str, every_dead_letter: bool = False):
+    def __init__(self, refused: str, every_dead_letter: bool = False, kind: type[Exception] = ValueError):
         super().__init__()
-        self.refused, self.every_dead_letter, self.headers = refused, every_dead_letter, []
+        self.refused, self.every_dead_letter, self.kind, self.headers = refused, every_dead_letter, kind, []
 
     def send(self, topic, *, key, value, partition=None, timestamp_ms=None, headers=None, on_error=None):
         if self.every_dead_letter and topic == "streamfair.dead-letter" or self.refused in dict(headers or []):
-            raise ValueError(f"the client does not take header {self.refused!r}")
+            raise self.kind(f"the client does not take header {self.refused!r}")
         super().send(topic, key=key, value=value)
         self.headers.append(headers)
 
 
-def test_a_dead_letter_refused_as_it_is_goes_out_with_its_reason_alone():
-    producer = HeaderRefusingProducer("x-odd")
+@pytest.mark.parametrize("kind", [ValueError, RecordRefused])
+def test_a_dead_letter_refused_as_it_is_goes_out_with_its_reason_alone(kind):
+    producer = HeaderRefusingProducer("x-odd", kind=kind)
     sender, stats, _ = sender_with(producer)
     source = SyntheticRecord("streamfair.input", 1, 7, -1, b"k", b"not json", [("x-odd", b"1"), ("tenant", b"a")])
     sender.deliver(TaskResult([], [DeadLetter(source, "invalid_json", "Expecting value")], []))
@@ -108,7 +110,7 @@ def test_a_dead_letter_refused_as_it_is_goes_out_with_its_reason_alone():
     headers = dict(producer.headers[0])
     assert "x-odd" not in headers and "tenant" not in headers  # the source's headers dropped, the reason kept
     assert (headers["streamfair.reason"], headers["streamfair.source.offset"]) == (b"invalid_json", b"7")
-    assert headers["streamfair.headers_dropped"] == b"ValueError: the client does not take header 'x-odd'"
+    assert headers["streamfair.headers_dropped"] == f"{kind.__name__}: the client does not take header 'x-odd'".encode()
     assert stats.dead_letters == {"invalid_json": 1}
 
 
