@@ -36,6 +36,11 @@ from connectors.kafka.transport import Producer, RecordRefused, RecordTooLarge, 
 Destination = tuple[str, str, int, int]
 
 
+def destination(topic: str, source: Any) -> Destination:
+    """The :data:`Destination` of a record for ``topic`` made of the consumer record ``source``."""
+    return topic, source.topic, source.partition, source.offset
+
+
 class Sender:
     """Queues outputs and dead letters on the daemon's producer (see the module's description).
 
@@ -180,12 +185,12 @@ class Sender:
                 if self.failure is not None:  # set by the send before, or by the producer's I/O thread
                     break
                 if identifying:
-                    source = output.source
-                    destination = (topic, source.topic, source.partition, source.offset)
-                    if destination in self.refused:  # the broker refused it before: that message's failure
-                        self.send_dead_letter(DeadLetter.of_error(source, self.refused[destination][0]))
+                    where = destination(topic, output.source)
+                    refusals = self.refused.get(where)
+                    if refusals:  # the broker refused it before: that message's failure
+                        self.send_dead_letter(DeadLetter.of_error(output.source, refusals[0]))
                         continue
-                    errback = self._reporting(destination)
+                    errback = self._reporting(where)
                 try:
                     send(topic, key=output.key, value=output.value,
                          partition=output.partition if co_partitioned else None,
@@ -216,24 +221,22 @@ class Sender:
         key, value, headers = encode_dead_letter(dead)
         partition = source.partition if self.dead_co_partitioned else None
         topic = self.config.topics.dead_letter
-        destination = (topic, source.topic, source.partition, source.offset) if self._identifying else None
-        refusals = self.refused.get(destination, []) if destination else []
+        where = destination(topic, source) if self._identifying else None
+        refusals = self.refused.get(where, []) if where else []
         try:
             if len(refusals) > 1:  # by the broker, with its bytes and without
                 raise refusals[-1]
             if refusals:
-                queued = self._send_without_value(topic, destination, key, headers, partition,
+                queued = self._send_without_value(topic, where, key, headers, partition,
                                                   f"refused by the broker ({refusals[0]})")
             else:
                 try:
-                    queued = self._send(topic, destination, value=value, key=key, headers=headers,
-                                        partition=partition)
+                    queued = self._send(topic, where, value=value, key=key, headers=headers, partition=partition)
                 except RecordTooLarge:  # keep the reason and the source position, drop the bytes
-                    queued = self._send_without_value(topic, destination, key, headers, partition,
+                    queued = self._send_without_value(topic, where, key, headers, partition,
                                                       "too large for the producer")
                 except Exception as error:  # noqa: BLE001 -- refused as it is: the reason and position alone
-                    queued = self._send(topic, destination, value=value, key=key,
-                                        headers=_refused_headers(headers, error))
+                    queued = self._send(topic, where, value=value, key=key, headers=_refused_headers(headers, error))
         except Exception as error:  # noqa: BLE001 -- even so: counted and logged, not replayed forever
             self.stats.errors["dead_letter_refused"] += 1
             log_event(self.log, logging.ERROR, "dead_letter_refused", reason=dead.reason, topic=source.topic,
@@ -247,15 +250,15 @@ class Sender:
                   partition=source.partition, offset=source.offset,
                   **({"error_type": dead.error_type} if dead.error_type else {}))
 
-    def _send_without_value(self, topic: str, destination: Destination | None, key: bytes | None,
+    def _send_without_value(self, topic: str, where: Destination | None, key: bytes | None,
                             headers: list[tuple[str, bytes]], partition: int | None, why: str) -> bool:
         """A dead letter's reason and source position, without the bytes (``streamfair.value_dropped``: ``why``)."""
         headers.append((HEADER_PREFIX + "value_dropped", why[:500].encode("utf-8", "replace")))
-        return self._send(topic, destination, value=None, key=key if key is not None else b"", headers=headers,
+        return self._send(topic, where, value=None, key=key if key is not None else b"", headers=headers,
                           partition=partition)
 
-    def _send(self, topic: str, destination: Destination | None = None, **record: Any) -> bool:
-        """Queue one record (its refusal by the broker kept under ``destination``, if given); whether it was queued.
+    def _send(self, topic: str, where: Destination | None = None, **record: Any) -> bool:
+        """Queue one record (its refusal by the broker kept under ``where``, if given); whether it was queued.
 
         A record the producer refuses raises :class:`~connectors.kafka.transport.RecordRefused` (it is that
         record's problem).  Any other Kafka error fails the interval since the last checkpoint, which
@@ -266,7 +269,7 @@ class Sender:
         try:
             self.begin()
             self.producer.send(topic, **record,
-                               on_error=self._errback if destination is None else self._reporting(destination))
+                               on_error=self._errback if where is None else self._reporting(where))
         except RecordRefused:
             raise
         except TransportError as error:
@@ -274,20 +277,20 @@ class Sender:
             return False
         return True
 
-    def _reporting(self, destination: Destination) -> Callable[[BaseException], None]:
-        """The ``on_error`` of one record: a refusal by the broker is kept under its ``destination``."""
+    def _reporting(self, where: Destination) -> Callable[[BaseException], None]:
+        """The ``on_error`` of one record: a refusal by the broker is kept under ``where``."""
         generation = self._generation
-        return lambda error: self._on_send_error(error, generation, destination)
+        return lambda error: self._on_send_error(error, generation, where)
 
     def _on_send_error(self, error: BaseException, generation: int,
-                       destination: Destination | None = None) -> None:  # producer I/O thread
+                       where: Destination | None = None) -> None:  # producer I/O thread
         if generation != self._generation:
             return
         if isinstance(error, RecordRefused):
-            if destination is None:  # which record it was: the replay's records tell
+            if where is None:  # which record it was: the replay's records tell
                 self._identifying = True
             else:
-                self.refused.setdefault(destination, []).append(error)
+                self.refused.setdefault(where, []).append(error)
         if self.failure is None:
             self.failure = error
 
