@@ -8,7 +8,8 @@ task to the changelog: one record, or parts and a manifest when it is larger tha
 * ``at_least_once`` (default): flush outputs and dead letters (wait for the acks), write the
   parts (and wait for their acks), then the checkpoints or manifests, flush again, then commit
   the covered offsets.  A crash between checkpoints replays from the last one; the replayed
-  outputs are byte-identical (up to the replay's first checkpoint that applies feedback, if any).
+  outputs are byte-identical (feedback waits until the replay has passed them,
+  :mod:`connectors.kafka.feedback_hold`).
 * ``exactly_once``: outputs, dead letters, changelog records and the offsets are one Kafka
   transaction (``send_offsets_to_transaction`` + ``commit_transaction``).
 

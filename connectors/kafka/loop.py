@@ -27,6 +27,7 @@ from typing import Any
 from connectors.kafka.checkpointing import Checkpointer
 from connectors.kafka.codec import FeedbackParser, InputParser
 from connectors.kafka.config import CODEC_PACKAGES, Config
+from connectors.kafka.feedback_hold import FeedbackHold
 from connectors.kafka.logs import log_event
 from connectors.kafka.models import BaseModels
 from connectors.kafka.observer import DaemonObserver, DaemonStats
@@ -147,6 +148,7 @@ class Daemon:
         self.sender = Sender(config, self.transport, self.stats, self.log, self.notify)
         self.checkpoints = Checkpointer(self)
         self.positions = LogPositions(self)
+        self.feedback_hold = FeedbackHold(self)
         self._fatal: tuple[int, str] | None = None  # (exit code, why) when the daemon stops on its own
         self._unassigned_since: float | None = None  # since when no partition is assigned (after subscribing)
         self._progress = (time.monotonic(), 0, 0)  # time, consumed and produced at the last progress line
@@ -241,7 +243,7 @@ class Daemon:
         if not ok and requested:  # a stop signal: the work since the last checkpoint is replayed, not lost
             log_event(self.log, logging.WARNING, "final_checkpoint_failed",
                       detail="the next owner of these partitions replays them from their last checkpoint "
-                             "(byte-identical outputs, unless feedback changes the state)")
+                             "(byte-identical outputs)")
             return 0
         return 0 if ok else 1
 
@@ -401,6 +403,7 @@ class Daemon:
                 self.checkpoints.rewind(failure)
             if self.partitions.to_restore:
                 self.partitions.restore()
+            self.feedback_hold.release()
         try:
             batch = self.consumer.poll(timeout_ms=self.config.kafka.poll_timeout_ms)
         except UnsupportedCodec as error:

@@ -3,9 +3,10 @@
 On assignment the new partitions are paused, and at the next iteration each one's task is restored
 from its current checkpoint in the changelog (:mod:`connectors.kafka.changelog`); the consumer
 seeks to the offsets stored in it (the changelog, not the group offset, is the source of truth)
-and resumes.  On revocation the tasks are checkpointed (unless the partitions were lost) and
-dropped.  The last durable checkpoint of every task is kept, so that a failure can put every task
-back there (:meth:`Partitions.back_to_checkpoints`).
+and resumes the input (the feedback once the input has passed what an earlier run may have
+answered, :mod:`connectors.kafka.feedback_hold`).  On revocation the tasks are checkpointed
+(unless the partitions were lost) and dropped.  The last durable checkpoint of every task is kept,
+so that a failure can put every task back there (:meth:`Partitions.back_to_checkpoints`).
 """
 
 from __future__ import annotations
@@ -215,6 +216,7 @@ class Partitions:
                 # their outputs are in the open transaction, which must not commit without their checkpoints:
                 # it is aborted, and the other tasks go back to theirs (their new owner answers them again)
                 daemon.sender.fail(RuntimeError(f"partitions {partitions} lost in the middle of a transaction"))
+            daemon.feedback_hold.forget(partitions)
             for partition in partitions:
                 self.tasks.pop(partition, None)
                 self._baselines.pop(partition, None)
@@ -281,7 +283,8 @@ class Partitions:
                       offset=task.offset, n_samples=task.fair.n_samples, seconds=round(seconds, 4))
             daemon.notify("on_restored", partition, task.fair.n_samples, task.offset, seconds)
         self.to_restore.difference_update(partitions)
-        daemon.consumer.resume(self.topic_partitions(partitions))
+        daemon.consumer.resume([TopicPartition(topics.input, p) for p in partitions])
+        daemon.feedback_hold.restored(partitions)
         daemon.backoff.reset()
         daemon.notify("on_assigned", sorted(self.tasks))
 
@@ -318,6 +321,7 @@ class Partitions:
         """Every task back to its last durable checkpoint (a fresh one if none), the consumer seeks there."""
         daemon = self.daemon
         topics = daemon.config.topics
+        daemon.feedback_hold.rewound(self.tasks)
         for partition in list(self.tasks):
             task = self.new_task(partition, self._baselines.get(partition))
             self.tasks[partition] = task

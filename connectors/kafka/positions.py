@@ -71,7 +71,7 @@ class LogPositions:
                                                           if topics.feedback else [])
             for topic, position in positions:
                 if position is None:  # nothing read yet: where the consumer reads first
-                    position = self._consumer_position(TopicPartition(topic, partition))
+                    position = self.consumer_position(TopicPartition(topic, partition))
                 if position is None:
                     continue
                 cause, highwater = self._outside(topic, partition, position, task)
@@ -79,7 +79,8 @@ class LogPositions:
                     moved.add((topic, partition))
         return moved
 
-    def _consumer_position(self, tp: TopicPartition) -> int | None:
+    def consumer_position(self, tp: TopicPartition) -> int | None:
+        """The group consumer's position in ``tp`` (``None`` while unknown, or when the client fails to say)."""
         try:
             return self.daemon.consumer.position(tp)
         except TransportError:
@@ -133,6 +134,7 @@ class LogPositions:
             target = highwater
         if is_input:
             task.offset, task.topic_id = target, self.input_topic_id
+            daemon.feedback_hold.moved(partition)
         else:
             task.move_feedback(target)
         daemon.consumer.seek(tp, target)

@@ -13,8 +13,8 @@ Semantics, per partition, in offset order:
 * Each prediction block is computed as a ``(b, ...)`` array with the message at row ``i mod b``,
   padded when a poll ends mid-batch, so floating-point results never depend on poll boundaries.
 * Feedback (labels for the base models) is buffered and learned at the next checkpoint, so base
-  models change only at checkpoints and each label is learned once (a replay after a crash is
-  byte-identical up to its first checkpoint that applies feedback, see docs/daemon.md).  With the group-robust
+  models change only at checkpoints and each label is learned once (the daemon holds feedback back
+  while a replay repeats outputs sent before, :mod:`connectors.kafka.feedback_hold`).  With the group-robust
   post-processor every sample is learned under its message id, and a feedback label ``y`` is
   applied at the next checkpoint too, in feedback order, as ``learn_label(id, y)`` (the delayed-label
   correction of its DRO group risks); ids with the same output key match (``12`` and ``"12"``).

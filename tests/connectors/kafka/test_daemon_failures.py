@@ -115,15 +115,23 @@ INPUT = "streamfair.input"
 
 class LogConsumer:
     """A group consumer over in-memory logs of topic partitions: a poll hands out all that is left
-    after each position, a seek moves it."""
+    after each position of the partitions not paused, a seek moves it."""
 
     def __init__(self, logs: dict[TopicPartition, list]):
-        self.logs, self.positions = logs, dict.fromkeys(logs, 0)
+        self.logs, self.positions, self.paused = logs, dict.fromkeys(logs, 0), set()
 
     def poll(self, timeout_ms):
-        batch = {tp: log[self.positions[tp]:] for tp, log in self.logs.items() if self.positions[tp] < len(log)}
-        self.positions = {tp: len(log) for tp, log in self.logs.items()}
+        batch = {tp: log[self.positions[tp]:] for tp, log in self.logs.items()
+                 if tp not in self.paused and self.positions[tp] < len(log)}
+        for tp, records in batch.items():
+            self.positions[tp] += len(records)
         return batch
+
+    def pause(self, partitions):
+        self.paused.update(partitions)
+
+    def resume(self, partitions):
+        self.paused.difference_update(partitions)
 
     def seek(self, tp, offset):
         self.positions[tp] = offset
@@ -183,20 +191,28 @@ def test_a_failure_mid_poll_before_any_checkpoint_goes_back_to_where_each_partit
     assert producer.ids == [f"p1-{i}" for i in range(5)]
 
 
-def test_a_failure_after_a_checkpoint_of_feedback_alone_goes_back_to_where_the_input_was_read():
-    """A fresh task that had read only feedback was checkpointed without an input offset.  A failure
-    after it had read input went back to that checkpoint, a state that learned none of that input,
-    without seeking the input: the records since were skipped, and the next checkpoint claimed them."""
-    feedback = "streamfair.feedback"
-    daemon = Daemon(load_config(env={}, overrides=[f"topics.feedback={feedback}", "postprocessor.robust=true",
+FEEDBACK = "streamfair.feedback"
+
+
+def _daemon_reading_labels() -> tuple[Daemon, Outputs]:
+    """A daemon of the group-robust post-processor reading labels from ``FEEDBACK``, its outputs kept."""
+    daemon = Daemon(load_config(env={}, overrides=[f"topics.feedback={FEEDBACK}", "postprocessor.robust=true",
                                                    "processing.checkpoint_every_seconds=3600"]))
     producer = Outputs()
     daemon.sender.transport = OneProducer(producer)
     daemon.sender.renew()
+    return daemon, producer
+
+
+def test_a_failure_after_a_checkpoint_of_feedback_alone_goes_back_to_where_the_input_was_read():
+    """A fresh task that had read only feedback was checkpointed without an input offset.  A failure
+    after it had read input went back to that checkpoint, a state that learned none of that input,
+    without seeking the input: the records since were skipped, and the next checkpoint claimed them."""
+    daemon, producer = _daemon_reading_labels()
     label = json.dumps({"id": "earlier", "y": 0.3}).encode()
     inputs = [json.dumps({"id": f"m{i}", "eta": 0.1 * i, "tau": [0.5, 0.5]}).encode() for i in range(8)]
-    read, labels = TopicPartition(INPUT, 0), TopicPartition(feedback, 0)
-    logs = {read: [], labels: [SyntheticRecord(feedback, 0, 0, 0, None, label, [])]}
+    read, labels = TopicPartition(INPUT, 0), TopicPartition(FEEDBACK, 0)
+    logs = {read: [], labels: [SyntheticRecord(FEEDBACK, 0, 0, 0, None, label, [])]}
     daemon._consumer = LogConsumer(logs)
     daemon.partitions.tasks[0] = daemon.partitions.new_task(0, None)  # fresh: no checkpoint yet
     daemon._iterate()  # the label alone
@@ -220,6 +236,28 @@ def test_a_failure_after_a_checkpoint_of_feedback_alone_goes_back_to_where_the_i
     task = daemon.partitions.tasks[0]
     assert (task.offset, task.fair.n_samples) == (8, 7)  # every valid record before offset 8, learned once
     assert producer.ids == [f"m{i}" for i in range(5)] + ["m6", "m7"]  # the failed poll sent nothing
+
+
+def test_after_a_rewind_feedback_waits_until_the_input_is_read_again_as_far_as_before():
+    """The replay of a rewind answers what was answered before with the state it had then: the label
+    read before the failure is read again only once the input is back where it was."""
+    daemon, producer = _daemon_reading_labels()
+    read, labels = TopicPartition(INPUT, 0), TopicPartition(FEEDBACK, 0)
+    consumer = daemon._consumer = LogConsumer({
+        read: [SyntheticRecord(INPUT, 0, i, 0, None, json.dumps({"id": f"m{i}", "eta": 0.1 * i, "tau": [0.5, 0.5]})
+                               .encode(), []) for i in range(5)],
+        labels: [SyntheticRecord(FEEDBACK, 0, 0, 0, None, b'{"id": "m1", "y": 0.3}', [])]})
+    daemon.partitions.tasks[0] = daemon.partitions.new_task(0, None)  # fresh: no checkpoint yet
+    daemon._iterate()  # the inputs and the label
+    assert daemon.stats.feedback == 1 and daemon.feedback_hold.until == {}
+    daemon.sender.fail(RuntimeError("a send failed"))
+    daemon._iterate()  # back to the start; the input is read again, not the label
+    assert daemon.stats.rewinds == 1 and daemon.stats.feedback == 1
+    assert daemon.feedback_hold.until == {0: 5} and consumer.paused == {labels}
+    daemon._iterate()  # the input is where it was: the label is read again
+    assert daemon.stats.feedback == 2 and daemon.feedback_hold.until == {} and not consumer.paused
+    assert producer.ids == [f"m{i}" for i in range(5)] * 2
+    assert daemon.checkpoints.checkpoint() and daemon.partitions.tasks[0].labels_applied == 1
 
 
 class RefusingBroker:

@@ -8,6 +8,7 @@ the feedback labels applied where the daemon applies them: at the checkpoint tha
 from __future__ import annotations
 
 import json
+import signal
 import threading
 from collections import Counter
 
@@ -20,6 +21,7 @@ from connectors.kafka.loop import Daemon
 from connectors.kafka.observer import DaemonObserver
 from streamfair.checks import assert_same_state
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
+from tests.support.daemon_process import DaemonProcess, wait_for
 from tests.support.kafka_daemon import (
     POSTPROCESSOR,
     EventLog,
@@ -32,6 +34,7 @@ from tests.support.kafka_daemon import (
     read_changelog,
     read_topic,
     settings,
+    write_toml,
 )
 
 ROBUST = {"robust": True, "refresh": 20, "temperature": 0.02}
@@ -114,6 +117,52 @@ def test_robust_daemon_matches_the_library_and_restores_its_dro_state(kafka_brok
         # the DRO state is live: the labels made the badly served group 1 the worst-off one
         assert got.weights[1] > 0.6 > unlabelled[p].dro_diagnostics().weights[1]
         assert not np.array_equal(got.group_risks, unlabelled[p].dro_diagnostics().group_risks)
+
+
+def test_a_replay_after_a_crash_repeats_its_outputs_byte_for_byte_though_feedback_came_in_between(kafka_broker,
+                                                                                                   tmp_path):
+    """Feedback waits until a replay has passed what an earlier run answered (:mod:`connectors.kafka.feedback_hold`).
+
+    The first run answers every input and is killed before its first checkpoint.  The labels are in
+    the feedback topic all along.  The second run, with small polls and a checkpoint every 60 inputs
+    (where another run's timing could have put them), replays the inputs: had it read the labels,
+    its first checkpoint would have applied them, and the outputs after it would differ from those
+    sent.  It learns them once, at the end.
+    """
+    values = settings(kafka_broker, "feedback-replay", **{f"postprocessor.{k}": v for k, v in ROBUST.items()},
+                      **{"topics.feedback": "daemon-feedback-replay.feedback", "kafka.max_poll_records": 10,
+                         "processing.checkpoint_every_messages": 10**6, "processing.checkpoint_every_seconds": 3600})
+    config = ensure_topics_for(kafka_broker, values)
+    stream = messages(450, seed=6, prefix="r")
+    produce_messages(kafka_broker, config.topics.input, stream)
+    rng = np.random.default_rng(6)
+    labelled = [(p, ident, float(np.clip(body["eta"] + rng.standard_normal(), -1, 1)))
+                for p, ident, body in stream if rng.random() < 0.5]
+    produce(kafka_broker, config.topics.feedback,
+            [(p, b"f", json.dumps({"id": ident, "y": y}).encode(), None) for p, ident, y in labelled])
+
+    first = DaemonProcess(write_toml(tmp_path / "first.toml", values))
+    wait_for(lambda: len(read_topic(kafka_broker, config.topics.output)) >= len(stream), 60, "every input answered")
+    assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+    assert not first.named("checkpoint") and not read_topic(kafka_broker, config.topics.changelog)
+    second = DaemonProcess(write_toml(tmp_path / "second.toml", {**values, "processing.checkpoint_every_messages": 60}),
+                           "--once")
+    assert second.process.wait(60) == 0
+    assert len(second.named("checkpoint")) > 1  # checkpoints during the replay, before the last
+
+    kwargs = {**POSTPROCESSOR, **ROBUST}
+    kwargs.pop("robust")
+    fair = {p: GroupRobustFairRegressionPostProcessor(n_groups=2, **kwargs) for p in range(3)}
+    expected: dict = {}
+    robust_reference(fair, stream, Counter(), expected)  # no label before the last input
+    copies = check_outputs(read_topic(kafka_broker, config.topics.output), expected)
+    assert set(copies) == set(expected) and set(copies.values()) == {2}  # each answered twice, the same bytes
+    for p, ident, y in labelled:
+        assert fair[p].learn_label(ident, y)
+    latest = latest_checkpoints(kafka_broker, config)
+    for p in range(3):  # and the labels were learned, each once, at the end
+        assert_same_state(restore_postprocessor(latest[p].state).state_dict()["dro"], fair[p].state_dict()["dro"])
+    assert {e["partition"] for e in second.named("feedback_resumed")} == {0, 1, 2}
 
 
 def test_robust_micro_batches_keep_their_ids_across_a_restart(kafka_broker):
