@@ -15,7 +15,8 @@ paused until its input position reaches the *replay end*:
 
 Then the feedback is read and learned as before, each record once, at the checkpoint after it.
 Feedback that only feeds the audited metrics changes no output, and never waits.
-A position moved by ``processing.out_of_range`` learns its replay end again from the new log.
+A position moved by ``processing.out_of_range`` releases its feedback: the log its outputs were
+answered from is gone or cut.
 """
 
 from __future__ import annotations
@@ -58,16 +59,15 @@ class FeedbackHold:
     >>> robust = load_config(env={}, overrides=["topics.feedback=labels", "postprocessor.robust=true"])
     >>> hold = Daemon(robust).feedback_hold
     >>> hold.until = {0: None, 1: 500}
-    >>> hold.moved(1); hold.until
-    {0: None, 1: None}
-    >>> hold.forget([0]); hold.until
-    {1: None}
+    >>> hold.forget([1]); hold.until
+    {0: None}
     """
 
     def __init__(self, daemon: Daemon):
         self.daemon = daemon
         config = daemon.config
-        self._feedback = config.topics.feedback if config.models.learn or config.postprocessor.robust else None
+        changes_state = config.models.learn or config.postprocessor.robust
+        self._feedback = (config.topics.feedback or "") if changes_state else ""  # the topic held ("": none)
         self.until: dict[int, int | None] = {}
         self._since: dict[int, float] = {}  # when each partition's feedback started to wait
 
@@ -97,31 +97,31 @@ class FeedbackHold:
 
     def release(self) -> None:
         """Resume the feedback of each held partition whose input position has reached its replay end."""
-        daemon = self.daemon
-        topics = daemon.config.topics
-        consumer = daemon.consumer
-        released = []
+        input_topic, consumer = self.daemon.config.topics.input, self.daemon.consumer
         for p, end in list(self.until.items()):
-            tp = TopicPartition(topics.input, p)
+            tp = TopicPartition(input_topic, p)
             try:
                 end = consumer.highwater(tp) if end is None else end
                 position = consumer.position(tp)
             except TransportError:
                 continue
             self.until[p] = end
-            if end is None or position is None or position < end:
-                continue
-            released.append(p)
-            del self.until[p]
-            log_event(daemon.log, logging.INFO, "feedback_resumed", partition=p, replay_end=end,
-                      waited_s=round(time.monotonic() - self._since.pop(p), 3))
-        if released and self._feedback:
-            consumer.resume([TopicPartition(self._feedback, p) for p in released])
+            if end is not None and position is not None and position >= end:
+                self._resume(p, end)
 
     def moved(self, partition: int) -> None:
-        """``partition``'s input position was moved to another log or place: its replay end is that log's end."""
+        """``processing.out_of_range`` moved ``partition``'s input: the log it was answered from is gone or cut.
+
+        Its feedback waits no more.
+        """
         if partition in self.until:
-            self.until[partition] = None
+            self._resume(partition, None)
+
+    def _resume(self, partition: int, end: int | None) -> None:
+        del self.until[partition]
+        log_event(self.daemon.log, logging.INFO, "feedback_resumed", partition=partition, replay_end=end,
+                  waited_s=round(time.monotonic() - self._since.pop(partition), 3))
+        self.daemon.consumer.resume([TopicPartition(self._feedback, partition)])
 
     def forget(self, partitions: Iterable[int]) -> None:
         """``partitions`` are not owned any more."""

@@ -139,6 +139,9 @@ class LogConsumer:
     def position(self, tp):
         return self.positions[tp]
 
+    def beginning_offsets(self, partitions):
+        return dict.fromkeys(partitions, 0)
+
     def topic_id(self, topic):
         return None
 
@@ -258,6 +261,27 @@ def test_after_a_rewind_feedback_waits_until_the_input_is_read_again_as_far_as_b
     assert daemon.stats.feedback == 2 and daemon.feedback_hold.until == {} and not consumer.paused
     assert producer.ids == [f"m{i}" for i in range(5)] * 2
     assert daemon.checkpoints.checkpoint() and daemon.partitions.tasks[0].labels_applied == 1
+
+
+def test_feedback_held_for_a_log_the_broker_lost_is_released_when_the_input_moves_to_the_new_log():
+    """The replay end of a rewind lies in the lost log: waiting for the new log to reach it would stall
+    the feedback for as long as that takes."""
+    daemon, _ = _daemon_reading_labels()
+    read, labels = TopicPartition(INPUT, 0), TopicPartition(FEEDBACK, 0)
+    inputs = [json.dumps({"id": f"m{i}", "eta": 0.1 * i, "tau": [0.5, 0.5]}).encode() for i in range(5)]
+    consumer = daemon._consumer = daemon._restorer = LogConsumer({
+        read: [SyntheticRecord(INPUT, 0, i, 0, None, v, []) for i, v in enumerate(inputs)],
+        labels: [SyntheticRecord(FEEDBACK, 0, 0, 0, None, b'{"id": "m1", "y": 0.3}', [])]})
+    task = daemon.partitions.tasks[0] = daemon.partitions.new_task(0, None)
+    task.offset = 100  # the last checkpoint, in the log the broker has lost (the new one has 5 records)
+    consumer.seek(read, 200)  # read up to there before a failure
+    daemon.feedback_hold.rewound([0])
+    consumer.seek(read, task.offset)
+    assert daemon.feedback_hold.until == {0: 200} and consumer.paused == {labels}
+    daemon._iterate()  # processing.out_of_range moves the input to the new log's start
+    assert task.offset == 0 and daemon.feedback_hold.until == {} and not consumer.paused
+    daemon._iterate()
+    assert (daemon.stats.consumed, daemon.stats.feedback) == (5, 1)
 
 
 class RefusingBroker:
