@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from connectors.kafka.logs import log_event
-from connectors.kafka.transport import TopicPartition, TransportError
+from connectors.kafka.transport import TopicPartition
 
 if TYPE_CHECKING:
     from connectors.kafka.loop import Daemon
@@ -97,15 +97,11 @@ class FeedbackHold:
 
     def release(self) -> None:
         """Resume the feedback of each held partition whose input position has reached its replay end."""
-        input_topic, consumer = self.daemon.config.topics.input, self.daemon.consumer
+        input_topic, positions = self.daemon.config.topics.input, self.daemon.positions
         for p, end in list(self.until.items()):
             tp = TopicPartition(input_topic, p)
-            try:
-                end = consumer.highwater(tp) if end is None else end
-                position = consumer.position(tp)
-            except TransportError:
-                continue
-            self.until[p] = end
+            end = self.until[p] = positions.consumer_highwater(tp) if end is None else end
+            position = positions.consumer_position(tp)
             if end is not None and position is not None and position >= end:
                 self._resume(p, end)
 

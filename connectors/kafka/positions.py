@@ -86,6 +86,13 @@ class LogPositions:
         except TransportError:
             return None
 
+    def consumer_highwater(self, tp: TopicPartition) -> int | None:
+        """The group consumer's fetch high-watermark of ``tp`` (``None`` while unknown, or when the client fails)."""
+        try:
+            return self.daemon.consumer.highwater(tp)
+        except TransportError:
+            return None
+
     def _outside(self, topic: str, partition: int, position: int,
                  task: PartitionTask) -> tuple[str | None, int | None]:
         """Why ``position`` of ``topic``'s ``partition`` is outside its log (``None``: it is not), and the log's end."""
