@@ -132,7 +132,7 @@ class FairClassificationPostProcessor(DualPostProcessor):
         if n_classes is None and classes is None:
             raise ValueError("the number of classes is unknown: give n_classes or classes")
         if classes is not None:
-            labels = list(classes)
+            labels = [label.item() if isinstance(label, np.generic) else label for label in classes]  # JSON values
             try:
                 distinct = len(set(labels))
             except TypeError:  # a label that is a list, a dict, ...
@@ -143,7 +143,7 @@ class FairClassificationPostProcessor(DualPostProcessor):
                 raise ValueError(f"n_classes={n_classes} does not match the {len(labels)} classes {labels!r}")
             n_classes = len(labels)
         self.n_classes = check_integer("n_classes", n_classes, 2)
-        self.classes = np.arange(self.n_classes) if classes is None else np.asarray(labels)
+        self.classes = np.arange(self.n_classes) if classes is None else _label_array(labels)
         self._classes_given = None if classes is None else labels
         self.cost_matrix = (
             zero_one_costs(self.n_classes) if cost_matrix is None else _check_cost_matrix(cost_matrix, self.n_classes)
@@ -185,3 +185,18 @@ class FairClassificationPostProcessor(DualPostProcessor):
             "cost_matrix": self.cost_matrix.tolist() if self._cost_given else None,
             **super().get_params(),
         }
+
+
+def _label_array(labels: list) -> np.ndarray:
+    """The class labels as an array that gives them back as given (``[1, "a"]`` stays, not ``["1", "a"]``).
+
+    >>> _label_array([1, "a"]).tolist(), _label_array(["no", "yes"]).dtype.kind
+    ([1, 'a'], 'U')
+    """
+    array = np.asarray(labels)
+    if array.ndim == 1 and array.tolist() == labels and array.dtype.kind != "O":
+        return array
+    array = np.empty(len(labels), dtype=object)  # mixed kinds, or labels numpy would read as rows (tuples)
+    for i, label in enumerate(labels):
+        array[i] = label
+    return array

@@ -44,7 +44,6 @@ class AtomConstraints:
     name = "atom"
 
     def __init__(self, n_atoms: int):
-        self.n_atoms = n_atoms
         self.n_rows = n_atoms
 
     def rows_of(self, proba: np.ndarray) -> np.ndarray:

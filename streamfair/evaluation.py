@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .validation import check_distributions, check_finite
+from .validation import check_distributions, check_finite, check_integer, show
 
 
 @dataclass(frozen=True)
@@ -75,24 +75,44 @@ def group_membership(groups, n_samples: int, n_groups: int | None = None) -> np.
     """``(n, K)`` weights: one-hot rows for labels ``0..K-1``, or a given probability matrix (``n >= 1``)."""
     if n_samples < 1:
         raise ValueError("a report needs at least one sample, got none (the predictions, y and groups are empty)")
-    array = np.asarray(groups)
+    expected = f"groups must be {n_samples} integer labels >= 0 or an ({n_samples}, K) matrix of non-negative weights"
+    try:
+        array = np.asarray(groups)
+    except ValueError:  # a ragged sequence
+        raise ValueError(f"{expected}, got {show(groups)}") from None
     if array.ndim == 2:
         weights = check_finite("groups", array.ravel()).reshape(array.shape)
         if array.shape[0] != n_samples or np.any(weights < 0):
-            raise ValueError(f"groups must be ({n_samples}, K) non-negative weights, got shape {array.shape}")
+            raise ValueError(f"{expected}, got {show(groups)} of shape {array.shape}")
         return weights
     if array.shape != (n_samples,) or not np.issubdtype(array.dtype, np.integer) or array.min(initial=0) < 0:
-        raise ValueError(f"groups must be {n_samples} integer labels >= 0 or an ({n_samples}, K) matrix")
-    k = int(array.max(initial=-1)) + 1 if n_groups is None else n_groups
+        raise ValueError(f"{expected}, got {show(groups)}")
+    k = int(array.max(initial=-1)) + 1 if n_groups is None else check_integer("n_groups", n_groups, 1)
     if array.max(initial=-1) >= k:
         raise ValueError(f"group labels must be < n_groups={k}, got {int(array.max())}")
     return np.eye(k)[array]
 
 
-def _unfairness(overall: np.ndarray, by_group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    atom = np.abs(by_group - overall).max(axis=1)
-    ks = np.abs(np.cumsum(by_group, axis=1) - np.cumsum(overall)).max(axis=1)
-    return atom, ks
+def expected_squared_error(first, second, y):
+    """``E[(Y_hat - y)^2]`` from the first two moments of ``Y_hat``: ``second - 2 y first + y^2``.
+
+    >>> expected_squared_error(0.5, 0.5, 1.0)      # Y_hat is 0 or 1 with even odds
+    0.5
+    """
+    return second - 2.0 * y * first + y * y
+
+
+def gap_measures(gaps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each group's largest per-atom gap and its KS distance, from its gaps along the last axis.
+
+    ``gaps[s, l] = P(Y_hat = y_l | S = s) - P(Y_hat = y_l)``, the atoms in increasing order: the KS
+    distance is the largest gap between the two CDFs, the cumulative sums of the gaps.
+
+    >>> atom, ks = gap_measures(np.array([[0.25, 0.25, -0.5]]))
+    >>> atom.tolist(), ks.tolist()
+    ([0.5], [0.5])
+    """
+    return np.abs(gaps).max(axis=-1), np.abs(np.cumsum(gaps, axis=-1)).max(axis=-1)
 
 
 def _group_means(weights: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -154,8 +174,11 @@ def evaluate(proba: ArrayLike, atoms: ArrayLike, y: ArrayLike, groups: ArrayLike
     weights = group_membership(groups, proba.shape[0], n_groups)
     order = np.argsort(atoms, kind="stable")  # the CDFs of the KS distance follow the values' order
     atoms, proba = atoms[order], proba[:, order]
-    losses = proba @ atoms**2 - 2 * y * (proba @ atoms) + y**2
-    atom, ks = _unfairness(proba.mean(axis=0), _group_means(weights, proba))
+    repeated = np.flatnonzero(np.diff(atoms) == 0)
+    if repeated.size:
+        raise ValueError(f"atoms must be distinct values, got {float(atoms[repeated[0]])!r} twice")
+    losses = expected_squared_error(proba @ atoms, proba @ atoms**2, y)
+    atom, ks = gap_measures(_group_means(weights, proba) - proba.mean(axis=0))
     return FairnessReport(float(losses.mean()), _group_means(weights, losses), atom, ks)
 
 
@@ -194,7 +217,7 @@ def evaluate_deterministic(predictions: ArrayLike, y: ArrayLike, groups: ArrayLi
     losses = (predictions - y) ** 2
     group_risk = _group_means(weights, losses)  # also checks that every group has weight
     by_group = histograms / weights.sum(axis=0)[:, None]
-    atom, ks = _unfairness(np.bincount(index) / predictions.size, by_group)
+    atom, ks = gap_measures(by_group - np.bincount(index) / predictions.size)
     return FairnessReport(float(losses.mean()), group_risk, atom, ks)
 
 
@@ -202,5 +225,7 @@ def to_grid(predictions, atoms) -> np.ndarray:
     """Deterministic predictions as one-hot distributions on their nearest atom: shape ``(n, m)``."""
     predictions = check_finite("predictions", predictions)
     atoms = check_finite("atoms", atoms)
+    if atoms.size == 0:
+        raise ValueError("atoms must hold at least one value, got none")
     nearest = np.abs(predictions[:, None] - atoms).argmin(axis=1)
     return np.eye(atoms.size)[nearest]

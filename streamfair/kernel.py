@@ -371,6 +371,13 @@ def _buffers(n_rows, groups, m):
 
 # ---------------------------------------------------------------------- the tracking optimizer
 @compiled
+def _descend(w, row, s, step, gap, margin):
+    """The projected step of entries ``(row, s)`` of ``(Lambda, V)``, gradient ``(gap + margin, margin - gap)``."""
+    w[0, row, s] = max(w[0, row, s] - step * (gap + margin), 0.0)
+    w[1, row, s] = max(w[1, row, s] - step * (margin - gap), 0.0)
+
+
+@compiled
 def _tracking_update(w, slack, step, rows, features):
     """Projected SGD ``w = (w - step (+-outer(rows, t) + slack))_+`` for ``w = (Lambda, V)``, in place.
 
@@ -380,9 +387,7 @@ def _tracking_update(w, slack, step, rows, features):
     for s in range(groups):
         feature, margin = features[s], slack[s]
         for row in range(n_rows):
-            gap = rows[row] * feature
-            w[0, row, s] = max(w[0, row, s] - step * (gap + margin), 0.0)
-            w[1, row, s] = max(w[1, row, s] - step * (margin - gap), 0.0)
+            _descend(w, row, s, step, rows[row] * feature, margin)
 
 
 @compiled
@@ -592,8 +597,7 @@ def tracking_learn_batch(w, baseline, slack, step, beta, cdf, features, costs, c
     for s in range(groups):  # rows inside: see _tracking_update
         margin = slack[s]
         for row in range(n_rows):
-            w[0, row, s] = max(w[0, row, s] - step * (gap[row, s] + margin), 0.0)
-            w[1, row, s] = max(w[1, row, s] - step * (margin - gap[row, s]), 0.0)
+            _descend(w, row, s, step, gap[row, s], margin)
 
 
 # ---------------------------------------------------------------------- the paper's optimizers

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import reprlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -22,6 +23,15 @@ import numpy as np
 from . import blake2b
 
 Key = int | str | bytes
+
+
+def counter_key(i: int) -> str:
+    """The key of the ``i``-th draw without a key of its own (an object's draw counter supplies ``i``).
+
+    >>> counter_key(3)
+    'draw:3'
+    """
+    return f"draw:{i}"
 
 
 def _key_bytes(key: Key) -> bytes:
@@ -33,7 +43,7 @@ def _key_bytes(key: Key) -> bytes:
         return b"b" + key
     if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
         return b"i" + str(int(key)).encode("ascii")
-    raise ValueError(f"key must be an int, str or bytes, got {type(key).__name__}")
+    raise ValueError(f"key must be an int, str or bytes, got {reprlib.repr(key)} ({type(key).__name__})")
 
 
 @functools.lru_cache(maxsize=64)

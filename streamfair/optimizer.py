@@ -9,7 +9,7 @@ one sample or of a mini-batch at the query point and updates the arrays, in one 
 >>> import numpy as np
 >>> from streamfair.schedule import Schedule
 >>> opt = DualOptimizer(Schedule("sgd", inner="acsa", smoothness=2.0, mu=1.0, horizon=10),
-...                     n_atoms=3, eps=np.array([0.1, 0.1]))
+...                     n_rows=3, eps=np.array([0.1, 0.1]))
 >>> opt.learn(1.0, False, np.zeros(2), np.zeros(3))   # t = 0: no gap, only eps pushes, and w stays at 0
 >>> float(opt.served.max()), opt.steps_left()
 (0.0, 9)
@@ -23,6 +23,7 @@ import numpy as np
 
 from . import kernel
 from .schedule import Run, Schedule
+from .validation import check_array, check_entries, check_non_negative, check_positive
 
 #: What predictions use: the last completed epoch's output, or the running output.
 SERVING = ("epoch", "live")
@@ -35,19 +36,21 @@ class DualOptimizer:
     ----------
     schedule
         The step schedule (it is advanced by each step).
-    n_atoms
-        ``m``, the number of atoms.
+    n_rows
+        The constraints per group: ``m`` (one per atom) or ``m - 1`` (one per threshold of the CDF).
     eps
         Per-group slack, shape ``(K,)``.
+    serve
+        One of :data:`SERVING`: what predictions use (see :attr:`served`).
     """
 
-    def __init__(self, schedule: Schedule, *, n_atoms: int, eps: np.ndarray, serve: str = "epoch"):
+    def __init__(self, schedule: Schedule, *, n_rows: int, eps: np.ndarray, serve: str = "epoch"):
         if serve not in SERVING:
             raise ValueError(f"serve must be one of {SERVING}, got {serve!r}")
         self.schedule = schedule
         self.serve = serve
         self.eps = np.asarray(eps, dtype=float)
-        shape = (2, n_atoms, self.eps.size)
+        shape = (2, n_rows, self.eps.size)
         # One contiguous block [w, w_ag, c - eps]: the compiled step's operand.
         self._stack = np.zeros((3,) + shape)
         self.w, self.w_ag, self._offset = self._stack
@@ -182,13 +185,12 @@ class DualOptimizer:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore what :meth:`state_dict` returned."""
-        self.schedule.retune(*state["step_constants"])
-        for name in ("w", "w_ag", "_epoch_output", "prox_centre"):
-            value = np.asarray(state[name.lstrip("_")], dtype=float)
-            if value.shape != self.w.shape:
-                raise ValueError(f"state {name!r} has shape {value.shape}, expected {self.w.shape}")
-            getattr(self, name)[...] = value
-        self.prox_weight = float(state["prox_weight"])
+        smoothness, mu = check_entries("state's step_constants", state["step_constants"], 2)
+        self.schedule.retune(check_positive("state's smoothness", smoothness), check_positive("state's mu", mu))
+        for name in ("w", "w_ag", "epoch_output", "prox_centre"):
+            array = self._epoch_output if name == "epoch_output" else getattr(self, name)
+            array[...] = check_array(f"state's {name}", state[name], self.w.shape)
+        self.prox_weight = check_non_negative("state's prox_weight", state["prox_weight"])
         self.schedule.load_state_dict(state["schedule"])
         self._refresh_offset()
         self.served_version += 1

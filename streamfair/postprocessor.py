@@ -72,7 +72,8 @@ import numpy as np
 from . import dual, kernel
 from .constraints import CONSTRAINTS, Constraints
 from .costs import PLAIN_NUMBERS, ExpectedCosts, SquaredCosts
-from .keyed_random import Key, keyed_uniform, keyed_uniforms
+from .evaluation import gap_measures
+from .keyed_random import Key, counter_key, keyed_uniform, keyed_uniforms
 from .optimizer import DualOptimizer
 from .profiles import (
     DEFAULT_MEMORY,
@@ -91,6 +92,7 @@ from .validation import (
     check_distribution,
     check_distributions,
     check_integer,
+    check_key,
     check_positive,
     check_seed,
     check_slack,
@@ -195,6 +197,12 @@ class Diagnostics:
 
 class DualPostProcessor:
     """Streaming DP post-processing over a finite set of atoms (the generic engine).
+
+    The post-processors subclass it with their cost model
+    (:class:`~streamfair.FairRegressionPostProcessor`,
+    :class:`~streamfair.FairClassificationPostProcessor`); their :meth:`get_params`,
+    :meth:`state_dict` and :meth:`from_state_dict` rebuild them from JSON values.  The engine
+    alone, whose ``cost`` is an object, is not rebuilt that way.
 
     Parameters
     ----------
@@ -363,7 +371,7 @@ class DualPostProcessor:
             schedule = Schedule(optimizer, inner=inner or "acsa2", smoothness=smoothness, mu=mu,
                                 horizon=reference_horizon(horizon))
             self._optimizer = DualOptimizer(
-                schedule, n_atoms=self.constraints.n_rows, eps=self.slack, serve=serve or "epoch"
+                schedule, n_rows=self.constraints.n_rows, eps=self.slack, serve=serve or "epoch"
             )
         if self.p_given is None:
             self._optimizer.epoch_hook = self._retune
@@ -449,8 +457,10 @@ class DualPostProcessor:
     def _infer_groups(p, slack, n_groups, slack_name: str) -> int:
         candidates = {}
         if p is not None:
-            candidates["p"] = len(np.atleast_1d(np.asarray(p, dtype=object)))
-        if np.ndim(slack) == 1:
+            if _dimensions("p", p) != 1:
+                raise ValueError(f"p must be one share per group, got {show(p)}")
+            candidates["p"] = len(p)
+        if _dimensions(slack_name, slack) == 1:
             candidates[slack_name] = len(slack)
         if n_groups is not None:
             candidates["n_groups"] = check_integer("n_groups", n_groups, 2)
@@ -535,9 +545,8 @@ class DualPostProcessor:
             p = sums / self._tau_count
             self._tau_sum = sums[0]
         else:
-            sums = np.cumsum(np.vstack([self._tau_sum, tau]), axis=0)[1:]
-            counts = self._tau_count + np.arange(1, tau.shape[0] + 1)
-            p = sums / counts[:, None]
+            sums, counts = self._tau_sums(tau)
+            p = sums[1:] / counts[1:, None]
             self._tau_sum = sums[-1].copy()
             self._tau_count = int(counts[-1])
         return dual.group_features(tau, p)
@@ -615,8 +624,10 @@ class DualPostProcessor:
             the column order of :attr:`p`.
         key
             Names the sample (e.g. its message id) for a later :meth:`learn_label`; ``None``:
-            no label will refer to it.
+            no label will refer to it (a hashable value).
         """
+        if key is not None:
+            check_key("key", key)
         if self._one_sample(prediction, tau, None, draw=False, learn=True) is not None:  # uniform weights: no key
             return
         predictions, taus = self._check_one(prediction, tau)
@@ -727,8 +738,12 @@ class DualPostProcessor:
         """
         if self.p_given is not None:
             return np.broadcast_to(self.p_given, taus.shape)
-        sums = np.cumsum(np.vstack([self._tau_sum, taus[:-1]]), axis=0)
-        return sums / (self._tau_count + np.arange(len(sums)))[:, None]
+        sums, counts = self._tau_sums(taus)
+        return sums[:-1] / counts[:-1, None]
+
+    def _tau_sums(self, taus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The running sum of ``tau`` and its count before each row of ``taus`` and after the last: ``n + 1`` rows."""
+        return np.cumsum(np.vstack([self._tau_sum, taus]), axis=0), self._tau_count + np.arange(taus.shape[0] + 1)
 
     def _learning_costs(self, predictions: np.ndarray, taus: np.ndarray) -> np.ndarray:
         """The scaled costs of samples about to be learned in order, each under the shares in use before it."""
@@ -786,6 +801,8 @@ class DualPostProcessor:
         >>> bool((b.proba_learn_one(0.3, [0.2, 0.8]) == proba).all()), a.n_samples == b.n_samples == 1
         (True, True)
         """
+        if key is not None:
+            check_key("key", key)
         predictions, taus = self._check_one(prediction, tau)
         costs = self._scaled_costs(predictions, taus, learning=True)  # ``learning`` only counts (e.g. clips)
         serving = self._serving_features(taus)  # p before this sample, as proba_one
@@ -960,9 +977,10 @@ class DualPostProcessor:
         if drawn is not None:
             return self.labels[drawn]
         predictions, taus = self._check_one(prediction, tau)
+        u = self._uniform(key)  # as predict_one; an invalid key raises before anything changes
         costs = self._scaled_costs(predictions, taus, learning=True)  # ``learning`` only counts (e.g. clips)
         serving = self._serving_features(taus)
-        index = self._sample_index(serving, costs, self._uniform(key))  # as predict_one
+        index = self._sample_index(serving, costs, u)
         self._remember(predictions, taus)
         self._step(self._learning_features(taus, serving)[0], costs[0])
         self._learned(predictions, taus, None if key is None else [key])
@@ -1080,7 +1098,7 @@ class DualPostProcessor:
     def _uniforms(self, n: int, keys: Sequence[Key | None] | None) -> np.ndarray:
         """:meth:`_uniform` of ``n`` draws (``keys``: ``None`` or ``n`` keys, each ``None`` for the counter)."""
         if keys is None:
-            named: Sequence[Key] = [f"draw:{self._draws + i}" for i in range(n)]
+            named: Sequence[Key] = [counter_key(self._draws + i) for i in range(n)]
             self._draws += n
         else:  # each missing key from the counter, in order
             named = [self._counter_key() if key is None else key for key in keys]
@@ -1089,7 +1107,7 @@ class DualPostProcessor:
     def _counter_key(self) -> str:
         """The key of the next unkeyed draw (the counter moves on)."""
         self._draws += 1
-        return f"draw:{self._draws - 1}"
+        return counter_key(self._draws - 1)
 
     def predict_many(self, predictions: Any, tau: Any, mode: str = "sample",
                      keys: Sequence[Key | None] | None = None) -> np.ndarray:
@@ -1181,6 +1199,7 @@ class DualPostProcessor:
         else:
             gaps, mean_proba = np.zeros((self.atoms.size, self.n_groups)), np.zeros(self.atoms.size)
         group_proba = mean_proba[:, None] - gaps
+        group_unfairness, group_ks = gap_measures(gaps.T)
         rows_gaps = self.constraints.rows_of(gaps.T).T
         gradient = np.stack([rows_gaps + self.slack, -rows_gaps + self.slack])
         optimizer = self._optimizer
@@ -1191,8 +1210,8 @@ class DualPostProcessor:
             epoch_horizon=optimizer.epoch_horizon,
             epoch_progress=optimizer.progress(),
             atom_gaps=gaps,
-            group_unfairness=np.abs(gaps).max(axis=0),
-            group_ks=np.abs(np.cumsum(gaps, axis=0)).max(axis=0),
+            group_unfairness=group_unfairness,
+            group_ks=group_ks,
             group_proba=group_proba,
             group_mean=self.atoms @ group_proba,
             target=self.slack.copy(),
@@ -1210,8 +1229,9 @@ class DualPostProcessor:
         Returns
         -------
         dict
-            Keyword arguments of the class's constructor, as JSON values (numbers, strings,
-            ``None`` and lists), as :meth:`state_dict` stores them.
+            Keyword arguments of the post-processor's constructor, as JSON values (numbers,
+            strings, ``None`` and lists), as :meth:`state_dict` stores them: the engine's settings
+            here, to which each subclass adds its own (``B`` and ``L``, the classes).
 
         Examples
         --------
@@ -1361,8 +1381,24 @@ def _check_within(name: str, value: Any, shape: tuple[int, ...], low: float, *ot
     return array
 
 
+def _dimensions(name: str, value: Any) -> int:
+    """``np.ndim(value)``; a ragged sequence gets a ``ValueError`` naming ``name``.
+
+    >>> _dimensions("ks", [0.1, 0.2])
+    1
+    >>> _dimensions("ks", [[0.1], [0.1, 0.2]])
+    Traceback (most recent call last):
+    ...
+    ValueError: ks must be one number or one per group, got [[0.1], [0.1, 0.2]]
+    """
+    try:
+        return int(np.ndim(value))
+    except ValueError:
+        raise ValueError(f"{name} must be one number or one per group, got {show(value)}") from None
+
+
 def check_keys(keys: Sequence | None, n: int) -> None:
-    """``None``, or one key per sample: else ``ValueError`` naming ``keys``.
+    """``None``, or one hashable key per sample: else ``ValueError`` naming ``keys``.
 
     >>> check_keys(["a"], 2)
     Traceback (most recent call last):
@@ -1375,6 +1411,8 @@ def check_keys(keys: Sequence | None, n: int) -> None:
         raise ValueError(f"keys must be None or a sequence of one key per sample ({n}), got {show(keys)}")
     if len(keys) != n:
         raise ValueError(f"keys must have one key per sample ({n}), got {len(keys)}")
+    for key in keys:
+        check_key("keys", key)
 
 
 def chunks(n: int, size: int = CHUNK_ROWS):

@@ -38,6 +38,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from .validation import check_integer
+
 OPTIMIZERS = ("sgd", "acsa", "acsa2", "sgd3")
 INNER_SOLVERS = ("acsa", "acsa2")
 
@@ -199,6 +201,12 @@ class Schedule:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore counters produced by :meth:`state_dict` (after :meth:`retune` to the saved ``M, mu``)."""
-        self.epoch, self.run_index, self.step = int(state["epoch"]), int(state["run_index"]), int(state["step"])
-        self.stages = int(state["stages"])
+        self.epoch = check_integer("state's schedule epoch", state["epoch"], 0)
+        self.run_index = check_integer("state's schedule run_index", state["run_index"], 0)
+        self.step = check_integer("state's schedule step", state["step"], 1)
+        self.stages = check_integer("state's schedule stages", state["stages"], 1)
+        lengths = [run.length for run in self.runs(self.epoch_horizon)]
+        if min(lengths) < 1 or self.run_index >= len(lengths) or self.step > lengths[self.run_index]:
+            raise ValueError(f"state's schedule (run {self.run_index}, step {self.step}, {self.stages} stages) is "
+                             f"not a step of epoch {self.epoch}: runs of {lengths} steps")
         self._enter_run()

@@ -70,6 +70,7 @@ from collections.abc import Callable
 import numpy as np
 
 from . import kernel
+from .validation import check_array, check_integer, check_positive
 
 #: Iterates in the served mixture.
 SNAPSHOTS = 16
@@ -244,15 +245,14 @@ class TrackingOptimizer:
 
         A state written before the step decayed has no ``settle``: the configured one is kept.
         """
-        shapes = (("w", self.w.shape), ("snapshots", self.snapshots.shape), ("baseline", self.baseline.shape))
-        for name, shape in shapes:
-            value = np.asarray(state[name], dtype=float)
-            if value.shape != shape:
-                raise ValueError(f"state {name!r} has shape {value.shape}, expected {shape}")
-            getattr(self, name)[...] = value
-        self.n_snapshots = int(state["n_snapshots"])
-        self.first_step = float(state["step"])
-        self.settle = float(state.get("settle", self.settle))
-        self.n_steps = int(state["n_steps"])
+        for name in ("w", "snapshots", "baseline"):
+            array = getattr(self, name)
+            array[...] = check_array(f"state's {name}", state[name], array.shape)
+        self.n_snapshots = check_integer("state's n_snapshots", state["n_snapshots"], 0)
+        self.first_step = check_positive("state's step", state["step"])
+        self.settle = check_positive("state's settle", state.get("settle", self.settle))
+        if self.settle < self.memory:
+            raise ValueError(f"state's settle must be at least memory={self.memory} samples, got {self.settle!r}")
+        self.n_steps = check_integer("state's n_steps", state["n_steps"], 0)
         self._set_step()
         self.served_version += 1

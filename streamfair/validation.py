@@ -178,6 +178,23 @@ def check_integer(name: str, value, minimum: int) -> int:
     return int(value)
 
 
+def check_key(name: str, value: T) -> T:
+    """A hashable ``value``: a key that names a sample (a message id, say).
+
+    >>> check_key("key", ("topic", 3))
+    ('topic', 3)
+    >>> check_key("key", [1])
+    Traceback (most recent call last):
+    ...
+    ValueError: key must be hashable (a message id, say), got [1]
+    """
+    try:
+        hash(value)
+    except TypeError:
+        raise ValueError(f"{name} must be hashable (a message id, say), got {show(value)}") from None
+    return value
+
+
 def check_seed(value) -> int:
     """A seed: an integer in ``[0, 2**64)``."""
     if isinstance(value, bool) or not isinstance(value, Integral) or not 0 <= int(value) < 2**64:

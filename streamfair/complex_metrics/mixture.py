@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..keyed_random import Key, keyed_uniform, sample_indices
+from ..keyed_random import Key, counter_key, keyed_uniform, sample_indices
 from ..validation import (
     check_array,
     check_choice,
@@ -142,7 +142,7 @@ class RandomizedClassifier:
 
     def _keys(self, n: int, keys: Sequence[Key] | None) -> Sequence[Key]:
         if keys is None:
-            keys = [f"draw:{self._draws + i}" for i in range(n)]
+            keys = [counter_key(self._draws + i) for i in range(n)]
             self._draws += n
         elif isinstance(keys, (str, bytes)) or not hasattr(keys, "__len__"):
             raise ValueError(f"keys must be a sequence of one key per sample ({n}), got {keys!r}")

@@ -29,8 +29,8 @@ returns ``omega_q(x)`` (the costs are ``beta omega_q(x) r_l(x)``), while an onli
 
 The updater learns ``R_g`` without labels from the post-processor's own output: the surrogate loss
 of a sample is the expected squared deviation of its randomized prediction from ``eta``,
-``sum_l pi(l | x) r_l(x)`` (``pi`` at the optimizer's running output, see :meth:`learning_proba`;
-the served policy only changes at epoch ends), attributed to the groups through
+``sum_l pi(l | x) r_l(x)`` (``pi`` at the optimizer's output, the policy being learned, see
+:meth:`learning_proba`), attributed to the groups through
 ``tau / p`` (self-normalized).  When a sample's label ``y`` arrives (:meth:`learn_label`), its
 loss becomes ``sum_l pi(l | x) (y_l - y)^2`` with the same ``pi``, and the group risks are
 corrected exactly: then ``R_g`` also contains the base model's error in group
@@ -51,6 +51,7 @@ from typing import Any, Self
 import numpy as np
 
 from .. import dual
+from ..evaluation import expected_squared_error
 from ..regression import FairRegressionPostProcessor
 from ..validation import (
     check_array,
@@ -58,6 +59,7 @@ from ..validation import (
     check_entries,
     check_indices,
     check_integer,
+    check_key,
     check_positive,
     check_real,
     restores_state,
@@ -235,10 +237,12 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
             self._refresh_weights()
 
     def learning_proba(self, predictions: Any, tau: Any) -> np.ndarray:
-        """``pi(. | x)`` at the optimizer's running output ``w_ag`` (what the current epoch will serve).
+        """``pi(. | x)`` at the optimizer's output: the policy being learned, which the surrogate losses follow.
 
-        Predictions use the last *completed* epoch's dual, which stays put for a whole epoch; the
-        surrogate losses must follow the policy being learned, so they use this one.
+        For the tracking optimizer (the ``anytime`` profile) the output is the mean of its served
+        points, and this policy a one-policy stand-in for the mixture it serves (they differ by a
+        few hundredths per atom); for the paper's optimizers it is the running output ``w_ag``, what
+        the current epoch will serve (predictions use the last *completed* epoch's dual).
 
         Parameters
         ----------
@@ -272,7 +276,7 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         for key, row in self._block_keys.items():
             if key in self._early_labels:  # the label came before the surrogate was folded in
                 y = self._early_labels.pop(key)
-                losses[row] = second[row] - 2.0 * y * first[row] + y * y
+                losses[row] = expected_squared_error(first[row], second[row], y)
                 labelled.add(key)
         self.n_labels += len(labelled)
         receipts = self.dro.update_many(losses, tau)
@@ -300,11 +304,11 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
             ``True`` if the label was used; ``False`` if the key is unknown (never learned with a
             key, expired, or already labelled).
         """
-        y = check_real("y", y)
+        key, y = check_key("key", key), check_real("y", y)
         waiting = self._pending.pop(key)
         if waiting is not None:
             receipt, first, second = waiting
-            self.dro.correct(receipt, second - 2.0 * y * first + y * y)
+            self.dro.correct(receipt, expected_squared_error(first, second, y))
             self.n_labels += 1
             return True
         if key in self._block_keys and key not in self._early_labels:

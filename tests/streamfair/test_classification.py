@@ -10,6 +10,7 @@ optimum of a finite population -- learning only from ``(proba, tau)``, never fro
 
 from __future__ import annotations
 
+import json
 import math
 import pickle
 
@@ -329,3 +330,17 @@ def test_binary_case_starts_at_the_bayes_threshold_and_costs_move_it():
 def test_classes_that_are_not_hashable_are_a_value_error_naming_them():
     with pytest.raises(ValueError, match=r"classes must be hashable labels, got \[\[1\], \[2\]\]"):
         FairClassificationPostProcessor(classes=[[1], [2]], n_groups=2)
+
+
+@pytest.mark.parametrize("classes", [[1, "a"], [(0, "low"), (1, "high")], ["no", "yes"], [0.5, 2.5]])
+def test_predictions_are_the_classes_as_given(classes):
+    """numpy made ``[1, "a"]`` two strings, so the mode of class 1 was ``"1"``; tuples became rows."""
+    fair = FairClassificationPostProcessor(classes=classes, n_groups=2)
+    predicted = [fair.predict_one(proba, [0.5, 0.5], mode="mode") for proba in ([0.9, 0.1], [0.1, 0.9])]
+    assert predicted == classes
+    assert all(isinstance(label, type(given)) for label, given in zip(predicted, classes, strict=True))
+
+
+def test_classes_given_as_a_numpy_array_keep_parameters_that_are_json_values():
+    fair = FairClassificationPostProcessor(classes=np.array([3, 4]), n_groups=2)
+    assert json.loads(json.dumps(fair.get_params()))["classes"] == [3, 4]

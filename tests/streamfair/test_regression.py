@@ -722,6 +722,35 @@ def test_a_state_whose_counters_or_posteriors_are_out_of_range_is_refused_naming
         FairRegressionPostProcessor.from_state_dict({**fair.state_dict(), entry: value})
 
 
+@pytest.mark.parametrize("profile, entry, value, message", [
+    ("anytime", "n_snapshots", -1, "state's n_snapshots must be an integer >= 0, got -1"),  # served 15 snapshots
+    ("anytime", "step", math.nan, "state's step must be a finite number > 0, got nan"),
+    ("anytime", "step", -1.0, "state's step must be a finite number > 0, got -1.0"),
+    ("anytime", "settle", 0.0, "state's settle must be a finite number > 0, got 0.0"),  # divided by zero
+    ("anytime", "settle", 100.0, "state's settle must be at least memory=2000 samples, got 100.0"),
+    ("anytime", "n_steps", "x", "state's n_steps must be an integer >= 0, got 'x'"),
+    ("anytime", "w", np.full((2, 100, 2), np.nan), "state's w must be finite"),
+    ("anytime", "baseline", np.zeros(3), "state's baseline must have shape (100,)"),
+    ("paper", "step_constants", (math.nan, 1.0), "state's smoothness must be a finite number > 0, got nan"),
+    ("paper", "prox_weight", math.nan, "state's prox_weight must be a finite number >= 0, got nan"),
+    ("paper", "w_ag", np.full((2, 101, 2), np.inf), "state's w_ag must be finite"),
+    ("paper", "schedule", {"epoch": -1, "run_index": 0, "step": 1, "stages": 16},
+     "state's schedule epoch must be an integer >= 0, got -1"),  # was a negative shift count
+    ("paper", "schedule", {"epoch": 0, "run_index": 0, "step": 1, "stages": 0},
+     "state's schedule stages must be an integer >= 1, got 0"),  # divided by zero
+    ("paper", "schedule", {"epoch": 0, "run_index": 40, "step": 1, "stages": 16},
+     "state's schedule (run 40, step 1, 16 stages) is not a step of epoch 0"),
+])
+def test_a_state_whose_optimizer_is_out_of_range_is_refused_naming_the_entry(profile, entry, value, message):
+    """The optimizer's part was read as it came: NaN steps and iterates were served, and bad counters failed later."""
+    fair = FairRegressionPostProcessor(p=[0.5, 0.5], profile=profile)
+    eta, tau = unfair_stream(100, 2, seed=3)
+    fair.learn_many(eta, tau)
+    state = fair.state_dict()
+    with pytest.raises(ValueError, match=re.escape(message)):
+        FairRegressionPostProcessor.from_state_dict({**state, "optimizer": {**state["optimizer"], entry: value}})
+
+
 @pytest.mark.parametrize("call", ["learn_one", "proba_one", "predict_one"])
 def test_a_mapping_tau_is_refused_rather_than_read_as_its_keys(call):
     """River's ``predict_proba_one`` gives a dict: iterated, it is its keys, ``[0, 1]``, a valid posterior."""

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from streamfair import FairRegressionPostProcessor, evaluate, evaluate_deterministic, validation
+from streamfair.evaluation import to_grid
 from tests.support.errors import check_error
 
 NAN, INF = math.nan, math.inf
@@ -43,7 +44,9 @@ def fitted(**kwargs):
         (dict(p=[1.2, -0.2]), ("p", "[1.2, -0.2]")),
         (dict(p=[1.0, 0.0]), ("p", "[1.0, 0.0]")),  # a group with p_s = 0 makes t = 1 - tau/p undefined
         (dict(p=[NAN, 0.5]), ("p", "nan")),
-        (dict(p=[[0.5, 0.5]]), ("p",)),  # the message gives the number of groups read from p, not p
+        (dict(p=[[0.5, 0.5]]), ("p", "one share per group", "[[0.5, 0.5]]")),
+        (dict(p=0.5), ("p", "one share per group", "0.5")),
+        (dict(eps=None, ks=[[0.05], [0.05, 0.05]]), ("ks", "[[0.05], [0.05, 0.05]]")),  # ragged: numpy's error
         (dict(p=[1.0]), ("p", "1")),  # one group
         (dict(p=None, n_groups=1), ("n_groups", "1")),
         (dict(p=None, n_groups=None), ("p", "n_groups")),  # K unknown
@@ -349,6 +352,13 @@ def test_evaluation_rejects_bad_inputs():
     check_error(lambda: evaluate(proba, atoms, y, [0, 3, 0, 1], n_groups=3), "n_groups=3", "3")
     check_error(lambda: evaluate_deterministic([0.0, 1.0], [0.0], [0, 1]), "y", "(1,)")
     check_error(lambda: evaluate_deterministic([0.0, NAN], [0.0, 1.0], [0, 1]), "predictions", "nan")
+    # two atoms at 0: every prediction is 0, and the report read a KS distance of 1/2
+    check_error(lambda: evaluate(proba, [0.0, 0.0, 1.0], y, groups), "atoms", "distinct", "0.0 twice")
+    check_error(lambda: evaluate(proba, atoms, y, groups, n_groups=2.5), "n_groups", "2.5")
+    check_error(lambda: evaluate(proba, atoms, y, groups, n_groups=True), "n_groups", "True")
+    check_error(lambda: evaluate(proba, atoms, y, [[0], [1], [0], [1, 0]]), "groups", "[[0], [1], [0], [1, 0]]")
+    check_error(lambda: evaluate(proba, atoms, y, [0.0, 1.0, 0.0, 1.0]), "groups", "[0.0, 1.0, 0.0, 1.0]")
+    check_error(lambda: to_grid([0.5], []), "atoms", "none")
 
 
 def restorable_objects() -> list:

@@ -129,6 +129,22 @@ def test_robust_post_processor_checks_its_public_hooks():
     check_error(lambda: robust.learn_label("a", "x"), "y", "'x'")
 
 
+@pytest.mark.parametrize("call", [
+    lambda robust: robust.learn_one(0.3, [0.5, 0.5], key=[1]),
+    lambda robust: robust.learn_many([0.3, 0.2], [[0.5, 0.5]] * 2, keys=["a", [1]]),
+    lambda robust: robust.proba_learn_one(0.3, [0.5, 0.5], key=[1]),
+    lambda robust: robust.predict_learn_one(0.3, [0.5, 0.5], key=[1]),
+    lambda robust: robust.learn_label([1], 0.3),
+])
+def test_an_unhashable_key_is_refused_before_anything_is_learned(call):
+    """It was a TypeError after the step: the sample learned, but missing from the block of the DRO weights."""
+    robust = GroupRobustFairRegressionPostProcessor(L=5, p=[0.5, 0.5], seed=0)
+    robust.learn_one(0.1, [0.5, 0.5], key="a")
+    before = pickle.dumps(robust.state_dict())
+    check_error(lambda: call(robust), "key", "[1]")
+    assert pickle.dumps(robust.state_dict()) == before
+
+
 # ---------------------------------------------------------------- primitives and problems
 @pytest.mark.parametrize(
     "call,fragments",
