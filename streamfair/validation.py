@@ -217,8 +217,8 @@ def check_slack(eps, n_groups: int, name: str = "eps", *, at_most: float = math.
     """
     try:
         array = float_array(eps, copy=True)  # a copy: the caller's array may change later
-        if np.asarray(eps).dtype == bool:  # True would be read as 1: no constraint at all
-            raise TypeError(eps)
+        if any(isinstance(entry, (bool, np.bool_)) for entry in np.asarray(eps, dtype=object).flat):
+            raise TypeError(eps)  # True would be read as 1: no constraint at all
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{name} must be a number or a sequence of {n_groups} numbers, got {eps!r}") from None
     if array.ndim == 0:

@@ -61,6 +61,7 @@ def fitted(**kwargs):
         (dict(B=[0.0, NAN]), ("B", "nan")),
         (dict(B=[0.0, 1.0, 2.0]), ("B", "[0.0, 1.0, 2.0]")),
         (dict(B=True), ("B", "True")),
+        (dict(eps=None, ks=[True, 0.05]), ("ks", "[True, 0.05]")),  # read as [1.0, 0.05]: no constraint on group 0
         (dict(B="1"), ("B", "'1'")),
         (dict(eps="0.05"), ("eps", "'0.05'")),  # numbers as text, refused as B's is
         (dict(eps=None, ks=["0.05", "0.05"]), ("ks", "['0.05', '0.05']")),
