@@ -345,7 +345,8 @@ def check_finite(name: str, value, n_rows: int | None = None) -> np.ndarray:
         raise ValueError(f"{name} must have shape ({rows},), got shape {array.shape}")
     row = _first_failing(array, lambda entries: ~np.isfinite(entries))
     if row is not None:
-        raise ValueError(f"{name} must be finite; entry {row} is {array[row]!r}")
+        given = value[row] if isinstance(value, (list, tuple)) and len(value) == array.size else float(array[row])
+        raise ValueError(f"{name} must be finite; entry {row} is {given!r}")  # None, not the NaN it became
     return array
 
 

@@ -177,6 +177,7 @@ SAMPLE_FORMS = [
     (np.float32(0.25), [0.5, 0.5], None),
     (np.float32("inf"), [0.5, 0.5], ("eta", "inf")),  # compared as float32, it passed as finite
     (10**400, [0.5, 0.5], ("eta", "1000")),
+    (None, [0.5, 0.5], ("eta", "None")),  # named as the NaN it became
     (1, [np.float64(0.25), 0.75], None),
     (0.25, np.array([0.5, 0.5]), None),
     ("0.25", [0.5, 0.5], ("eta", "'0.25'")),
