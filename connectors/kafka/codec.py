@@ -346,7 +346,7 @@ class FeedbackParser:
 
     def _label(self, y: Any) -> Any:
         if self.classes is not None:
-            if type(y) not in (int, str, bool) or group_label(y) not in self.classes:
+            if type(y) not in (int, float, str, bool) or group_label(y) not in self.classes:
                 raise Invalid("bad_label", f"y must be one of the classes {sorted(self.classes)}, got {_short(y)}")
             return self.classes[group_label(y)]
         if not _is_number(y):

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from connectors.kafka.codec import group_label
 from connectors.kafka.postprocessor_config import (
     PARAMETERS,
     SWITCHES,
@@ -265,7 +266,8 @@ class MetricsConfig:
     host: str = setting(STRING, "0.0.0.0", "address the endpoint listens on", NotEmpty())
     interval_seconds: float = setting(NUMBER, 5.0, "how often the post-processors are sampled", _POSITIVE_SECONDS)
     audit_window: int = setting(INTEGER, 1000, "labelled feedback samples behind the audited fairness", _AT_LEAST_1)
-    history: str = setting(STRING, "", "file the samples are appended to, for `streamfair report` (empty: none)")
+    history: str = setting(STRING, "", "file the samples are appended to, for `streamfair report` (empty: none; "
+                                       "needs `metrics.port`)")
 
 
 @dataclass(frozen=True)
@@ -603,6 +605,9 @@ def validate(config: Config) -> None:
     _validate_security(kafka)
 
     fair = config.postprocessor.build()
+    classes = config.classes()
+    _require(classes is None or len({group_label(label) for label in classes}) == len(classes), "postprocessor.classes",
+             "must be distinct as text: the daemon reads labels by their text, so 1 and \"1\" are one label", classes)
     modes = type(fair).prediction_modes
     _require(config.processing.mode in modes, "processing.mode", f"must be one of {modes} for {type(fair).__name__}",
              config.processing.mode)
@@ -619,6 +624,8 @@ def validate(config: Config) -> None:
     history = config.metrics.history
     _require(not history or Path(history).parent.is_dir(), "metrics.history", "its directory does not exist",
              history)
+    _require(not history or config.metrics.port, "metrics.history",
+             "needs metrics.port: the metrics endpoint's sampling writes it", history)
     _require(not models.learn or models.enabled, "models.learn", "needs models.eta and models.tau", models.learn)
     _require(not models.learn or bool(topics.feedback), "models.learn", "needs topics.feedback", models.learn)
 

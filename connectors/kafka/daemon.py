@@ -21,7 +21,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from connectors.kafka.config import Config, ConfigError, add_config_arguments, config_from_args, log_level
+from connectors.kafka.config import Config, add_config_arguments, config_from_args, log_level
 from connectors.kafka.logs import log_event, setup_logging
 from connectors.kafka.loop import EXIT_CONFIGURATION, Daemon
 from connectors.kafka.observer import DaemonObserver
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
         observers = [] if args.warm_up else metrics_observers(config)
-    except (ConfigError, OSError) as error:  # OSError: the metrics port or history file could not be opened
+    except (ValueError, OSError) as error:  # a ConfigError; the metrics port or the history file could not be used
         print(f"streamfair serve: configuration error: {error}", file=sys.stderr)
         return EXIT_CONFIGURATION
     logger = setup_logging(log_level(config))

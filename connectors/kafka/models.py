@@ -115,8 +115,8 @@ class BaseModels:
                 if not math.isfinite(eta):
                     raise ValueError(f"eta is {eta!r}")
             else:
-                eta = _distribution(self.regressor.predict_proba_one(x), self._class_column)
-            return eta, _distribution(self.classifier.predict_proba_one(x), self._column)
+                eta = _distribution(self.regressor.predict_proba_one(x), self._class_column, "postprocessor.classes")
+            return eta, _distribution(self.classifier.predict_proba_one(x), self._column, "models.groups")
         except Exception as error:  # a third-party model may raise anything on odd input
             raise Invalid("model_error", f"{type(error).__name__}: {error}") from None
 
@@ -141,13 +141,27 @@ class BaseModels:
         return cls(regressor, classifier, groups, classes, origin)
 
 
-def _distribution(answer: dict, column: dict[str, int]) -> list[float]:
-    """A ``predict_proba_one`` answer in column order: unknown labels dropped, renormalized, uniform if empty."""
+def _distribution(answer: dict, column: dict[str, int], setting: str) -> list[float]:
+    """A ``predict_proba_one`` answer in column order: unknown labels dropped, renormalized, uniform if empty.
+
+    An answer none of whose labels is a column (the labels of ``setting``) is an error: for the
+    groups it would give every message the uniform posterior, that is no correction, and say nothing.
+
+    >>> _distribution({"f": 0.9, "m": 0.1}, {"0": 0, "1": 1}, "models.groups")
+    Traceback (most recent call last):
+    ...
+    ValueError: the model's labels ['f', 'm'] are none of ['0', '1'] (models.groups)
+    """
     mass = [0.0] * len(column)
+    known = False
     for label, value in answer.items():
         index = column.get(group_label(label))
         if index is not None:
             mass[index] += float(value)
+            known = True
+    if answer and not known:
+        raise ValueError(f"the model's labels {sorted(map(group_label, answer))} are none of {list(column)} "
+                         f"({setting})")
     total = math.fsum(mass)
     if not math.isfinite(total) or min(mass) < 0.0:
         raise ValueError(f"predict_proba_one returned {answer!r}")

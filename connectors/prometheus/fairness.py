@@ -128,7 +128,8 @@ class StreamfairMetrics:
         self.live_mean = Gauge("streamfair_live_prediction_mean",
                                "Plug-in estimate (no S) of the mean prediction E[Y_hat | S=s].", pg, registry=reg)
         self.live_violation = Gauge("streamfair_live_violation",
-                                    "sqrt(sum_{l,s} (|gap| - eps_s)_+^2) of the live estimate.", p, registry=reg)
+                                    "sqrt(sum (|constraint| - target)_+^2) of the live estimate, over the configured "
+                                    "constraints (CDF thresholds for ks, atoms for eps).", p, registry=reg)
         # convergence
         self.samples = Gauge("streamfair_postprocessor_samples", "Samples learned by the post-processor.", p,
                              registry=reg)

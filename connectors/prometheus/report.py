@@ -142,7 +142,8 @@ class HistoryWriter:
     Parameters
     ----------
     path
-        The file; an existing one must have the same groups and target.
+        The file; an existing one must have the same groups and target (a last line cut short by a killed
+        writer is dropped before appending).
     groups
         Group labels, in the column order of tau.
     target
@@ -182,6 +183,7 @@ class HistoryWriter:
                 raise ValueError(f"path {str(self.path)!r} holds a history for groups {existing.groups} and "
                                  f"{existing.measure} target {existing.target}, not {wanted[0]} and {measure} target "
                                  f"{wanted[2]}")
+            _drop_truncated_line(self.path)
             self._handle = open(self.path, "a", encoding="utf-8")
         else:
             self._handle = open(self.path, "w", encoding="utf-8")
@@ -205,8 +207,17 @@ class HistoryWriter:
         self.close()
 
 
+def _drop_truncated_line(path: Path) -> None:
+    """Cut a last line that a writer killed mid-write left without its newline, so that appending starts a line."""
+    data = path.read_bytes()
+    if not data.endswith(b"\n"):
+        with open(path, "rb+") as handle:
+            handle.truncate(data.rfind(b"\n") + 1)
+
+
 def _checked(record: HistoryRecord, k: int) -> HistoryRecord:
-    """``record``, if its time is a number and each per-group list has ``k`` numbers (``audited_*`` may be ``None``).
+    """``record``, if its fields have their types and each per-group list has ``k`` numbers (``audited_*`` and
+    ``risk`` may be ``None``).
 
     >>> _checked(HistoryRecord(time=0.0, partition="0", n_samples=1, live_gap=[0.1], live_ks=[0.1],
     ...                        live_mean=[0.0]), 2)
@@ -216,6 +227,14 @@ def _checked(record: HistoryRecord, k: int) -> HistoryRecord:
     """
     if not is_real(record.time):
         raise ValueError(f"record.time must be a number, got {record.time!r}")
+    if not isinstance(record.partition, str):
+        raise ValueError(f"record.partition must be a string, got {record.partition!r}")
+    for name in ("n_samples", "audited_samples"):
+        count = getattr(record, name)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"record.{name} must be an integer >= 0, got {count!r}")
+    if record.risk is not None and not is_real(record.risk):
+        raise ValueError(f"record.risk must be a number or null, got {record.risk!r}")
     for name in ("live_gap", "live_ks", "live_mean", "audited_gap", "audited_ks"):
         values = getattr(record, name)
         if values is None and name.startswith("audited"):
@@ -228,7 +247,7 @@ def _checked(record: HistoryRecord, k: int) -> HistoryRecord:
 def read_history(path: str | os.PathLike) -> History:
     """Load a history file (see the module docstring for the format).
 
-    A truncated last line (the writer was killed while writing it) is left out:
+    A truncated last line (the writer was killed while writing it: no newline ends it) is left out:
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "history.jsonl")
@@ -241,7 +260,8 @@ def read_history(path: str | os.PathLike) -> History:
     >>> history.groups, history.measure, history.target, [record.n_samples for record in history.records]
     (['0', '1'], 'ks', [0.05, 0.05], [100])
     """
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    text = Path(path).read_text(encoding="utf-8")
+    lines, truncated = text.splitlines(), not text.endswith("\n")
     if not lines:
         raise ValueError(f"path {str(path)!r} is empty, expected a streamfair history")
     try:
@@ -261,7 +281,7 @@ def read_history(path: str | os.PathLike) -> History:
         try:
             history.records.append(_checked(HistoryRecord(**json.loads(line)), k))
         except (ValueError, TypeError):
-            if number == len(lines):  # a truncated last line: the writer was killed mid-write
+            if truncated and number == len(lines):  # the writer was killed mid-write
                 break
             raise ValueError(f"path {str(path)!r}: line {number} is not a history record") from None
     return history

@@ -43,9 +43,9 @@ class FairRegressor(FairWrapper, base.Regressor):
         range ``B``; values outside are clipped and counted in ``diagnostics().n_clipped``.
     group_classifier
         River classifier of S from the other features; binary ones (such as
-        ``linear_model.LogisticRegression``) suit ``groups=(0, 1)`` or ``(False, True)``, use a
-        multiclass one for other labels.  Its probabilities are ``tau``: the post-processor is
-        only as fair as they are calibrated.
+        ``linear_model.LogisticRegression``) need ``groups=(0, 1)`` or ``(False, True)`` (other
+        groups are refused): use a multiclass one for other labels.  Its probabilities are
+        ``tau``: the post-processor is only as fair as they are calibrated.
     sensitive
         The key of S in ``x``.
     groups

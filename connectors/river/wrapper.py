@@ -125,6 +125,11 @@ class FairWrapper(base.Wrapper):
         self._group_index = label_index("groups", self.groups, "S values")
         for name in ("eps", "ks", "p"):
             check_per_group(name, getattr(self, name, None), self.groups)
+        if not getattr(self._group_model, "_multiclass", True) and set(self.groups) not in ({0, 1}, {False, True}):
+            raise ValueError(
+                f"{group_name} is a binary classifier, which learns S as False/True: groups must then be (0, 1) or "
+                f"(False, True), got groups={self.groups!r} (name the groups 0 and 1, or use a multiclass "
+                f"classifier, e.g. multiclass.OneVsRestClassifier)")
         if self.mode not in engine.prediction_modes:
             raise ValueError(f"mode must be one of {engine.prediction_modes}, got {self.mode!r}")
         self._seed = random.SystemRandom().getrandbits(63) if self.seed is None else self.seed

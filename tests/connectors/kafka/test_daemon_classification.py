@@ -135,9 +135,11 @@ def test_classification_parsers_and_models_without_a_broker():
         InputParser(2, 1024).parse(b'{"id": 1, "proba": [1, 0, 0], "tau": [1, 0]}')
     feedback = FeedbackParser(["0", "1"], 1024, classes=[0, 1, 2])
     assert feedback.parse(b'{"id": 1, "features": {"x1": 1}, "y": "2", "s": 1}').y == 2  # matched as a string
-    for y in (b'3', b'0.5', b'null'):
+    for y in (b'3', b'0.5', b'null', b'1.0'):  # 1.0 reads "1.0", not the class "1"
         with pytest.raises(Invalid, match="bad_label"):
             feedback.parse(b'{"id": 1, "features": {"x1": 1}, "y": ' + y + b', "s": 1}')
+    decimal = FeedbackParser(["0", "1"], 1024, labels_only=True, classes=[1.5, 2.5])  # a number was refused
+    assert decimal.parse(b'{"id": 1, "y": 2.5}').y == 2.5
     # a River classifier of Y (trained on class labels) is read in the configured class order
     y_model, s_model = trained_models(np.random.default_rng(0))
     models = BaseModels(y_model, s_model, ["0", "1"], classes=list(reversed(CLASSES)))

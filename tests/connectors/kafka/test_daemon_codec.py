@@ -430,6 +430,25 @@ def test_model_errors_are_dead_letters():
     assert models.score.__self__.groups == ["0", "1"]
 
 
+def test_a_group_classifier_whose_labels_are_none_of_the_groups_is_a_model_error():
+    """Every message got the uniform tau (no correction), silently: the groups configured as f, m, say, and the
+    classifier trained on 0 and 1, or the other way round."""
+    class Labelled:
+        def predict_one(self, x):
+            return 0.3
+
+        def predict_proba_one(self, x):
+            return {"f": 0.9, "m": 0.1}
+
+    models = BaseModels(Labelled(), Labelled(), ["0", "1"])
+    with pytest.raises(Invalid) as error:
+        models.score({"x": 1.0})
+    assert error.value.reason == "model_error"
+    assert "labels ['f', 'm'] are none of ['0', '1'] (models.groups)" in str(error.value)
+    partly = BaseModels(Labelled(), Labelled(), ["f", "x"])  # one label known: the others are dropped, as before
+    assert partly.score({"x": 1.0}) == (0.3, [1.0, 0.0])
+
+
 @pytest.mark.slow
 def test_every_tau_the_parser_accepts_is_accepted_by_the_library():
     """No poison pill: a tau that passes validation never makes the post-processor raise."""

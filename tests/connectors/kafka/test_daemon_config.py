@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import socket
 
 import pytest
 
@@ -127,6 +128,9 @@ def test_string_values_are_converted_by_type():
         (["consumer.fetch_min_bytes=many"], "consumer.fetch_min_bytes"),
         (["models.groups=a,a"], "models.groups"),  # passed, then the metrics' collectors refused them
         (["metrics.history=/does/not/exist/history.jsonl"], "metrics.history"),
+        (["metrics.history=history.jsonl"], "metrics.history"),  # no metrics.port: accepted, and never written
+        # read by their text on the wire, class 1 was never learned and model answers failed
+        (["postprocessor.kind=classification", 'postprocessor.classes=[1, "1"]'], "postprocessor.classes"),
         (["postprocessor.L=10000000000"], "postprocessor"),  # a grid that does not fit in memory
     ],
 )
@@ -171,6 +175,19 @@ def test_serve_reports_a_configuration_error_and_exits_2(capsys):
 
     assert main(["serve", "--set", "processing.guarantee=sometimes"]) == 2
     assert "processing.guarantee" in capsys.readouterr().err
+
+
+def test_serve_reports_a_history_file_it_cannot_append_to_and_exits_2(capsys, tmp_path):
+    """It was a traceback (exit 1): the history writer's ValueError escaped the configuration errors' handler."""
+    from connectors.cli.commands import main
+
+    history = tmp_path / "notes.txt"
+    history.write_text("not a history\n")
+    with socket.socket() as probe:  # a free port: the history is opened before the endpoint listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert main(["serve", "--metrics-port", str(port), "--set", f"metrics.history={history}"]) == 2
+    assert "not a streamfair history" in capsys.readouterr().err
 
 
 def test_postprocessor_kind_and_robust_choose_the_class_with_its_own_parameters():

@@ -193,7 +193,7 @@ def test_revoked_partitions_disappear_and_new_tasks_restart_the_update_counters(
 
 
 def test_history_file_is_written_at_each_sample(tmp_path):
-    observer = DaemonMetrics(make_config(**{"metrics.history": tmp_path / "h.jsonl"}))
+    observer = DaemonMetrics(make_config(**{"metrics.history": tmp_path / "h.jsonl", "metrics.port": 9100}))
     daemon = FakeDaemon()
     drive(observer, daemon)
     observer.on_stop(daemon)  # samples once more and closes the file

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -385,3 +386,34 @@ def test_groups_and_partitions_numbered_past_nine_come_in_numeric_order():
     assert groups == labels
     assert [record.partition for record in records] == ["2", "10"]
     assert records[0].live_mean == fair.diagnostics().group_mean.tolist()
+
+
+def test_a_writer_restarted_after_a_kill_mid_line_appends_after_the_cut_line(tmp_path):
+    """The next record was glued to the cut one; the line in the middle then made the file unreadable for good."""
+    path = tmp_path / "h.jsonl"
+    with HistoryWriter(path, GROUPS, 0.05, measure="ks") as writer:
+        writer.write(HistoryRecord(**RECORD))
+    with open(path, "a") as handle:
+        handle.write('{"time": 5.0, "partition": "0", "n_sam')  # killed while writing
+    with HistoryWriter(path, GROUPS, 0.05, measure="ks") as writer:
+        writer.write(HistoryRecord(**{**RECORD, "time": 9.0}))
+    assert [record.time for record in read_history(path).records] == [RECORD["time"], 9.0]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"partition": 0}, "record.partition must be a string, got 0"),
+    ({"n_samples": None}, "record.n_samples must be an integer >= 0, got None"),
+    ({"risk": "abc"}, "record.risk must be a number or null, got 'abc'"),
+    ({"time": None}, "record.time must be a number, got None"),
+])
+def test_a_complete_bad_record_is_an_error_even_as_the_last_line(tmp_path, change, message):
+    """Only a last line without its newline is a cut line; a complete one that is not a record was dropped as one,
+    and a number for the partition or no sample count failed later, inside the plot."""
+    path = tmp_path / "h.jsonl"
+    HistoryWriter(path, GROUPS, 0.05, measure="ks").close()
+    with open(path, "a") as handle:
+        handle.write(json.dumps({**RECORD, **change}) + "\n")
+    with pytest.raises(ValueError, match="line 2 is not a history record"):
+        read_history(path)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        HistoryWriter(tmp_path / "w.jsonl", GROUPS, 0.05, measure="ks").write(HistoryRecord(**{**RECORD, **change}))

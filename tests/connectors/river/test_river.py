@@ -18,6 +18,7 @@ from river import (
     evaluate,
     linear_model,
     metrics,
+    multiclass,
     naive_bayes,
     neighbors,
     preprocessing,
@@ -465,3 +466,15 @@ def test_progressive_val_score_runs_with_the_wrapper_alone():
         expected.update(y, twin.predict_one(copy.deepcopy(x)))
         twin.learn_one(x, y)
     assert metric.get() == expected.get() and math.isfinite(metric.get())
+
+
+@pytest.mark.parametrize("groups", [(1, 2), ("a", "b"), (0, 1, 2)])
+def test_a_binary_group_classifier_needs_groups_0_and_1(groups):
+    """A binary classifier learns S as False/True: with groups (1, 2) both were True, tau always (1, 0), and every
+    sample was read as group 1 (no correction); with ("a", "b") learning failed after the post-processor learned."""
+    with pytest.raises(ValueError, match=r"group_classifier is a binary classifier.*groups must then be \(0, 1\)"):
+        FairRegressor(linear_model.LinearRegression(), linear_model.LogisticRegression(), groups=groups)
+    one_vs_rest = multiclass.OneVsRestClassifier(linear_model.LogisticRegression())
+    fair = FairRegressor(linear_model.LinearRegression(), one_vs_rest, groups=groups, seed=0)
+    fair.learn_one({"x": 1.0, "group": groups[1]}, 0.5)
+    assert fair.diagnostics().n_samples == 1
