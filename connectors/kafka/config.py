@@ -114,7 +114,8 @@ class KafkaConfig:
 
     bootstrap_servers: list[str] = setting(
         STRINGS, ["127.0.0.1:9092"], "the brokers to connect to first",
-        Pattern(r"^[^\s:]+:\d{1,5}$", "host:port", "entries must be host:port"), flag="--bootstrap-servers")
+        Pattern(r"^[^\s:]+:(?:[1-9]\d{0,3}|[1-5]\d{4}|6[0-4]\d{3}|65[0-4]\d\d|655[0-2]\d|6553[0-5])$", "host:port",
+                "entries must be host:port, the port in 1..65535"), flag="--bootstrap-servers")
     client: str = setting(STRING, "kafka-python", "the client library: `kafka-python` (pure Python) or `confluent` "
                           "(librdkafka, faster; `pip install 'streamfair[confluent]'`; see the table of what each "
                           "supports)", OneOf(KAFKA_CLIENTS))

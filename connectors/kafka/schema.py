@@ -103,9 +103,22 @@ def _number(key: str, value: Any) -> float:
     return float(value)
 
 
+def _text_list(value: str) -> list:
+    """Text (an environment variable, ``--set``) as a list: a JSON list, else its comma-separated parts.
+
+    >>> _text_list('["f", "m"]'), _text_list("f, m"), _text_list("[0.4, 0.6]")
+    (['f', 'm'], ['f', 'm'], [0.4, 0.6])
+    """
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = None
+    return parsed if isinstance(parsed, list) else [part.strip() for part in value.split(",") if part.strip()]
+
+
 def _strings(key: str, value: Any) -> list[str]:
     if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
+        value = _text_list(value)
     if isinstance(value, list) and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
         return [str(v) for v in value]
     raise ConfigError(f"{key}: expected a list of strings, got {value!r}")
@@ -113,14 +126,14 @@ def _strings(key: str, value: Any) -> list[str]:
 
 def _numbers(key: str, value: Any) -> list[float]:
     if isinstance(value, str):
-        value = [part for part in value.split(",") if part.strip()]
+        value = _text_list(value)
     if not isinstance(value, list):
         raise ConfigError(f"{key}: expected a list of numbers, got {value!r}")
     return [_number(key, v) for v in value]
 
 
 def _number_or_numbers(key: str, value: Any) -> float | list[float]:
-    if isinstance(value, list) or (isinstance(value, str) and "," in value):
+    if isinstance(value, list) or (isinstance(value, str) and ("," in value or value.lstrip().startswith("["))):
         return _numbers(key, value)
     return _number(key, value)
 
@@ -128,11 +141,7 @@ def _number_or_numbers(key: str, value: Any) -> float | list[float]:
 def _labels(key: str, value: Any) -> list:
     """Class labels: a list, or text that is a JSON list or comma-separated labels."""
     if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            parsed = None
-        value = parsed if isinstance(parsed, list) else [part.strip() for part in value.split(",") if part.strip()]
+        value = _text_list(value)
     if not isinstance(value, list):
         raise ConfigError(f"{key}: expected a list, got {value!r}")
     return value

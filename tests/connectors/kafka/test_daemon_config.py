@@ -55,6 +55,21 @@ def test_precedence_file_then_environment_then_overrides(tmp_path):
     assert config.n_groups == 3  # a per-group eps decides K; the default n_groups=2 is dropped
 
 
+@pytest.mark.parametrize("variable, value, read", [
+    ("MODELS_GROUPS", '["f", "m"]', ("models", "groups", ["f", "m"])),  # were the names '["f"' and '"m"]'
+    ("MODELS_GROUPS", "f, m", ("models", "groups", ["f", "m"])),
+    ("MODELS_FEATURES", '["x1","x2"]', ("models", "features", ["x1", "x2"])),
+    ("POSTPROCESSOR_P", "[0.4, 0.6]", ("postprocessor", "p", [0.4, 0.6])),  # was "expected a number, got '[0.4'"
+    ("POSTPROCESSOR_P", "0.4,0.6", ("postprocessor", "p", [0.4, 0.6])),
+    ("POSTPROCESSOR_CLASSES", '["no", "yes"]', ("postprocessor", "classes", ["no", "yes"])),
+])
+def test_lists_in_the_environment_are_json_or_comma_separated_for_every_setting(variable, value, read):
+    section, key, expected = read
+    extra = {"STREAMFAIR_POSTPROCESSOR_KIND": "classification"} if key == "classes" else {}
+    config = load_config(env={f"STREAMFAIR_{variable}": value, **extra})
+    assert getattr(getattr(config, section), key) == expected
+
+
 def test_config_file_from_environment_variable(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text('[processing]\nbatch_size = 16\n')
@@ -132,6 +147,8 @@ def test_string_values_are_converted_by_type():
         # read by their text on the wire, class 1 was never learned and model answers failed
         (["postprocessor.kind=classification", 'postprocessor.classes=[1, "1"]'], "postprocessor.classes"),
         (["postprocessor.L=10000000000"], "postprocessor"),  # a grid that does not fit in memory
+        (["kafka.bootstrap_servers=127.0.0.1:99999"], "kafka.bootstrap_servers"),  # was retried for ever
+        (["kafka.bootstrap_servers=127.0.0.1:0"], "kafka.bootstrap_servers"),
     ],
 )
 def test_invalid_setting_names_its_key(overrides, key):
