@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from connectors.cli.arguments import directory, integer_at_least
 from connectors.kafka.broker import Broker, die_with_parent
 from connectors.kafka.clients import ensure_topics
 from connectors.kafka.config import load_config
@@ -380,19 +381,19 @@ def _read(consumer: KafkaConsumer, outputs: dict, dead: Counter, output_topic: s
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--messages", type=int, default=90000, help="stream length (default 90000)")
-    parser.add_argument("--partitions", type=int, default=3, help="input partitions (default 3)")
-    parser.add_argument("--batch-size", type=int, default=1, help="processing.batch_size of the daemon (default 1)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the stream and the models (default 0)")
-    parser.add_argument("--out", type=Path, default=Path("."),
+    parser.add_argument("--messages", type=integer_at_least(1000), default=90000,
+                        help="stream length (default 90000, at least 1000)")
+    parser.add_argument("--partitions", type=integer_at_least(1), default=3, help="input partitions (default 3)")
+    parser.add_argument("--batch-size", type=integer_at_least(1), default=1,
+                        help="processing.batch_size of the daemon (default 1)")
+    parser.add_argument("--seed", type=integer_at_least(0), default=0,
+                        help="seed of the stream and the models (default 0)")
+    parser.add_argument("--out", type=directory, default=Path("."),
                         help=f"directory for what the demo keeps: its configuration ({CONFIG_NAME}), its two models "
                              f"and the picture of fairness over time ({PICTURE_NAME}); default: the current directory")
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.messages < 1000 or args.partitions < 1 or args.batch_size < 1:
-        print("streamfair demo: --messages must be >= 1000, --partitions and --batch-size >= 1", file=sys.stderr)
-        return 2
     started = time.monotonic()
     rng = np.random.default_rng(args.seed)
     out = args.out.resolve()

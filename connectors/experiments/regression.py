@@ -55,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from connectors.cli.arguments import integer_at_least
 from connectors.experiments import datasets
 from streamfair import FairRegressionPostProcessor, evaluate, evaluate_deterministic
 from streamfair.dual import regression_grid
@@ -536,13 +537,16 @@ def plot_convergence(results: dict, path: Path, dpi: int = 80) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``streamfair experiment`` (unset ones come from the default or ``--quick`` config)."""
     parser.add_argument("--datasets", nargs="+", choices=sorted(datasets.LOADERS), help="default: all four")
-    parser.add_argument("--repetitions", type=int, help="seeded repetitions (default 10)")
-    parser.add_argument("--passes", type=int, help="passes over the unlabeled split (default 1)")
-    parser.add_argument("--exponents", nargs="+", type=int, help="sweep eps = 2^-i (default 0 2 4 5 6 7 8 10 12 16)")
+    parser.add_argument("--repetitions", type=integer_at_least(1), help="seeded repetitions (default 10)")
+    parser.add_argument("--passes", type=integer_at_least(1), help="passes over the unlabeled split (default 1)")
+    parser.add_argument("--exponents", nargs="+", type=integer_at_least(0),
+                        help="sweep eps = 2^-i (default 0 2 4 5 6 7 8 10 12 16)")
     parser.add_argument("--optimizers", nargs="+", choices=list(METHODS), help="Figure 3 variants (default: all five)")
-    parser.add_argument("--convergence-exponent", type=int, help="eps = 2^-i of the convergence curves (default 8)")
-    parser.add_argument("--eval-points", type=int, help="test evaluations along a convergence curve (default 40)")
-    parser.add_argument("--seed", type=int, help="base seed of the splits and pass orders (default 0)")
+    parser.add_argument("--convergence-exponent", type=integer_at_least(0),
+                        help="eps = 2^-i of the convergence curves (default 8)")
+    parser.add_argument("--eval-points", type=integer_at_least(1),
+                        help="test evaluations along a convergence curve (default 40)")
+    parser.add_argument("--seed", type=integer_at_least(0), help="base seed of the splits and pass orders (default 0)")
     parser.add_argument("--output", type=Path, default=Path("runs/experiment"), help="output directory")
     parser.add_argument("--quick", action="store_true", help="small configuration (synthetic only, seconds)")
 
@@ -561,13 +565,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         "seed": args.seed,
     }
     changes: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in given.items() if v is not None}
-    config = dataclasses.replace(base, **changes)
-    for name in ("repetitions", "passes", "eval_points"):
-        if getattr(config, name) < 1:
-            raise ValueError(f"{name} must be >= 1, got {getattr(config, name)}")
-    if min(config.exponents + (config.convergence_exponent, config.seed)) < 0:
-        raise ValueError(f"exponents and seed must be >= 0, got {config.exponents}, {config.seed}")
-    return config
+    return dataclasses.replace(base, **changes)
 
 
 def run(args: argparse.Namespace) -> int:

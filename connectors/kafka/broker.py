@@ -26,6 +26,8 @@ from importlib import resources
 from pathlib import Path
 from types import TracebackType
 
+from connectors.cli.arguments import file_in_a_directory, integer_at_least
+
 HOST = "127.0.0.1"
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
@@ -262,11 +264,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     >>> args.port, args.log_file, args.pid_file  # port 0: a free one
     (0, None, 'broker.pid')
     """
-    parser.add_argument("--port", type=int, default=9092, help="TCP port on 127.0.0.1 (default 9092; 0: a free one)")
-    parser.add_argument(
-        "--log-file", default=None, help="file for the broker's own output (default: a temporary file, deleted at exit)"
-    )
-    parser.add_argument("--pid-file", default=None, help="write the broker's PID here while it runs")
+    parser.add_argument("--port", type=integer_at_least(0), default=9092,
+                        help="TCP port on 127.0.0.1 (default 9092; 0: a free one)")
+    parser.add_argument("--log-file", type=file_in_a_directory, default=None,
+                        help="file for the broker's own output (default: a temporary file, deleted at exit)")
+    parser.add_argument("--pid-file", type=file_in_a_directory, default=None,
+                        help="write the broker's PID here while it runs")
 
 
 def run(args: argparse.Namespace) -> int:

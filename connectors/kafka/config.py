@@ -625,7 +625,7 @@ def validate(config: Config) -> None:
     history = config.metrics.history
     _require(not history or Path(history).parent.is_dir(), "metrics.history", "its directory does not exist",
              history)
-    _require(not history or config.metrics.port, "metrics.history",
+    _require(not history or config.metrics.port > 0, "metrics.history",
              "needs metrics.port: the metrics endpoint's sampling writes it", history)
     _require(not models.learn or models.enabled, "models.learn", "needs models.eta and models.tau", models.learn)
     _require(not models.learn or bool(topics.feedback), "models.learn", "needs topics.feedback", models.learn)

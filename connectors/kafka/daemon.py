@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from connectors.cli.arguments import integer_at_least
 from connectors.kafka.config import Config, add_config_arguments, config_from_args, log_level
 from connectors.kafka.logs import log_event, setup_logging
 from connectors.kafka.loop import EXIT_CONFIGURATION, Daemon
@@ -86,7 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """
     add_config_arguments(parser)
     parser.add_argument("--once", action="store_true", help="stop when every owned partition is drained")
-    parser.add_argument("--max-messages", type=int, default=None, help="stop after about this many input records")
+    parser.add_argument("--max-messages", type=integer_at_least(1), default=None,
+                        help="stop after about this many input records")
     parser.add_argument("--warm-up", action="store_true",
                         help="compile the configuration's kernels into numba's cache (NUMBA_CACHE_DIR) and exit, "
                              "without a broker or metrics: for building a container image")

@@ -77,3 +77,30 @@ def test_bench_finds_every_benchmark_of_the_repository(capsys):
     assert f"default: all of {scripts}" in " ".join(help_text("bench", capsys=capsys).split())
     with pytest.raises(SystemExit, match=r"unknown benchmark\(s\) \['nonesuch'\]; available: \[.*'core'"):
         cli.main(["bench", "nonesuch"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["demo", "--seed", "-1"], "argument --seed: must be an integer >= 0, got '-1'"),
+    (["demo", "--messages", "10"], "argument --messages: must be an integer >= 1000, got '10'"),
+    (["demo", "--out", "pyproject.toml"], "argument --out: must be a directory, got the file 'pyproject.toml'"),
+    (["broker", "--pid-file", "no-such-directory/broker.pid"], "argument --pid-file: its directory does not exist"),
+    (["experiment", "--repetitions", "0"], "argument --repetitions: must be an integer >= 1, got '0'"),
+    (["classification-experiment", "--datasets", "nosuch"], "argument --datasets: invalid choice: 'nosuch'"),
+    (["classification-experiment", "--splits", "0"], "argument --splits: must be an integer >= 1, got '0'"),
+    (["serve", "--max-messages", "-5"], "argument --max-messages: must be an integer >= 1, got '-5'"),
+])
+def test_a_bad_option_is_a_one_line_error_and_exit_2(argv, message, capsys, monkeypatch):
+    """Each was a traceback (exit 1), some after work had started (a broker, the synthetic study)."""
+    monkeypatch.chdir(REPO)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_quick_keeps_the_classification_experiment_options_given():
+    from connectors.experiments import classification
+
+    parser = argparse.ArgumentParser()
+    classification.add_arguments(parser)
+    assert classification.settings(parser.parse_args(["--quick", "--splits", "3"])) == (3, 2, 500, (1_000, 10_000))
+    assert classification.settings(parser.parse_args([]))[:3] == (10, 5, 2000)

@@ -1,0 +1,63 @@
+"""Argument types of the command line: a bad value is argparse's one-line error (exit 2), not a traceback.
+
+>>> import argparse
+>>> parser = argparse.ArgumentParser(prog="streamfair demo")
+>>> _ = parser.add_argument("--seed", type=integer_at_least(0))
+>>> parser.parse_args(["--seed", "3"]).seed
+3
+>>> integer_at_least(0)("-1")
+Traceback (most recent call last):
+...
+argparse.ArgumentTypeError: must be an integer >= 0, got '-1'
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["integer_at_least", "directory", "file_in_a_directory"]
+
+
+def integer_at_least(minimum: int) -> Callable[[str], int]:
+    """The type of an integer option whose values start at ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"  # what argparse names in its own messages
+    return parse
+
+
+def directory(text: str) -> Path:
+    """A directory, existing or to be made: not an existing file.
+
+    >>> directory(__file__)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be a directory, got the file '...arguments.py'
+    """
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"must be a directory, got the file {text!r}")
+    return path
+
+
+def file_in_a_directory(text: str) -> str:
+    """A file to write, in a directory that exists.
+
+    >>> file_in_a_directory("/no/such/directory/broker.pid")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: its directory does not exist: '/no/such/directory/broker.pid'
+    """
+    if not Path(text).parent.is_dir():
+        raise argparse.ArgumentTypeError(f"its directory does not exist: {text!r}")
+    return text
