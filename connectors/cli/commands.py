@@ -76,8 +76,8 @@ COMMANDS = {
     "report": Command(
         "connectors.prometheus.report",
         "draw fairness and risk over time as a PNG, from a daemon's history or its /metrics",
-        "Draw each group's fairness gap (live, and audited when feedback brings labels and groups) and "
-        "the risk over time, with the target, as a PNG.",
+        "Draw each group's KS distance (the per-value gap under eps; live, and audited when feedback brings "
+        "labels and groups) and the risk over time, with the target, as a PNG.",
         "Input: either the history file the daemon writes when its configuration has "
         "[metrics] history = \"history.jsonl\" (or a library loop writes with "
         "connectors.prometheus.report.HistoryWriter), or --scrape http://HOST:PORT/metrics on a daemon started "

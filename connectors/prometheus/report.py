@@ -496,21 +496,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """
     parser.add_argument("history", nargs="?", help="history file (JSON lines) written by the daemon or a library loop")
     parser.add_argument("--scrape", metavar="URL", help="record a history by scraping this /metrics URL instead")
-    parser.add_argument("--duration", type=float, default=60.0, help="seconds to scrape (default 60)")
-    parser.add_argument("--every", type=float, default=2.0, help="seconds between scrapes (default 2)")
-    parser.add_argument("--save-history", metavar="FILE", help="also write the scraped history to FILE")
+    parser.add_argument("--duration", type=_seconds, help=f"seconds to scrape (default {SCRAPE_SECONDS:g})")
+    parser.add_argument("--every", type=_seconds, help=f"seconds between scrapes (default {SCRAPE_EVERY:g})")
+    parser.add_argument("--save-history", metavar="FILE",
+                        help="also write the scraped history to FILE (with --scrape only)")
     parser.add_argument("-o", "--output", default="streamfair-report.png", help="PNG to write")
     parser.add_argument("--x", choices=("time", "samples"), default="time", help="horizontal axis")
     parser.add_argument("--partition", action="append", dest="partitions", help="only this partition (repeatable)")
+
+
+#: How long ``--scrape`` records, and how often, unless told.
+SCRAPE_SECONDS, SCRAPE_EVERY = 60.0, 2.0
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (an ``argparse`` type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
     if (args.history is None) == (args.scrape is None):
         print("streamfair report: give a history file or --scrape URL (one of them)", file=sys.stderr)
         return 2
+    scraping_only = (args.save_history, args.duration, args.every)
+    if args.history is not None and any(option is not None for option in scraping_only):
+        print("streamfair report: --save-history, --duration and --every apply to --scrape, not to a history file",
+              file=sys.stderr)
+        return 2
     try:
         if args.scrape:
-            history = scrape_history(args.scrape, args.duration, args.every)
+            history = scrape_history(args.scrape, args.duration or SCRAPE_SECONDS, args.every or SCRAPE_EVERY)
             if args.save_history:
                 with HistoryWriter(args.save_history, history.groups, history.target, history.measure) as writer:
                     for record in history.records:

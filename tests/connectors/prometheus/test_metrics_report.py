@@ -417,3 +417,22 @@ def test_a_complete_bad_record_is_an_error_even_as_the_last_line(tmp_path, chang
         read_history(path)
     with pytest.raises(ValueError, match=re.escape(message)):
         HistoryWriter(tmp_path / "w.jsonl", GROUPS, 0.05, measure="ks").write(HistoryRecord(**{**RECORD, **change}))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--save-history", "saved.jsonl"], "apply to --scrape, not to a history file"),  # was ignored, exit 0
+    (["--duration", "30"], "apply to --scrape, not to a history file"),
+])
+def test_scraping_options_with_a_history_file_are_refused(tmp_path, capsys, argv, message):
+    path = tmp_path / "h.jsonl"
+    with HistoryWriter(path, GROUPS, 0.05, measure="ks") as writer:
+        writer.write(HistoryRecord(**RECORD))
+    assert cli.main(["report", str(path), "-o", str(tmp_path / "r.png"), *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option, value", [("--duration", "-5"), ("--every", "0"), ("--every", "nan")])
+def test_scraping_seconds_must_be_positive(option, value, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["report", "--scrape", "http://127.0.0.1:1/metrics", option, value])
+    assert exit_info.value.code == 2 and "must be a number of seconds > 0" in capsys.readouterr().err
