@@ -15,8 +15,8 @@ the topic's ``max.message.bytes``, a timestamp outside ``message.timestamp.diffe
 key on a compacted topic) is reported after the poll that sent it, when the producer cannot say
 which record it was: the interval fails, and its replay sends each record with its own callback.
 The records refused then are dead-lettered at the next replay as the producer's refusals are
-(a dead letter without its bytes, then none), so a refusal costs two to four replays of the
-interval instead of a rewind for ever.
+(a dead letter without its bytes, then without the source's key and headers too, then none), so
+a refusal costs two to five replays of the interval instead of a rewind for ever.
 """
 
 from __future__ import annotations
@@ -209,13 +209,15 @@ class Sender:
         """Queue one record on the dead-letter topic: the source's bytes with why and where from.
 
         A dead letter the producer refuses keeps its reason and source position in a smaller record:
-        too large, without the bytes (``streamfair.value_dropped``); refused for anything else (a
-        header or a partition the client does not take), without the source's headers and to the
-        partition the producer picks (``streamfair.headers_dropped`` says why).  One refused even so
-        is counted (``dead_letter_refused``) and logged at ERROR with its position, rather than
-        failing the interval: its replay would be refused again, and the daemon would stall on it.
-        The broker's refusals (known while a replay identifies records) are met the same way: a
-        dead letter it refused goes without its bytes, and one refused without them too is counted.
+        too large, without the bytes (``streamfair.value_dropped``), and if that is still too large
+        (a large key or large headers), without the source's key and headers too; refused for
+        anything else (a header or a partition the client does not take), without the source's
+        headers and to the partition the producer picks (``streamfair.headers_dropped`` says why).
+        One refused even so is counted (``dead_letter_refused``) and logged at ERROR with its
+        position, rather than failing the interval: its replay would be refused again, and the
+        daemon would stall on it.  The broker's refusals (known while a replay identifies records)
+        are met the same way: a dead letter it refused goes without its bytes, then without the
+        source's key and headers too, and one refused even so is counted.
         """
         source = dead.source
         key, value, headers = encode_dead_letter(dead)
@@ -224,17 +226,22 @@ class Sender:
         where = destination(topic, source) if self._identifying else None
         refusals = self.refused.get(where, []) if where else []
         try:
-            if len(refusals) > 1:  # by the broker, with its bytes and without
+            if len(refusals) > 2:  # by the broker: as it is, without its bytes, and without the source's too
                 raise refusals[-1]
             if refusals:
-                queued = self._send_without_value(topic, where, key, headers, partition,
-                                                  f"refused by the broker ({refusals[0]})")
+                why = f"refused by the broker ({refusals[0]})"
+                queued = (self._send_without_value(topic, where, key, headers, partition, why) if len(refusals) == 1
+                          else self._send_position_only(topic, where, headers, partition, why))
             else:
                 try:
                     queued = self._send(topic, where, value=value, key=key, headers=headers, partition=partition)
                 except RecordTooLarge:  # keep the reason and the source position, drop the bytes
-                    queued = self._send_without_value(topic, where, key, headers, partition,
-                                                      "too large for the producer")
+                    try:
+                        queued = self._send_without_value(topic, where, key, headers, partition,
+                                                          "too large for the producer")
+                    except RecordTooLarge:  # a large key or large headers
+                        queued = self._send_position_only(topic, where, headers, partition,
+                                                          "too large for the producer")
                 except Exception as error:  # noqa: BLE001 -- refused as it is: the reason and position alone
                     queued = self._send(topic, where, value=value, key=key, headers=_refused_headers(headers, error))
         except Exception as error:  # noqa: BLE001 -- even so: counted and logged, not replayed forever
@@ -253,9 +260,15 @@ class Sender:
     def _send_without_value(self, topic: str, where: Destination | None, key: bytes | None,
                             headers: list[tuple[str, bytes]], partition: int | None, why: str) -> bool:
         """A dead letter's reason and source position, without the bytes (``streamfair.value_dropped``: ``why``)."""
-        headers.append((HEADER_PREFIX + "value_dropped", why[:500].encode("utf-8", "replace")))
-        return self._send(topic, where, value=None, key=key if key is not None else b"", headers=headers,
+        dropped = (HEADER_PREFIX + "value_dropped", why[:500].encode("utf-8", "replace"))
+        return self._send(topic, where, value=None, key=key if key is not None else b"", headers=[*headers, dropped],
                           partition=partition)
+
+    def _send_position_only(self, topic: str, where: Destination | None, headers: list[tuple[str, bytes]],
+                            partition: int | None, why: str) -> bool:
+        """A dead letter's reason and source position alone: without the source's bytes, key and headers."""
+        own = [header for header in headers if header[0].startswith(HEADER_PREFIX)]
+        return self._send_without_value(topic, where, b"", own, partition, f"{why}; the key and headers too")
 
     def _send(self, topic: str, where: Destination | None = None, **record: Any) -> bool:
         """Queue one record (its refusal by the broker kept under ``where``, if given); whether it was queued.

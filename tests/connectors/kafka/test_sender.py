@@ -114,6 +114,35 @@ def test_a_dead_letter_refused_as_it_is_goes_out_with_its_reason_alone(kind):
     assert stats.dead_letters == {"invalid_json": 1}
 
 
+class SizeLimitedProducer(RecordingProducer):
+    """Refuses a record larger than ``limit`` bytes (value, key and headers) as the producer does; records headers."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit, self.records = limit, []
+
+    def send(self, topic, *, key, value, partition=None, timestamp_ms=None, headers=None, on_error=None):
+        size = len(value or b"") + len(key or b"") + sum(len(name) + len(data) for name, data in headers or [])
+        if size > self.limit:
+            raise RecordTooLarge(f"{size} bytes")
+        super().send(topic, key=key, value=value)
+        self.records.append((key, dict(headers or [])))
+
+
+@pytest.mark.parametrize("key, headers", [(b"k", [("trace", b"x" * 5000)]), (b"k" * 5000, [])])
+def test_a_dead_letter_too_large_for_its_key_or_headers_goes_out_with_its_reason_and_position_alone(key, headers):
+    """Without its bytes it was still too large, and it was counted as refused: the message was lost."""
+    producer = SizeLimitedProducer(limit=2000)
+    sender, stats, _ = sender_with(producer)
+    source = SyntheticRecord("streamfair.input", 1, 7, -1, key, b"not json", headers)
+    sender.deliver(TaskResult([], [DeadLetter(source, "invalid_json", "Expecting value")], []))
+    assert producer.sent == [("streamfair.dead-letter", None)] and stats.dead_letters == {"invalid_json": 1}
+    sent_key, sent_headers = producer.records[0]
+    assert sent_key == b"" and "trace" not in sent_headers
+    assert (sent_headers["streamfair.reason"], sent_headers["streamfair.source.offset"]) == (b"invalid_json", b"7")
+    assert sent_headers["streamfair.value_dropped"] == b"too large for the producer; the key and headers too"
+
+
 def test_a_dead_letter_refused_even_so_is_counted_and_the_poll_goes_on():
     """Failing the interval instead would replay the message, be refused again, and stall the partition."""
     producer = HeaderRefusingProducer("x-odd", every_dead_letter=True)
