@@ -163,6 +163,7 @@ class PartitionTask:
         self.labels_applied = 0  # feedback labels the robust post-processor matched to a learned sample
         self.labels_unmatched = 0  # ... and those whose id it did not know (never seen, expired, repeated)
         self.feedback_failed = 0  # feedback samples the base models raised on (skipped, at checkpoints)
+        self.batches_failed = 0  # mini-batches whose learning raised (left unlearned, their messages answered)
 
     # ------------------------------------------------------------------ checkpoints
     @classmethod
@@ -314,7 +315,10 @@ class PartitionTask:
 
         The poll is computed at once; if that raises, the state goes back to before the poll and the
         samples are computed one at a time, each failing one dead-lettered and undone.  Outputs never
-        depend on poll boundaries, so the survivors get the same bytes either way.
+        depend on poll boundaries, so the survivors get the same bytes either way.  With mini-batches,
+        a sample whose own prediction stands but which completes a batch whose learning raises is not
+        to blame (the batch holds samples answered before it): it is answered, and the batch is left
+        unlearned (:attr:`batches_failed`), so that the next sample starts a new one.
         """
         predict = self._predict_learn if self.batch_size == 1 else self._predict_batches
         before = self._snapshot()
@@ -329,7 +333,29 @@ class PartitionTask:
                 outputs += predict([sample])
             except Exception as error:  # noqa: BLE001
                 self._restore(before)
-                dead.append(DeadLetter.of_error(sample.source, error))
+                answered = self._answer_leaving_the_batch_unlearned(sample)
+                if answered is None:
+                    dead.append(DeadLetter.of_error(sample.source, error))
+                else:
+                    outputs += answered
+        return outputs
+
+    def _answer_leaving_the_batch_unlearned(self, sample: InputSample) -> list[Output] | None:
+        """The output of a sample whose prediction stands, its mini-batch dropped; ``None`` if the prediction raises.
+
+        Predicting alone changes no state (the draws are keyed), so the sample that failed with
+        learning is predicted again without it.
+        """
+        if self.batch_size == 1 or len(self._pending_eta) + 1 < self.batch_size:
+            return None  # no batch was learned: the sample's own prediction raised
+        try:
+            outputs = self._predict_chunk(len(self._pending_eta), [sample])
+        except Exception:  # noqa: BLE001 -- its own prediction raises: the sample is to blame
+            return None
+        self.batches_failed += 1
+        self._pending_eta.clear()
+        self._pending_tau.clear()
+        self._pending_keys = []
         return outputs
 
     def _snapshot(self) -> tuple:

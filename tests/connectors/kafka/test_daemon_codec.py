@@ -430,6 +430,37 @@ def test_model_errors_are_dead_letters():
     assert models.score.__self__.groups == ["0", "1"]
 
 
+class LearnsNoPoison(FairRegressionPostProcessor):
+    """Learning raises on a batch that holds the prediction ``POISON`` (a stand-in for a defect of learning)."""
+
+    POISON = 0.123456789
+
+    def learn_many(self, predictions, tau, *args, **kwargs):
+        if np.any(np.asarray(predictions) == self.POISON):
+            raise ZeroDivisionError("a defect of learning")
+        return super().learn_many(predictions, tau, *args, **kwargs)
+
+
+def test_a_mini_batch_whose_learning_raises_is_left_unlearned_and_every_message_is_answered():
+    """The message completing the batch was blamed and dead-lettered, the poisoned sample stayed pending (and in
+    the checkpoints), and every message after it was dead-lettered in its turn."""
+    etas = [0.1, LearnsNoPoison.POISON, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.15, 0.25]
+    records = [Record("in", 0, i, 0, None, json.dumps({"id": f"m{i}", "eta": eta, "tau": [0.4, 0.6]}).encode(), [])
+               for i, eta in enumerate(etas)]
+    task = PartitionTask("in", 0, LearnsNoPoison(L=5, n_groups=2, seed=2), parser=InputParser(2, 4096), batch_size=4)
+    answered = []
+    for start in range(0, len(records), 4):
+        result = task.process(records[start:start + 4])
+        assert result.dead_letters == []
+        answered += [json.loads(output.value)["id"] for output in result.outputs]
+    assert answered == [f"m{i}" for i in range(12)] and task.batches_failed == 1
+    reference = PartitionTask("in", 0, FairRegressionPostProcessor(L=5, n_groups=2, seed=2),
+                              parser=InputParser(2, 4096), batch_size=4)
+    reference.process(records[4:])  # the first batch never learned
+    assert task.fair.n_samples == reference.fair.n_samples == 8
+    np.testing.assert_array_equal(task.fair._optimizer.w, reference.fair._optimizer.w)
+
+
 def test_a_group_classifier_whose_labels_are_none_of_the_groups_is_a_model_error():
     """Every message got the uniform tau (no correction), silently: the groups configured as f, m, say, and the
     classifier trained on 0 and 1, or the other way round."""
