@@ -353,9 +353,7 @@ class PartitionTask:
         except Exception:  # noqa: BLE001 -- its own prediction raises: the sample is to blame
             return None
         self.batches_failed += 1
-        self._pending_eta.clear()
-        self._pending_tau.clear()
-        self._pending_keys = []
+        self._drop_pending()
         return outputs
 
     def _snapshot(self) -> tuple:
@@ -429,11 +427,15 @@ class PartitionTask:
     def _learn(self) -> None:
         started = time.perf_counter()
         _learn_batches(self.fair, self._pending_eta, self._pending_tau, self._pending_keys, self.batch_size)
-        self._pending_keys = []
         self.learn_seconds += time.perf_counter() - started
         self.learned += len(self._pending_eta)
+        self._drop_pending()
+
+    def _drop_pending(self) -> None:
+        """Empty the pending mini-batch, learned or not."""
         self._pending_eta.clear()
         self._pending_tau.clear()
+        self._pending_keys = []
 
     # ------------------------------------------------------------------ feedback
     def add_feedback(self, records: Sequence[Any]) -> TaskResult:
