@@ -20,19 +20,26 @@ from pathlib import Path
 __all__ = ["integer_at_least", "directory", "file_in_a_directory"]
 
 
-def integer_at_least(minimum: int) -> Callable[[str], int]:
-    """The type of an integer option whose values start at ``minimum``."""
+def integer_at_least(minimum: int, at_most: int | None = None) -> Callable[[str], int]:
+    """The type of an integer option whose values start at ``minimum`` (and end at ``at_most``, if given).
+
+    >>> integer_at_least(0, at_most=65535)("70000")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be an integer in 0..65535, got '70000'
+    """
+    wanted = f">= {minimum}" if at_most is None else f"in {minimum}..{at_most}"
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}")
+        if value < minimum or (at_most is not None and value > at_most):
+            raise argparse.ArgumentTypeError(f"must be an integer {wanted}, got {text!r}")
         return value
 
-    parse.__name__ = f"integer >= {minimum}"  # what argparse names in its own messages
+    parse.__name__ = f"integer {wanted}"  # what argparse names in its own messages
     return parse
 
 

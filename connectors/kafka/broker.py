@@ -264,7 +264,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     >>> args.port, args.log_file, args.pid_file  # port 0: a free one
     (0, None, 'broker.pid')
     """
-    parser.add_argument("--port", type=integer_at_least(0), default=9092,
+    parser.add_argument("--port", type=integer_at_least(0, at_most=65535), default=9092,
                         help="TCP port on 127.0.0.1 (default 9092; 0: a free one)")
     parser.add_argument("--log-file", type=file_in_a_directory, default=None,
                         help="file for the broker's own output (default: a temporary file, deleted at exit)")

@@ -96,12 +96,15 @@ def test_invalid_port(port):
         Broker(port=port)
 
 
-@pytest.mark.parametrize("port", ["70000", "-1"])
+@pytest.mark.parametrize("port", ["70000", "-1", "x"])
 def test_the_command_says_what_is_wrong_with_a_port_without_a_traceback(port, capsys):
     from connectors.cli.commands import main
 
-    assert main(["broker", "--port", port]) == 1
-    assert capsys.readouterr().err.startswith(f"streamfair broker: port must be an integer in 1..65535, got {port}")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["broker", "--port", port])
+    assert exit_info.value.code == 2
+    assert f"streamfair broker: error: argument --port: must be an integer in 0..65535, got '{port}'" in (
+        capsys.readouterr().err)
 
 
 def test_cli_runs_until_sigterm_and_cleans_up(tmp_path):
