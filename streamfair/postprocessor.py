@@ -607,7 +607,7 @@ class DualPostProcessor:
         """``n`` samples' validated predictions and ``tau`` rows; ``keys`` (if any) must be ``n``."""
         predictions = self._check_predictions(predictions, None)
         taus = self._check_tau(tau, predictions.shape[0])
-        check_keys(keys, taus.shape[0])
+        check_keys(keys, taus.shape[0], kept=self.uses_labels)
         return predictions, taus
 
     def learn_one(self, prediction: Any, tau: TauRow, key: Hashable | None = None) -> None:
@@ -626,7 +626,7 @@ class DualPostProcessor:
             Names the sample (e.g. its message id) for a later :meth:`learn_label`; ``None``:
             no label will refer to it (a hashable value).
         """
-        if key is not None:
+        if key is not None and self.uses_labels:  # kept for learn_label
             check_key("key", key)
         if self._one_sample(prediction, tau, None, draw=False, learn=True) is not None:  # uniform weights: no key
             return
@@ -801,7 +801,7 @@ class DualPostProcessor:
         >>> bool((b.proba_learn_one(0.3, [0.2, 0.8]) == proba).all()), a.n_samples == b.n_samples == 1
         (True, True)
         """
-        if key is not None:
+        if key is not None and self.uses_labels:  # kept for learn_label
             check_key("key", key)
         predictions, taus = self._check_one(prediction, tau)
         costs = self._scaled_costs(predictions, taus, learning=True)  # ``learning`` only counts (e.g. clips)
@@ -1397,8 +1397,9 @@ def _dimensions(name: str, value: Any) -> int:
         raise ValueError(f"{name} must be one number or one per group, got {show(value)}") from None
 
 
-def check_keys(keys: Sequence | None, n: int) -> None:
-    """``None``, or one hashable key per sample: else ``ValueError`` naming ``keys``.
+def check_keys(keys: Sequence | None, n: int, kept: bool = False) -> None:
+    """``None``, or one key per sample, hashable if ``kept`` (they name samples for ``learn_label``): else
+    ``ValueError`` naming ``keys``.
 
     >>> check_keys(["a"], 2)
     Traceback (most recent call last):
@@ -1411,8 +1412,9 @@ def check_keys(keys: Sequence | None, n: int) -> None:
         raise ValueError(f"keys must be None or a sequence of one key per sample ({n}), got {show(keys)}")
     if len(keys) != n:
         raise ValueError(f"keys must have one key per sample ({n}), got {len(keys)}")
-    for key in keys:
-        check_key("keys", key)
+    if kept:
+        for key in keys:
+            check_key("keys", key)
 
 
 def chunks(n: int, size: int = CHUNK_ROWS):

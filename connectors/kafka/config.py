@@ -606,9 +606,11 @@ def validate(config: Config) -> None:
     _validate_security(kafka)
 
     fair = config.postprocessor.build()
-    classes = config.classes()
-    _require(classes is None or len({group_label(label) for label in classes}) == len(classes), "postprocessor.classes",
-             "must be distinct as text: the daemon reads labels by their text, so 1 and \"1\" are one label", classes)
+    if config.postprocessor.kind == "classification":
+        classes = fair.labels.tolist()
+        _require(len({group_label(label) for label in classes}) == len(classes), "postprocessor.classes",
+                 "must be distinct as text: the daemon reads labels by their text, so 1 and \"1\" are one label",
+                 classes)
     modes = type(fair).prediction_modes
     _require(config.processing.mode in modes, "processing.mode", f"must be one of {modes} for {type(fair).__name__}",
              config.processing.mode)

@@ -267,8 +267,8 @@ class Sender:
     def _send_position_only(self, topic: str, where: Destination | None, headers: list[tuple[str, bytes]],
                             partition: int | None, why: str) -> bool:
         """A dead letter's reason and source position alone: without the source's bytes, key and headers."""
-        own = [header for header in headers if header[0].startswith(HEADER_PREFIX)]
-        return self._send_without_value(topic, where, b"", own, partition, f"{why}; the key and headers too")
+        return self._send_without_value(topic, where, b"", _own_headers(headers), partition,
+                                        f"{why}; the key and headers too")
 
     def _send(self, topic: str, where: Destination | None = None, **record: Any) -> bool:
         """Queue one record (its refusal by the broker kept under ``where``, if given); whether it was queued.
@@ -312,5 +312,9 @@ def _refused_headers(headers: list[tuple[str, bytes]], error: Exception) -> list
     """A dead letter's ``headers`` without the source's (its own are the ``streamfair.*`` ones, see
     :func:`~connectors.kafka.codec.encode_dead_letter`), and ``streamfair.headers_dropped``: why it was refused."""
     why = f"{type(error).__name__}: {error}"
-    return [header for header in headers if header[0].startswith(HEADER_PREFIX)] + [
-        (HEADER_PREFIX + "headers_dropped", why[:500].encode("utf-8", "replace"))]
+    return _own_headers(headers) + [(HEADER_PREFIX + "headers_dropped", why[:500].encode("utf-8", "replace"))]
+
+
+def _own_headers(headers: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """A dead letter's own ``streamfair.*`` headers (its reason and source position), without the source's."""
+    return [header for header in headers if header[0].startswith(HEADER_PREFIX)]
