@@ -87,9 +87,10 @@ def group_membership(groups, n_samples: int, n_groups: int | None = None) -> np.
         return weights
     if array.shape != (n_samples,) or not np.issubdtype(array.dtype, np.integer) or array.min(initial=0) < 0:
         raise ValueError(f"{expected}, got {show(groups)}")
-    k = int(array.max(initial=-1)) + 1 if n_groups is None else check_integer("n_groups", n_groups, 1)
-    if array.max(initial=-1) >= k:
-        raise ValueError(f"group labels must be < n_groups={k}, got {int(array.max())}")
+    largest = int(array.max())  # n_samples >= 1 labels, of any integer type (unsigned ones too)
+    k = largest + 1 if n_groups is None else check_integer("n_groups", n_groups, 1)
+    if largest >= k:
+        raise ValueError(f"group labels must be < n_groups={k}, got {largest}")
     return np.eye(k)[array]
 
 

@@ -110,6 +110,10 @@ def test_deterministic_predictions(seed):
     # the same predictions as one-hot distributions on their distinct values give the same report
     values = np.unique(predictions)
     assert_report(evaluate(to_grid(predictions, values), values, y, groups), brute_force(pairs, y, np.eye(k)[groups]))
+    # ... and so do the labels in any integer type (unsigned ones: the cast of boolean groups)
+    for dtype in (np.uint8, np.uint64, np.int8):
+        assert_report(evaluate_deterministic(predictions, y, groups.astype(dtype)),
+                      brute_force(pairs, y, np.eye(k)[groups]))
 
 
 def test_deterministic_predictions_with_a_membership_matrix():
