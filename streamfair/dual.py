@@ -33,6 +33,7 @@ import numpy as np
 from .softmax import softmax
 
 __all__ = [
+    "range_grid",
     "regression_grid",
     "group_features",
     "squared_costs",
@@ -54,6 +55,22 @@ def regression_grid(bound: float, half_size: int) -> np.ndarray:
             1.33333333,  2.        ])
     """
     return bound * np.arange(-half_size, half_size + 1) / half_size
+
+
+def range_grid(low: float, high: float, half_size: int) -> np.ndarray:
+    """The ``2L + 1`` evenly spaced atoms from ``low`` to ``high``, each a weighted mean of the two ends.
+
+    Atom ``l`` (``l = -L..L``) is ``(low (L - l) + high (L + l)) / (2L)``, so that ends with short
+    decimals give atoms with short decimals (``0.01``, not ``0.5 - 0.49``), and ``(-1, 1)`` gives
+    :func:`regression_grid` exactly.
+
+    >>> range_grid(0.0, 1.0, 2).tolist()
+    [0.0, 0.25, 0.5, 0.75, 1.0]
+    >>> float(range_grid(0.0, 1.0, 50)[1]), float(0.5 + regression_grid(0.5, 50)[1])
+    (0.01, 0.010000000000000009)
+    """
+    steps = np.arange(-half_size, half_size + 1)
+    return (low * (half_size - steps) + high * (half_size + steps)) / (2 * half_size)
 
 
 def group_features(tau: np.ndarray, p: np.ndarray) -> np.ndarray:

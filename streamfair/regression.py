@@ -148,7 +148,7 @@ class FairRegressionPostProcessor(DualPostProcessor):
         else:  # neither: the profile's default
             slack, constraint = (PAPER_EPS, "atom") if paper else (DEFAULT_KS, "cdf")
         super().__init__(
-            SquaredCosts(low, high, (low + high) / 2 + dual.regression_grid((high - low) / 2, self.L)),
+            SquaredCosts(low, high, dual.range_grid(low, high, self.L)),
             slack=slack,
             constraint=constraint,
             slack_at_most=math.inf if eps is not None else 1.0,  # a KS target is a distance; eps is the paper's

@@ -39,6 +39,18 @@ def naive_softmax(z):
 
 
 # ---------------------------------------------------------------- grid
+@pytest.mark.parametrize("low,high,half_size", [(0.0, 1.0, 50), (0.0, 30.0, 50), (22.0, 84.0, 50), (-1.0, 1.0, 7)])
+def test_range_grid_is_even_with_the_ends_atoms_of_short_decimals(low, high, half_size):
+    atoms = dual.range_grid(low, high, half_size)
+    exact = [low + (high - low) * k / (2 * half_size) for k in range(2 * half_size + 1)]
+    np.testing.assert_allclose(atoms, exact, rtol=0, atol=1e-13 * max(abs(low), abs(high)))
+    assert atoms[0] == low and atoms[-1] == high and atoms.size == 2 * half_size + 1
+    if half_size == 50:  # each atom is the nearest double to its decimal: 0.01, 0.68, not 0.010000000000000009
+        assert atoms.tolist() == [round(v, 10) for v in atoms]
+    if low == -high == 1.0:
+        assert np.array_equal(atoms, dual.regression_grid(1.0, half_size))  # the paper's grid, bit for bit
+
+
 def test_grid_has_2L_plus_1_symmetric_atoms():
     atoms = dual.regression_grid(2.0, 3)
     np.testing.assert_allclose(atoms, [-2, -4 / 3, -2 / 3, 0, 2 / 3, 4 / 3, 2], rtol=0, atol=1e-15)
