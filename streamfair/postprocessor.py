@@ -116,10 +116,16 @@ STATE_VERSION = 2
 class Diagnostics:
     """Live estimates computed from the post-processor's state, without S.
 
-    The per-atom gaps are the mean of ``pi(l | x) t_s(x)`` over the last ``window`` samples, with
-    ``pi`` the *served* predictor; its expectation is ``P(Y_hat = l) - P(Y_hat = l | S = s)``
-    (paper eq. 15), and the other fairness estimates are derived from it.  Below, ``m`` is the
-    number of atoms and ``K`` the number of groups.
+    The fairness estimates are those of the *served* predictor ``pi`` on the last ``window``
+    samples, each sample weighed into group ``s`` by its posterior ``tau_s(x)`` (as the features
+    use it: corrected to the given shares ``p``, see :meth:`DualPostProcessor._serving_features`):
+    ``P(Y_hat = l | S = s)`` is estimated by ``sum pi(l | x) tau_s(x) / sum tau_s(x)``, a
+    distribution over the atoms, what :func:`streamfair.evaluate` reports with ``tau`` as the
+    groups.  The constraint rows, their ``violation`` and the certificate are those the optimizer
+    learns: the means of ``pi(l | x) t_s(x)`` (paper eq. 15), which divide by ``p`` rather than by
+    the window's own ``sum tau_s`` and so also carry that sum's sampling noise.  A group with no
+    ``tau`` mass in the window reads the overall law (gaps 0).  Below, ``m`` is the number of
+    atoms and ``K`` the number of groups.
 
     Parameters
     ----------
@@ -173,9 +179,9 @@ class Diagnostics:
     >>> report.n_samples, report.target.tolist()  # the KS target, next to its estimate
     (2000, [0.05, 0.05])
     >>> report.group_ks.round(3).tolist()
-    [0.052, 0.052]
-    >>> report.group_mean.round(3).tolist()  # the base model's plug-in group means: -0.324, 0.325
-    [-0.061, 0.094]
+    [0.064, 0.057]
+    >>> report.group_mean.round(3).tolist()  # the base model's, estimated the same way: -0.306, 0.343
+    [-0.065, 0.09]
     """
 
     n_samples: int
@@ -1179,9 +1185,10 @@ class DualPostProcessor:
     def diagnostics(self) -> Diagnostics:
         """Live fairness and convergence estimates (no S needed); see :class:`Diagnostics`.
 
-        The gaps are exact plug-in means over the samples in the window (all of them before it
-        fills), at the served point.  The gradient is the plug-in gradient of the constraint rows
-        ``+-C gaps + slack``, and the certificate is its gradient mapping at ``mapping_step``.
+        The estimates are exact plug-in means over the samples in the window (all of them before
+        it fills), at the served point.  The gradient is the plug-in gradient of the constraint
+        rows ``+-C gaps + slack`` (the gaps of eq. 15), and the certificate is its gradient mapping
+        at ``mapping_step``.
 
         Returns
         -------
@@ -1195,12 +1202,17 @@ class DualPostProcessor:
             costs = self._scaled_costs(self._recent_predictions[rows], tau, learning=False)
             features = self._serving_features(tau)
             proba = self._served_proba(features, costs)
-            gaps, mean_proba = proba.T @ features / self._recent_count, proba.mean(axis=0)
+            mean_proba, constraint_gaps = proba.mean(axis=0), proba.T @ features / self._recent_count
+            membership = self.p * (1.0 - features)  # tau as the features weigh it
+            mass = membership.sum(axis=0)
+            present = mass > 0
+            group_proba = np.where(present, proba.T @ membership / np.where(present, mass, 1.0), mean_proba[:, None])
         else:
-            gaps, mean_proba = np.zeros((self.atoms.size, self.n_groups)), np.zeros(self.atoms.size)
-        group_proba = mean_proba[:, None] - gaps
+            mean_proba, constraint_gaps = np.zeros(self.atoms.size), np.zeros((self.atoms.size, self.n_groups))
+            group_proba = np.zeros((self.atoms.size, self.n_groups))
+        gaps = mean_proba[:, None] - group_proba
         group_unfairness, group_ks = gap_measures(gaps.T)
-        rows_gaps = self.constraints.rows_of(gaps.T).T
+        rows_gaps = self.constraints.rows_of(constraint_gaps.T).T
         gradient = np.stack([rows_gaps + self.slack, -rows_gaps + self.slack])
         optimizer = self._optimizer
         return Diagnostics(

@@ -14,7 +14,7 @@ import pytest
 
 from connectors.experiments import drift, fair_lp
 from connectors.experiments.two_groups import two_groups
-from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor, dual, kernel
+from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor, dual, evaluate, kernel
 from streamfair.constraints import AtomConstraints, CdfConstraints
 from streamfair.dro import GroupRobustFairRegressionPostProcessor
 from streamfair.profiles import DEFAULT_MEMORY, anytime_beta
@@ -404,9 +404,15 @@ def test_diagnostics_before_the_window_fills_are_the_exact_plug_in_quantities():
         q += (row - q) / min(n + 2, 160)
     t = prior_shifted_features(tau[:250], p, q)
     proba = fair.proba_many(eta[:250], tau[:250])
-    np.testing.assert_allclose(d.atom_gaps, proba.T @ t / 250, rtol=0, atol=1e-15)
-    rows = np.cumsum(d.atom_gaps, axis=0)[:-1]
+    corrected = p * (1 - t)  # tau corrected to p: each sample's weight in each group
+    group_proba = proba.T @ corrected / corrected.sum(axis=0)
+    np.testing.assert_allclose(d.group_proba, group_proba, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(d.atom_gaps, proba.mean(axis=0)[:, None] - group_proba, rtol=0, atol=1e-15)
     assert d.group_ks.tolist() == np.abs(np.cumsum(d.atom_gaps, axis=0)).max(axis=0).tolist()
+    report = evaluate(proba, fair.atoms, np.zeros(250), corrected)  # what evaluate says with tau as the groups
+    np.testing.assert_allclose(d.group_ks, report.ks_unfairness, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(d.group_unfairness, report.atom_unfairness, rtol=0, atol=1e-14)
+    rows = np.cumsum(proba.T @ t / 250, axis=0)[:-1]  # the constraint rows as learned (eq. 15: over p)
     assert d.target.tolist() == [DEFAULT_KS, DEFAULT_KS]
     expected = float(np.sqrt(np.sum(np.maximum(np.abs(rows) - DEFAULT_KS, 0) ** 2)))
     assert d.violation == pytest.approx(expected, abs=1e-15)

@@ -302,7 +302,7 @@ def test_independent_groups_change_nothing(optimizer, inner, eps):
     f.learn_many(eta, tau)
     assert not np.any(f.state_dict()["optimizer"]["w"]) and not np.any(f.dual)
     assert np.array_equal(f.proba_many(eta, tau), fresh.proba_many(eta, tau))
-    assert not np.any(f.diagnostics().atom_gaps)
+    np.testing.assert_allclose(f.diagnostics().atom_gaps, 0.0, rtol=0, atol=1e-15)
 
 
 # ---------------------------------------------------------------- streaming contract
@@ -324,6 +324,30 @@ def test_streaming_contract(optimizer, inner):
 
 
 # ---------------------------------------------------------------- diagnostics
+def test_live_estimates_with_the_groups_as_tau_are_the_audited_report_of_the_window():
+    # tau one-hot (S itself) and p the true shares: each group's estimate is its law on the window,
+    # whatever that window's own share of the group (here not p), as the audit with S gives it
+    rng = np.random.default_rng(1)
+    n, window = 3000, 1000
+    s = (rng.random(n) < 0.3).astype(int)
+    eta = np.clip(0.5 + 0.2 * s + 0.1 * rng.standard_normal(n), 0, 1)
+    tau = np.eye(2)[s]
+    fair = FairRegressionPostProcessor(B=(0, 1), p=[0.7, 0.3], window=window, seed=0)
+    fair.learn_many(eta, tau)
+    recent = slice(n - window, n)
+    assert abs(s[recent].mean() - 0.3) > 0.01
+    d = fair.diagnostics()
+    report = evaluate(fair.proba_many(eta[recent], tau[recent]), fair.atoms, eta[recent], s[recent])
+    np.testing.assert_allclose(d.group_ks, report.ks_unfairness, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(d.group_unfairness, report.atom_unfairness, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(d.group_proba.sum(axis=0), 1.0, rtol=0, atol=1e-12)
+    # a group absent from the window: nothing to estimate, it reads the overall law
+    fair.learn_many(eta[:window], np.tile([1.0, 0.0], (window, 1)))
+    d = fair.diagnostics()
+    assert d.group_ks[1] == 0.0 and d.group_unfairness[1] == 0.0
+    assert d.group_mean[1] == pytest.approx(d.group_mean[0], abs=1e-12)
+
+
 def test_diagnostics_are_the_plug_in_quantities_of_the_served_policy_on_the_recent_window():
     k, window = 3, 80
     eta, tau = unfair_stream(400, k, seed=20)
@@ -334,14 +358,21 @@ def test_diagnostics_are_the_plug_in_quantities_of_the_served_policy_on_the_rece
     recent_eta, recent_tau = np.clip(eta[-window:], -1, 1), tau[-window:]
     t, r = dual.group_features(recent_tau, p), dual.squared_costs(recent_eta, f.atoms)
     weights = np.full(window, 1.0 / window)
+    # the estimates: each group's law weighed by tau, as evaluate gives it with tau as the groups
+    proba = dual.policy(np.asarray(f.dual), t, r, f.beta)
+    group_proba = proba.T @ recent_tau / recent_tau.sum(axis=0)
+    np.testing.assert_allclose(d.group_proba, group_proba, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(d.atom_gaps, proba.mean(axis=0)[:, None] - group_proba, rtol=1e-10, atol=1e-14)
+    report = evaluate(proba, f.atoms, recent_eta, recent_tau)
+    np.testing.assert_allclose(d.group_unfairness, report.atom_unfairness, atol=1e-14)
+    np.testing.assert_allclose(d.group_ks, report.ks_unfairness, atol=1e-14)
+    np.testing.assert_allclose(d.group_mean, f.atoms @ group_proba, atol=1e-14)
+    # the constraints: the gaps of eq. 15 (over p), their violation and certificate
     gaps = dual.atom_gaps(np.asarray(f.dual), t, r, weights, f.beta)
-    np.testing.assert_allclose(d.atom_gaps, gaps, rtol=1e-10, atol=1e-14)
-    np.testing.assert_allclose(d.group_unfairness, np.abs(gaps).max(axis=0), atol=1e-14)
+    assert not np.allclose(gaps, d.atom_gaps, atol=1e-4)  # the window's share of a group is not p
     grad = dual.gradient(np.asarray(f.dual), t, r, weights, f.eps, f.beta)
     assert d.violation**2 == pytest.approx(np.sum(np.maximum(-grad, 0) ** 2), rel=1e-10)  # Lemma 3.5
     assert d.violation > 0 and d.gradient_mapping_norm >= d.violation * (1 - 1e-12)
-    proba = dual.policy(np.asarray(f.dual), t, r, f.beta)
-    np.testing.assert_allclose(d.group_proba, proba.mean(axis=0)[:, None] - gaps, atol=1e-14)
     assert (d.n_samples, d.epoch) == (400, f.schedule.epoch)
     assert d.dual_norms == pytest.approx((np.linalg.norm(f.dual[0]), np.linalg.norm(f.dual[1])))
 

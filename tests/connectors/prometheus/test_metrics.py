@@ -482,10 +482,11 @@ def live_and_audited(seed, shrink=1.0, window=4000, n=5000):
     """Feed ``shrink * tau + (1 - shrink) / 2`` as tau (1: exact); returns live, audited and tolerances.
 
     Both estimates describe the same served predictor on the same ``window`` samples, so they
-    differ only because the live one weighs atom l by tau_s(x_i)/p_s where the audited one uses
-    1{s_i = s}/p_hat_s.  To first order the per-atom difference is a mean of i.i.d. zero-mean terms
-    psi_i(l) = pi_i(l) (tau_is - 1{s_i=s}) / p_s + c_l (1{s_i=s} - p_s), c_l = mean(pi(l) 1{s=s}) / p_s^2
-    (the second term linearizes 1/p_hat_s); the same holds for the cumulative sums behind KS.
+    differ only because the live one weighs sample i into group s by tau_s(x_i) / sum tau_s where
+    the audited one uses 1{s_i = s} / sum 1{s = s}.  To first order (linearizing both ratios) the
+    per-atom difference is a mean of i.i.d. zero-mean terms
+    psi_i(l) = (pi_i(l) - P_s(l)) (tau_is - 1{s_i=s}) / p_s, P_s the group's law; the same holds
+    for the cumulative sums behind KS.
     |max_l |a_l| - max_l |b_l|| <= max_l |a_l - b_l|, so with z from a Bonferroni bound over the
     2 * K * m per-atom and cumulative differences at a total false-failure probability of 1e-3,
     the tolerances z * max_l SE_l are exceeded with probability < 1e-3 when tau is exact.
@@ -515,8 +516,8 @@ def live_and_audited(seed, shrink=1.0, window=4000, n=5000):
     m, z = fair.atoms.size, norm.isf(1e-3 / (2 * 2 * 2 * fair.atoms.size))
     tolerance = np.zeros((2, 2))
     for g in range(2):
-        c = (proba * member[:, [g]]).mean(axis=0) / 0.5**2
-        psi = proba * (tau[recent][:, [g]] - member[:, [g]]) / 0.5 + c * (member[:, [g]] - 0.5)
+        law = proba.T @ member[:, g] / member[:, g].sum()
+        psi = (proba - law) * (tau[recent][:, [g]] - member[:, [g]]) / 0.5
         tolerance[0, g] = z * (psi.std(axis=0, ddof=1) / np.sqrt(window)).max()
         tolerance[1, g] = z * (np.cumsum(psi, axis=1).std(axis=0, ddof=1) / np.sqrt(window)).max()
     assert m == 21
