@@ -49,8 +49,8 @@ class FeedbackHold:
     >>> from connectors.kafka.config import load_config
     >>> from connectors.kafka.loop import Daemon
     >>> hold = Daemon(load_config(env={}, overrides=["topics.feedback=labels"])).feedback_hold
-    >>> hold.restored([0, 1]); hold.until
-    {}
+    >>> [tp.partition for tp in hold.restored([0, 1])], hold.until  # resumed with the input
+    ([0, 1], {})
 
     Labels for the group-robust post-processor are: a restored partition waits for the
     high-watermark of its first fetch, and a rewound one for the furthest position known (the
@@ -71,9 +71,22 @@ class FeedbackHold:
         self.until: dict[int, int | None] = {}
         self._since: dict[int, float] = {}  # when each partition's feedback started to wait
 
-    def restored(self, partitions: Iterable[int]) -> None:
-        """``partitions`` were restored: their feedback waits for the input's high-watermark of the first fetch."""
-        self._hold(partitions, lambda p: None)
+    def restored(self, partitions: Iterable[int]) -> list[TopicPartition]:
+        """``partitions`` were restored, their feedback paused since their assignment: feedback that
+        changes state waits for the input's high-watermark of the first fetch.
+
+        Returns
+        -------
+        list of TopicPartition
+            The feedback partitions to resume with the input: all of them when the feedback
+            changes no state, none when it waits (or there is no feedback topic).
+        """
+        partitions = list(partitions)
+        if self._feedback:
+            self._hold(partitions, lambda p: None)
+            return []
+        topic = self.daemon.config.topics.feedback
+        return [TopicPartition(topic, p) for p in partitions] if topic else []
 
     def rewound(self, partitions: Iterable[int]) -> None:
         """``partitions`` go back to their checkpoints: their feedback waits for the input positions read so far."""

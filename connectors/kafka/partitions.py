@@ -283,8 +283,8 @@ class Partitions:
                       offset=task.offset, n_samples=task.fair.n_samples, seconds=round(seconds, 4))
             daemon.notify("on_restored", partition, task.fair.n_samples, task.offset, seconds)
         self.to_restore.difference_update(partitions)
-        daemon.consumer.resume([TopicPartition(topics.input, p) for p in partitions])
-        daemon.feedback_hold.restored(partitions)
+        daemon.consumer.resume([TopicPartition(topics.input, p) for p in partitions]
+                               + daemon.feedback_hold.restored(partitions))
         daemon.backoff.reset()
         daemon.notify("on_assigned", sorted(self.tasks))
 

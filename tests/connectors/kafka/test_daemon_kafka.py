@@ -402,17 +402,19 @@ def test_exactly_once_mode_runs_in_transactions(kafka_broker):
     assert committed == {0: 200, 1: 200, 2: 200}
 
 
-def test_raw_features_scored_by_river_models_that_learn_from_feedback(kafka_broker, tmp_path):
+def features_and_feedback(kafka_broker, tmp_path, name: str, learn: bool):
+    """A daemon's config scoring features ``x1, x2`` with pickled River models, 300 inputs and 300
+    feedback records (``y`` and S) over 3 partitions, each topic with one bad record."""
     from river import linear_model, preprocessing
 
     paths = {}
-    for name, model in (("eta", preprocessing.StandardScaler() | linear_model.LinearRegression()),
-                        ("tau", preprocessing.StandardScaler() | linear_model.LogisticRegression())):
-        paths[name] = tmp_path / f"{name}.pkl"
-        paths[name].write_bytes(pickle.dumps(model))
-    values = settings(kafka_broker, "features", **{
-        "topics.feedback": "daemon-features.feedback", "models.eta": str(paths["eta"]), "models.tau": str(paths["tau"]),
-        "models.features": ["x1", "x2"], "models.learn": True, "processing.checkpoint_every_messages": 50})
+    for model_name, model in (("eta", preprocessing.StandardScaler() | linear_model.LinearRegression()),
+                              ("tau", preprocessing.StandardScaler() | linear_model.LogisticRegression())):
+        paths[model_name] = tmp_path / f"{model_name}.pkl"
+        paths[model_name].write_bytes(pickle.dumps(model))
+    values = settings(kafka_broker, name, **{
+        "topics.feedback": f"daemon-{name}.feedback", "models.eta": str(paths["eta"]), "models.tau": str(paths["tau"]),
+        "models.features": ["x1", "x2"], "models.learn": learn, "processing.checkpoint_every_messages": 50})
     config = ensure_topics_for(kafka_broker, values)
     rng = np.random.default_rng(9)
     feedback, inputs = [], []
@@ -424,6 +426,31 @@ def test_raw_features_scored_by_river_models_that_learn_from_feedback(kafka_brok
         inputs.append((i % 3, b"i", json.dumps({"id": f"i{i}", "features": x}).encode(), None))
     feedback.append((0, b"bad", b'{"id": "b", "features": {"x1": 1}, "y": 0.1, "s": 5}', None))
     inputs.append((1, b"bad", b'{"id": "u", "features": {"x1": 1, "age": 3}}', None))
+    return config, feedback, inputs
+
+
+@pytest.mark.timeout(180)  # a feedback topic left paused keeps a run-once daemon waiting for it to be read
+def test_feedback_for_the_audit_alone_is_read_as_it_comes(kafka_broker, tmp_path):
+    # no models.learn, no robust labels: the feedback changes no state, only the audited metrics read it
+    class Audit(DaemonObserver):
+        def __init__(self):
+            self.accepted = Counter()
+
+        def on_feedback(self, daemon, task, accepted):
+            self.accepted[task.partition] += len(accepted)
+
+    config, feedback, inputs = features_and_feedback(kafka_broker, tmp_path, "audit", learn=False)
+    produce(kafka_broker, config.topics.feedback, feedback)
+    produce(kafka_broker, config.topics.input, inputs)
+    audit = Audit()
+    assert Daemon(config, observers=[audit]).run(once=True) == 0
+    assert audit.accepted == {0: 100, 1: 100, 2: 100}
+    dead = {dict(r.headers)["streamfair.reason"] for r in read_topic(kafka_broker, config.topics.dead_letter)}
+    assert dead == {b"bad_group", b"unknown_feature"}
+
+
+def test_raw_features_scored_by_river_models_that_learn_from_feedback(kafka_broker, tmp_path):
+    config, feedback, inputs = features_and_feedback(kafka_broker, tmp_path, "features", learn=True)
     produce(kafka_broker, config.topics.feedback, feedback)
     produce(kafka_broker, config.topics.input, inputs[:150])
     daemon = Daemon(config)
