@@ -165,6 +165,10 @@ class Checkpointer:
         self._last_checkpoint = now = time.monotonic()
         seconds = now - started
         stats = daemon.stats
+        for p in partitions:
+            labels, errors = tasks[p].unreported()
+            stats.labels.update(labels)
+            stats.errors.update(errors)
         stats.checkpoints += len(partitions)
         stats.checkpoint_seconds += seconds
         stats.last_checkpoint = now

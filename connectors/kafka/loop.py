@@ -505,5 +505,6 @@ class Daemon:
                   consumed_per_s=round((stats.consumed - consumed) / interval, 1),
                   produced_per_s=round((stats.produced - produced) / interval, 1),
                   lag={str(p): lag for p, lag in sorted(self.lag().items())}, dead_letters=dict(stats.dead_letters),
-                  checkpoints=stats.checkpoints, rewinds=stats.rewinds, errors=dict(stats.errors))
+                  checkpoints=stats.checkpoints, rewinds=stats.rewinds, errors=dict(stats.errors),
+                  labels=dict(stats.labels))
         self._progress = (now, stats.consumed, stats.produced)

@@ -44,6 +44,7 @@ class DaemonStats:
     produced: int = 0  # predictions sent
     dead_letters: Counter = field(default_factory=Counter)  # by reason
     feedback: int = 0  # valid feedback records
+    labels: Counter = field(default_factory=Counter)  # robust labels by outcome (applied, unmatched), when durable
     checkpoints: int = 0  # successful checkpoints (one per task written)
     checkpoint_seconds: float = 0.0  # total time spent checkpointing
     last_checkpoint: float | None = None  # time of the last successful checkpoint

@@ -35,6 +35,7 @@ Examples
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -164,6 +165,20 @@ class PartitionTask:
         self.labels_unmatched = 0  # ... and those whose id it did not know (never seen, expired, repeated)
         self.feedback_failed = 0  # feedback samples the base models raised on (skipped, at checkpoints)
         self.batches_failed = 0  # mini-batches whose learning raised (left unlearned, their messages answered)
+        self._reported: tuple[Counter, Counter] = (Counter(), Counter())  # what unreported() has given
+
+    def unreported(self) -> tuple[Counter, Counter]:
+        """The labels by outcome (``applied``, ``unmatched``) and the failures by kind
+        (``feedback_failed``, ``batch_failed``) since the last call.
+
+        The daemon adds them to its stats at each durable checkpoint: a task rewound to its
+        checkpoint is dropped with its counts, and its replay counts them again.
+        """
+        now = (Counter(applied=self.labels_applied, unmatched=self.labels_unmatched),
+               Counter(feedback_failed=self.feedback_failed, batch_failed=self.batches_failed))
+        labels, errors = now[0] - self._reported[0], now[1] - self._reported[1]
+        self._reported = now
+        return labels, errors
 
     # ------------------------------------------------------------------ checkpoints
     @classmethod

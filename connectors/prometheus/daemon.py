@@ -97,6 +97,9 @@ class DaemonMetrics(DaemonObserver):
                                registry=reg)
         self.errors = Counter("streamfair_errors_total", "Errors handled by the daemon, by kind.", ["kind"],
                               registry=reg)
+        self.labels = Counter("streamfair_labels_total", "Feedback labels of the group-robust post-processor, by "
+                              "outcome: applied to a learned sample, or unmatched (id unknown, expired or repeated).",
+                              ["outcome"], registry=reg)
         self.checkpoints = Counter("streamfair_checkpoints_total", "Task checkpoints written.", registry=reg)
         self.checkpoint_failures = Counter("streamfair_checkpoint_failures_total", "Checkpoints that failed.",
                                            registry=reg)
@@ -377,6 +380,7 @@ class DaemonMetrics(DaemonObserver):
                     (self.rewinds, "rewinds", ""), (self.checkpoints, "checkpoints", ""),
                     (self.checkpoint_failures, "errors", "checkpoint_failed")]
         followed += [(self.errors.labels(kind), "errors", kind) for kind in stats.errors]
+        followed += [(self.labels.labels(outcome), "labels", outcome) for outcome in stats.labels]
         for counter, name, kind in followed:
             value = getattr(stats, name)[kind] if kind else getattr(stats, name)
             seen = self._seen.get(counter, 0)

@@ -86,6 +86,8 @@ def drive(observer, daemon):
     observer.on_records(daemon, 0, 12, 0, 0.5)  # feedback records: no latency observation
     observer.on_dead_letter(daemon, "bad_group", "fb", 0)
     daemon.stats.checkpoints += 2  # what the daemon counts before it notifies its observers
+    daemon.stats.labels.update(applied=7, unmatched=2)
+    daemon.stats.errors["batch_failed"] += 1
     daemon.stats.checkpoint_seconds += 0.004
     daemon.stats.last_checkpoint = time.monotonic()
     observer.on_checkpoint(daemon, [0, 2], 0.004, True)

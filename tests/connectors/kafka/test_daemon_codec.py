@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -454,6 +455,8 @@ def test_a_mini_batch_whose_learning_raises_is_left_unlearned_and_every_message_
         assert result.dead_letters == []
         answered += [json.loads(output.value)["id"] for output in result.outputs]
     assert answered == [f"m{i}" for i in range(12)] and task.batches_failed == 1
+    assert task.unreported() == (Counter(), Counter(batch_failed=1))  # the daemon's errors_total{kind}, once
+    assert task.unreported() == (Counter(), Counter())
     reference = PartitionTask("in", 0, FairRegressionPostProcessor(L=5, n_groups=2, seed=2),
                               parser=InputParser(2, 4096), batch_size=4)
     reference.process(records[4:])  # the first batch never learned

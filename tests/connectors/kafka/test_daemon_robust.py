@@ -87,6 +87,7 @@ def test_robust_daemon_matches_the_library_and_restores_its_dro_state(kafka_brok
     assert restarted.stats.dead_letters == Counter({"bad_label": 1})
     assert sum(t.labels_applied for t in snapshot.tasks.values()) == len(labelled)
     assert [t.labels_unmatched for _, t in sorted(snapshot.tasks.items())] == [0, 1, 0]
+    assert restarted.stats.labels == Counter(applied=len(labelled), unmatched=1)  # the progress line, the metrics
     # run 3: the second half, served from the restored state
     produce_messages(kafka_broker, config.topics.input, second)
     assert Daemon(config).run(once=True) == 0

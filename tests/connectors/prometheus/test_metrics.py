@@ -33,8 +33,8 @@ from connectors.prometheus.report import read_history
 from streamfair import Diagnostics, FairRegressionPostProcessor, evaluate
 from tests.support.metrics_fakes import GROUPS, FakeDaemon, TableModel, drive, make_config, make_task, value
 
-ALLOWED_LABELS = {"partition", "group", "topic", "reason", "kind", "multiplier", "le", "version", "guarantee",
-                  "group_id", "input_topic"}
+ALLOWED_LABELS = {"partition", "group", "topic", "reason", "kind", "outcome", "multiplier", "le", "version",
+                  "guarantee", "group_id", "input_topic"}
 
 
 # ---------------------------------------------------------------------------- naming and exposition
@@ -125,6 +125,9 @@ def test_observer_follows_the_daemon():
     assert value(reg, "streamfair_dead_letters_total", topic="input", reason="invalid_json") == 1
     assert value(reg, "streamfair_dead_letters_total", topic="feedback", reason="bad_group") == 1
     assert value(reg, "streamfair_errors_total", kind="checkpoint_failed") == 1
+    assert value(reg, "streamfair_errors_total", kind="batch_failed") == 1
+    assert value(reg, "streamfair_labels_total", outcome="applied") == 7
+    assert value(reg, "streamfair_labels_total", outcome="unmatched") == 2
     assert value(reg, "streamfair_rewinds_total") == 1
     # latency: the input poll counted once per record, the feedback poll not at all
     assert value(reg, "streamfair_message_processing_seconds_count") == 10
