@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import (
@@ -20,10 +22,11 @@ from prometheus_client import (
 
 from connectors.kafka.codec import group_label
 from connectors.kafka.config import ConfigError
+from connectors.kafka.logs import log_event
 from connectors.kafka.observer import DaemonObserver
 from connectors.prometheus.collectors import LATENCY_BUCKETS, WeightedHistogram, remove_series
 from connectors.prometheus.fairness import StreamfairMetrics
-from connectors.prometheus.report import HistoryRecord, HistoryWriter
+from connectors.prometheus.report import HistoryRecord, HistoryWriter, set_aside_history
 from connectors.prometheus.server import MetricsServer, serve
 
 
@@ -131,9 +134,11 @@ class DaemonMetrics(DaemonObserver):
         self._learned: dict[int, tuple[Any, float, int]] = {}  # partition -> (task, learn_seconds, learned)
         self._lag_partitions: set[int] = set()
         self.history = None
+        self._history_set_aside: Path | None = None
         if config.metrics.history:
-            self.history = HistoryWriter(config.metrics.history, groups, fair.slack,
-                                         "gap" if fair.ks is None else "ks")
+            measure = "gap" if fair.ks is None else "ks"
+            self._history_set_aside = set_aside_history(config.metrics.history, groups, fair.slack, measure)
+            self.history = HistoryWriter(config.metrics.history, groups, fair.slack, measure)
         self.server: MetricsServer | None = None
 
     # -------------------------------------------------------------- probes
@@ -193,6 +198,19 @@ class DaemonMetrics(DaemonObserver):
             self.history = None
 
     # -------------------------------------------------------------- observer callbacks (daemon thread)
+    def on_start(self, daemon: Any) -> None:
+        """The daemon starts: a history file of other groups or another target was set aside (WARNING).
+
+        Parameters
+        ----------
+        daemon
+            The daemon (its ``log`` is written to).
+        """
+        if self._history_set_aside is not None:
+            log_event(daemon.log, logging.WARNING, "history_set_aside", path=str(daemon.config.metrics.history),
+                      kept_as=str(self._history_set_aside),
+                      reason="it holds another fairness target or other groups; a new history starts")
+
     def on_restored(self, daemon: Any, partition: int, n_samples: int, offset: int | None, seconds: float) -> None:
         """A task was restored: its post-processor is sampled at the next loop.
 

@@ -136,6 +136,53 @@ def _header(groups: Sequence[Any], target: Sequence[float] | float, measure: str
     return {"streamfair_history": HISTORY_VERSION, "groups": groups, "measure": measure, "target": target}
 
 
+def _mismatch(path: Path, header: dict) -> str | None:
+    """Why the history file ``path`` cannot take the records of ``header`` (``None``: it can, or it is new or empty)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    existing = read_history(path)
+    wanted = (header["groups"], header["measure"], header["target"])
+    if (existing.groups, existing.measure, existing.target) == wanted:
+        return None
+    return (f"path {str(path)!r} holds a history for groups {existing.groups} and {existing.measure} target "
+            f"{existing.target}, not {wanted[0]} and {wanted[1]} target {wanted[2]}")
+
+
+def set_aside_history(path: str | os.PathLike, groups: Sequence[Any], target: Sequence[float] | float,
+                      measure: str = "gap") -> Path | None:
+    """Move a history file of other groups or another target out of the way, so that a new one starts.
+
+    It becomes ``<stem>.<n><suffix>``, with ``n`` the first of 1, 2, ... not taken.
+
+    Parameters
+    ----------
+    path, groups, target, measure
+        As for :class:`HistoryWriter`.
+
+    Returns
+    -------
+    Path or None
+        Where the file went; ``None`` if it can take the records as it is (or does not exist).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "history.jsonl")
+    >>> HistoryWriter(path, groups=["a", "b"], target=0.05, measure="ks").close()
+    >>> set_aside_history(path, groups=["a", "b"], target=0.05, measure="ks") is None
+    True
+    >>> set_aside_history(path, groups=["a", "b"], target=0.03, measure="ks").name
+    'history.1.jsonl'
+    """
+    path = Path(path)
+    if _mismatch(path, _header(groups, target, measure)) is None:
+        return None
+    n = 1
+    while (kept := path.with_name(f"{path.stem}.{n}{path.suffix}")).exists():
+        n += 1
+    return path.rename(kept)
+
+
 class HistoryWriter:
     """Append :class:`HistoryRecord` lines to a history file (created with its header if new or empty).
 
@@ -176,13 +223,10 @@ class HistoryWriter:
         self.path = Path(path)
         header = _header(groups, target, measure)
         self._groups = header["groups"]
+        mismatch = _mismatch(self.path, header)
+        if mismatch is not None:
+            raise ValueError(mismatch)
         if self.path.exists() and self.path.stat().st_size > 0:
-            existing = read_history(self.path)
-            wanted = (header["groups"], measure, header["target"])
-            if (existing.groups, existing.measure, existing.target) != wanted:
-                raise ValueError(f"path {str(self.path)!r} holds a history for groups {existing.groups} and "
-                                 f"{existing.measure} target {existing.target}, not {wanted[0]} and {measure} target "
-                                 f"{wanted[2]}")
             _drop_truncated_line(self.path)
             self._handle = open(self.path, "a", encoding="utf-8")
         else:

@@ -3,6 +3,7 @@ and the live plug-in fairness estimate against the audited one on a stream where
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import time
 import urllib.error
@@ -207,6 +208,26 @@ def test_history_file_is_written_at_each_sample(tmp_path):
     assert first.live_gap == d.group_unfairness.tolist() and first.n_samples == 300
     assert first.audited_samples == 12 and first.risk is not None
     assert history.records[1].risk is None
+
+
+def test_a_history_of_another_target_is_set_aside_and_a_new_one_started(tmp_path, caplog):
+    path = tmp_path / "h.jsonl"
+    observer = DaemonMetrics(make_config(**{"metrics.history": path, "metrics.port": 9100}))
+    drive(observer, FakeDaemon())
+    observer.on_stop(FakeDaemon())
+    before = path.read_bytes()
+    retuned = make_config(**{"metrics.history": path, "metrics.port": 9100, "postprocessor.eps": 0.01})
+    observer = DaemonMetrics(retuned)  # the daemon starts (its history used to refuse it: exit 2)
+    daemon = FakeDaemon()
+    daemon.config, daemon.log = retuned, logging.getLogger("streamfair.test")
+    with caplog.at_level(logging.WARNING, logger="streamfair.test"):
+        observer.on_start(daemon)
+    assert (tmp_path / "h.1.jsonl").read_bytes() == before
+    assert read_history(path).target == [0.01, 0.01] and not read_history(path).records
+    [record] = caplog.records
+    assert record.getMessage() == "history_set_aside" and "h.1.jsonl" in str(vars(record))
+    # the same target again appends to the new history
+    assert DaemonMetrics(retuned) and not (tmp_path / "h.2.jsonl").exists()
 
 
 @pytest.mark.slow
