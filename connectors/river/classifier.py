@@ -7,7 +7,7 @@ from typing import Any
 
 from river import base
 
-from connectors.river.wrapper import FairWrapper, label_index, posterior_in_order
+from connectors.river.wrapper import FairWrapper, check_binary_labels, label_index, posterior_in_order
 from streamfair import FairClassificationPostProcessor
 
 
@@ -147,6 +147,7 @@ class FairClassifier(FairWrapper, base.Classifier):
         self.window = window
         self.serve = serve
         self._class_index = label_index("classes", classes, "labels")
+        check_binary_labels("classifier", classifier, "classes", self.classes, "y")
         self._start(
             FairClassificationPostProcessor, "group_classifier", n_classes=len(classes), cost_matrix=cost_matrix
         )

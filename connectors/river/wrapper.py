@@ -125,11 +125,7 @@ class FairWrapper(base.Wrapper):
         self._group_index = label_index("groups", self.groups, "S values")
         for name in ("eps", "ks", "p"):
             check_per_group(name, getattr(self, name, None), self.groups)
-        if not getattr(self._group_model, "_multiclass", True) and set(self.groups) not in ({0, 1}, {False, True}):
-            raise ValueError(
-                f"{group_name} is a binary classifier, which learns S as False/True: groups must then be (0, 1) or "
-                f"(False, True), got groups={self.groups!r} (name the groups 0 and 1, or use a multiclass "
-                f"classifier, e.g. multiclass.OneVsRestClassifier)")
+        check_binary_labels(group_name, self._group_model, "groups", self.groups, "S")
         if self.mode not in engine.prediction_modes:
             raise ValueError(f"mode must be one of {engine.prediction_modes}, got {self.mode!r}")
         self._seed = random.SystemRandom().getrandbits(63) if self.seed is None else self.seed
@@ -316,6 +312,25 @@ def label_index(name: str, labels: Any, what: str) -> dict:
     if not isinstance(labels, tuple) or len(labels) < 2 or len(index) != len(labels):
         raise ValueError(f"{name} must be a tuple of at least 2 distinct {what}, got {labels!r}")
     return index
+
+
+def check_binary_labels(model_name: str, model: base.Classifier, labels_name: str, labels: tuple, what: str) -> None:
+    """A binary River classifier (``_multiclass`` false) learns ``what`` as False/True: ``labels`` must be 0/1.
+
+    Other labels would all read as True (tau or the class always the same) or fail once it learns.
+
+    >>> from river import linear_model
+    >>> check_binary_labels("classifier", linear_model.LogisticRegression(), "classes", ("no", "yes"), "y")
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: classifier is a binary classifier, which learns y as False/True: classes must then be (0, 1) ...
+    """
+    if not getattr(model, "_multiclass", True) and set(labels) not in ({0, 1}, {False, True}):
+        raise ValueError(
+            f"{model_name} is a binary classifier, which learns {what} as False/True: {labels_name} must then be "
+            f"(0, 1) or (False, True), got {labels_name}={labels!r} (name them 0 and 1, or use a multiclass "
+            f"classifier, e.g. multiclass.OneVsRestClassifier; River marks one with _multiclass = True)")
 
 
 def check_per_group(name: str, value: Any, groups: tuple) -> None:

@@ -9,7 +9,7 @@ import pickle
 
 import numpy as np
 import pytest
-from river import base, checks, evaluate, linear_model, metrics, naive_bayes, neighbors, preprocessing
+from river import base, checks, evaluate, linear_model, metrics, multiclass, naive_bayes, neighbors, preprocessing
 from river.checks import clf
 
 from connectors.river import FairClassifier, FairRegressor, logistic_with_group
@@ -44,6 +44,8 @@ def snapshot(*models) -> list[bytes]:
 
 class SilentClassifier(base.Classifier):
     """A fake classifier with no opinion: ``predict_proba_one`` returns ``{}`` (unit tests only)."""
+
+    _multiclass = True  # any labels (River's mark of a classifier that is not binary)
 
     def learn_one(self, x, y):
         pass
@@ -95,6 +97,18 @@ def test_check_estimator(index):
     model = FairClassifier(**params)
     assert model._multiclass is (index == 1)  # the multiclass one also runs on ImageSegments
     checks.check_estimator(model)
+
+
+@pytest.mark.parametrize("classes", [("no", "yes"), (0, 1, 2)])
+def test_a_binary_classifier_needs_classes_0_and_1(classes):
+    """A binary classifier learns y as False/True: with classes ("no", "yes") it raised inside River after the
+    post-processor and the group classifier had learned; with (0, 1, 2) it never predicted class 2."""
+    with pytest.raises(ValueError, match=r"classifier is a binary classifier.*classes must then be \(0, 1\)"):
+        FairClassifier(linear_model.LogisticRegression(), linear_model.LogisticRegression(), classes=classes)
+    fair = FairClassifier(multiclass.OneVsRestClassifier(linear_model.LogisticRegression()),
+                          linear_model.LogisticRegression(), classes=classes, seed=0)
+    fair.learn_one({"x": 1.0, "group": 1}, classes[-1])
+    assert fair.class_counts[classes[-1]] == 1
 
 
 @pytest.mark.slow
