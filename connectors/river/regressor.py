@@ -33,8 +33,8 @@ class FairRegressor(FairWrapper, base.Regressor):
     mass to any group (River classifiers return ``{}`` before learning), ``tau(x)`` falls back to
     the frequencies of the S values learned so far, smoothed by one pseudo-count per group
     (uniform at the start).  A base model's output that is not a finite number (``eta``) or a
-    probability in ``[0, 1]`` (``tau``), as a NaN feature in ``x`` usually gives, raises
-    ``ValueError`` naming the model, before anything learns.
+    probability in ``[0, 1]`` (``tau``) raises ``ValueError`` naming the model, and a NaN or
+    infinite number in ``x`` one naming its key, before anything learns.
 
     Parameters
     ----------

@@ -222,12 +222,19 @@ class FairWrapper(base.Wrapper):
 
     # ------------------------------------------------------------------ inputs of the post-processor
     def _features(self, x: dict) -> dict:
-        """``x`` without S, in the order of ``x``: a new dict, which the cache of the last x may keep."""
+        """``x`` without S, in the order of ``x``: a new dict, which the cache of the last x may keep.
+
+        A NaN or infinite number in it raises ``ValueError``: a base model that has not learned yet
+        may still give a finite output for it, and learn it into a state no later output recovers from.
+        """
         try:
             features = dict(x)
         except (TypeError, ValueError):
             raise ValueError(f"x must be a dict of features, got {x!r}") from None
         features.pop(self.sensitive, None)
+        for key, value in features.items():
+            if isinstance(value, float | np.floating) and not math.isfinite(value):
+                raise ValueError(f"x[{key!r}] must be a finite number, got {value!r} (nothing was learned from x)")
         return features
 
     def _tau(self, features: dict) -> list[float]:

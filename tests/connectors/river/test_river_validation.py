@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import pickle
 
+import numpy as np
 import pytest
 from river import base, linear_model
 
@@ -87,12 +88,14 @@ BAD_REGRESSOR_CALLS = [
     (lambda m: m.learn_one([1.0, 2.0], Y), ("x must be a dict", "[1.0, 2.0]")),
     (lambda m: m.learn_unlabeled_one(None), ("x must be a dict", "None")),
     (lambda m: m.predict_one("abc"), ("x must be a dict", "'abc'")),
-    # a NaN or infinite feature makes the linear regressor's eta NaN or infinite: named as its output
-    (lambda m: m.learn_one({**X, 0: NAN}, Y), ("regressor.predict_one(x)", "nan")),
-    (lambda m: m.learn_one({**X, 0: INF}, Y), ("regressor.predict_one(x)", "inf")),
-    (lambda m: m.learn_unlabeled_one({**X, 0: NAN}), ("regressor.predict_one(x)", "nan")),
-    (lambda m: m.predict_one({**X, 0: NAN}), ("regressor.predict_one(x)", "nan")),
-    (lambda m: m.proba_one({**X, 0: NAN}), ("regressor.predict_one(x)", "nan")),
+    # a NaN or infinite feature: a model that has not learned yet gives a finite output for it, and learns it
+    # into weights every later output is NaN from
+    (lambda m: m.learn_one({**X, 0: NAN}, Y), ("x[0] must be a finite number", "nan")),
+    (lambda m: m.learn_one({**X, 0: INF}, Y), ("x[0] must be a finite number", "inf")),
+    (lambda m: m.learn_one({**X, "a": np.float32("nan")}, Y), ("x['a'] must be a finite number", "nan")),
+    (lambda m: m.learn_unlabeled_one({**X, 0: NAN}), ("x[0] must be a finite number", "nan")),
+    (lambda m: m.predict_one({**X, 0: NAN}), ("x[0] must be a finite number", "nan")),
+    (lambda m: m.proba_one({**X, 0: NAN}), ("x[0] must be a finite number", "nan")),
     (lambda m: m.debug_one(X, top=0), ("top", "0")),
     (lambda m: m.debug_one(X, top=2.5), ("top", "2.5")),
     (lambda m: m.debug_one(X, n_decimals=-1), ("n_decimals", "-1")),
@@ -100,20 +103,20 @@ BAD_REGRESSOR_CALLS = [
 
 
 @pytest.mark.parametrize("call,fragments", BAD_REGRESSOR_CALLS)
-def test_regressor_rejects_and_learns_nothing(call, fragments):
-    check_rejected_and_unchanged(trained_regressor(), call, fragments)
+@pytest.mark.parametrize("make", [regressor, trained_regressor], ids=["fresh", "trained"])
+def test_regressor_rejects_and_learns_nothing(make, call, fragments):
+    check_rejected_and_unchanged(make(), call, fragments)
 
 
 BAD_CLASSIFIER_CALLS = [
     (lambda m: m.learn_one(CX, CY, w=NAN), ("w must be a finite number >= 0", "nan")),
     (lambda m: m.learn_one(CX, CY, w=-1.0), ("w must be a finite number >= 0", "-1.0")),
     (lambda m: m.learn_one(None, CY), ("x must be a dict", "None")),
-    # River's LogisticRegression gives NaN probabilities for a NaN feature: they used to fall back, silently,
-    # to the class frequencies, and the NaN feature then turned its weights NaN
-    (lambda m: m.learn_one({**CX, 0: NAN}, CY), ("classifier.predict_proba_one(x)", "[0, 1]", "nan")),
-    (lambda m: m.learn_unlabeled_one({**CX, 0: NAN}), ("classifier.predict_proba_one(x)", "nan")),
-    (lambda m: m.predict_proba_one({**CX, 0: NAN}), ("classifier.predict_proba_one(x)", "nan")),
-    (lambda m: m.predict_one({**CX, 0: NAN}), ("classifier.predict_proba_one(x)", "nan")),
+    # a NaN feature turned River's LogisticRegression's weights NaN
+    (lambda m: m.learn_one({**CX, 0: NAN}, CY), ("x[0] must be a finite number", "nan")),
+    (lambda m: m.learn_unlabeled_one({**CX, 0: NAN}), ("x[0] must be a finite number", "nan")),
+    (lambda m: m.predict_proba_one({**CX, 0: NAN}), ("x[0] must be a finite number", "nan")),
+    (lambda m: m.predict_one({**CX, 0: NAN}), ("x[0] must be a finite number", "nan")),
 ]
 
 
