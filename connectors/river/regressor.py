@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from typing import Any
 
 import numpy as np
 from river import base
 
-from connectors.river.wrapper import FairWrapper
+from connectors.river.wrapper import CHECK_AFTER, FairWrapper
 from streamfair import FairRegressionPostProcessor
 from streamfair.validation import is_real
 
@@ -183,6 +183,14 @@ class FairRegressor(FairWrapper, base.Regressor):
     @property
     def _wrapped_model(self) -> base.Regressor:
         return self.regressor
+
+    def _uncorrected(self, x: dict) -> Iterator[str]:
+        """Also: most base predictions outside the target range ``B``, clipped to it (``B`` not given)."""
+        yield from super()._uncorrected(x)
+        clipped = self._postprocessor.n_clipped
+        if 2 * clipped > CHECK_AFTER:
+            yield (f"{clipped} of the first {CHECK_AFTER} base predictions were outside the target range B={self.B!r} "
+                   f"and were clipped to it: give B as the range of y (e.g. B=(0, 30) for y in [0, 30])")
 
     @property
     def _group_model(self) -> base.Classifier:

@@ -16,8 +16,9 @@ from __future__ import annotations
 import inspect
 import math
 import random
+import warnings
 from abc import abstractmethod
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,9 @@ from river import base
 from connectors.river.draw_keys import DrawKeys
 from streamfair import Diagnostics, FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.validation import check_integer, check_non_negative, floats
+
+#: Samples after which a wrapper that corrects nothing says why (a ``UserWarning``, once).
+CHECK_AFTER = 1000
 
 
 class FairWrapper(base.Wrapper):
@@ -64,6 +68,10 @@ class FairWrapper(base.Wrapper):
     prediction (mode='sample'): 11.25
     S = 0 is in x and was not read
     """
+
+    # What _watch has seen of tau (class defaults: instances pickled before them read these).
+    _first_tau: list[float] | None = None
+    _tau_varies = False
 
     _model_kind: type
     # The constructor arguments the subclasses store and the methods they provide.
@@ -270,8 +278,10 @@ class FairWrapper(base.Wrapper):
         group = self._group_of(x)
         if w != 1.0:
             self._check_weight(w)
-        self._postprocessor.learn_one(*self._inputs(features, kwargs))
+        inputs = self._inputs(features, kwargs)
+        self._postprocessor.learn_one(*inputs)
         self._last_inputs = None  # the base models change now
+        self._watch(inputs[1], x)
         if group is not None:
             self._group_model.learn_one(features, self.groups[group])
             self._group_counts[group] += 1
@@ -288,7 +298,35 @@ class FairWrapper(base.Wrapper):
 
     def learn_unlabeled_one(self, x: dict, **kwargs) -> None:
         """Learn from one unlabeled sample: only the post-processor learns (S, if present, is ignored)."""
-        self._postprocessor.learn_one(*self._inputs(self._features(x), kwargs))
+        inputs = self._inputs(self._features(x), kwargs)
+        self._postprocessor.learn_one(*inputs)
+        self._watch(inputs[1], x)
+
+    def _watch(self, tau: list[float], x: dict) -> None:
+        """After :data:`CHECK_AFTER` samples, a ``UserWarning`` (once) for each reason nothing is corrected."""
+        if not self._tau_varies:
+            if self._first_tau is None:
+                self._first_tau = tau
+            elif tau != self._first_tau:
+                self._tau_varies = True
+        if self._postprocessor.n_samples == CHECK_AFTER:
+            for reason in self._uncorrected(x):
+                warnings.warn(reason, UserWarning, stacklevel=3)
+
+    def _uncorrected(self, x: dict) -> Iterator[str]:
+        """Why the post-processor corrects nothing after :data:`CHECK_AFTER` samples (``x``: the last one)."""
+        if self._tau_varies:
+            return
+        reason = (f"tau(x) = {self._first_tau} for each of the first {CHECK_AFTER} samples: the post-processor cannot "
+                  f"tell the groups apart and corrects nothing. ")
+        if sum(self._group_counts):
+            yield reason + (f"The group classifier learned S from {sum(self._group_counts)} samples and still gives "
+                            f"every x the same probabilities.")
+        else:
+            yield reason + (f"No x held S under the key sensitive={self.sensitive!r}, so the group classifier learned "
+                            f"nothing (the keys of the last x: {list(x)[:20]}): set sensitive to the key "
+                            f"of S, and keep S away from transformers in front of this step (a OneHotEncoder renames "
+                            f"it).")
 
     # ------------------------------------------------------------------ prediction
     def _pi(self, x: dict, kwargs: dict) -> np.ndarray:

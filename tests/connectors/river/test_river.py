@@ -7,6 +7,7 @@ import inspect
 import itertools
 import math
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -29,7 +30,7 @@ from connectors.experiments.datasets import load_law_held_out
 from connectors.river import FairClassifier, FairRegressor, friedman_with_group
 from streamfair import FairRegressionPostProcessor, evaluate_deterministic
 from streamfair import evaluate as audit
-from tests.support.river_data_checks import COMMON_DATA_CHECKS, scaler_that_skips_the_group
+from tests.support.river_data_checks import COMMON_DATA_CHECKS, NOTHING_TO_CORRECT, scaler_that_skips_the_group
 
 
 def without_group(x: dict) -> dict:
@@ -68,6 +69,7 @@ class SilentClassifier(base.Classifier):
 
 # ---------------------------------------------------------------- River's own checks
 @pytest.mark.slow
+@NOTHING_TO_CORRECT
 @pytest.mark.parametrize("index", [0, 1], ids=["default", "non-default"])
 def test_check_estimator(index):
     params = list(FairRegressor._unit_test_params())[index]
@@ -75,6 +77,7 @@ def test_check_estimator(index):
 
 
 @pytest.mark.slow
+@NOTHING_TO_CORRECT
 def test_check_estimator_behind_a_scaler():
     checks.check_estimator(preprocessing.StandardScaler() | make())
 
@@ -87,6 +90,34 @@ def test_check_estimator_behind_a_scaler():
 def test_river_data_checks_on_a_stream_with_the_group(check):
     """River's data-driven checks again, on data that carries S (TrumpApproval has none)."""
     check(make(), dataset=list(friedman_with_group(200, seed=3)))
+
+
+@pytest.mark.parametrize(
+    "params,sensitive_key,fragments",
+    [
+        ({}, "sex", ["tau(x) = [0.5, 0.5]", "corrects nothing", "sensitive='group'", "'sex'"]),  # S under another key
+        ({"B": 1.0}, "group", ["of the first 1000 base predictions were outside the target range B=1.0"]),
+    ],
+    ids=["S not found", "B not given"],
+)
+def test_a_wrapper_that_corrects_nothing_says_why_once(params, sensitive_key, fragments):
+    model = make(**params)
+    stream = [({sensitive_key if k == "group" else k: v for k, v in x.items()}, y)
+              for x, y in friedman_with_group(2000, seed=1)]
+    with pytest.warns(UserWarning) as caught:
+        for x, y in stream:
+            model.learn_one(x, y)
+    [warning] = caught
+    for fragment in fragments:
+        assert fragment in str(warning.message)
+
+
+def test_a_wrapper_that_corrects_says_nothing():
+    model = make()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for x, y in friedman_with_group(1500, seed=1):
+            model.learn_one(x, y)
 
 
 def test_defaults_are_the_core_defaults():

@@ -14,7 +14,7 @@ from river.checks import clf
 
 from connectors.river import FairClassifier, FairRegressor, logistic_with_group
 from streamfair import FairClassificationPostProcessor
-from tests.support.river_data_checks import COMMON_DATA_CHECKS, scaler_that_skips_the_group
+from tests.support.river_data_checks import COMMON_DATA_CHECKS, NOTHING_TO_CORRECT, scaler_that_skips_the_group
 
 
 def without_group(x: dict) -> dict:
@@ -91,6 +91,7 @@ def blind_dp_optimum(n: int = 100_000, seed: int = 0) -> float:
 
 # ---------------------------------------------------------------- River's own checks
 @pytest.mark.slow
+@NOTHING_TO_CORRECT
 @pytest.mark.parametrize("index", [0, 1], ids=["default", "non-default"])
 def test_check_estimator(index):
     params = list(FairClassifier._unit_test_params())[index]
@@ -112,6 +113,7 @@ def test_a_binary_classifier_needs_classes_0_and_1(classes):
 
 
 @pytest.mark.slow
+@NOTHING_TO_CORRECT
 def test_check_estimator_behind_a_scaler():
     model = FairClassifier(linear_model.LogisticRegression(), linear_model.LogisticRegression())
     checks.check_estimator(preprocessing.StandardScaler() | model)
