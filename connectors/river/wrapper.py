@@ -22,7 +22,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from river import base
+from river import base, compose
 
 from connectors.river.draw_keys import DrawKeys
 from streamfair import Diagnostics, FairClassificationPostProcessor, FairRegressionPostProcessor
@@ -156,8 +156,7 @@ class FairWrapper(base.Wrapper):
         self._group_counts = [0] * len(self.groups)
         self._last_inputs: tuple | None = None  # (features, kwargs, (eta, tau)) of the last x, until models learn
         self._draw_keys = DrawKeys()
-        signature = inspect.signature(self._wrapped_model.learn_one).parameters.values()
-        self._model_takes_w = any(p.name == "w" or p.kind is p.VAR_KEYWORD for p in signature)
+        self._model_takes_w = takes_weights(self._wrapped_model)
 
     def __getstate__(self) -> dict:
         """The state without the caches of the last x (so that predicting leaves the pickled state as it was)."""
@@ -357,6 +356,22 @@ def label_index(name: str, labels: Any, what: str) -> dict:
     if not isinstance(labels, tuple) or len(labels) < 2 or len(index) != len(labels):
         raise ValueError(f"{name} must be a tuple of at least 2 distinct {what}, got {labels!r}")
     return index
+
+
+def takes_weights(model: base.Estimator) -> bool:
+    """Whether ``model.learn_one`` uses a sample weight ``w``: a pipeline routes it to its last step
+    only if that step takes one (River drops it otherwise).
+
+    >>> from river import linear_model, neighbors, preprocessing
+    >>> takes_weights(linear_model.LinearRegression()), takes_weights(neighbors.KNNRegressor())
+    (True, False)
+    >>> takes_weights(preprocessing.StandardScaler() | neighbors.KNNRegressor())
+    False
+    """
+    while isinstance(model, compose.Pipeline):
+        model = list(model.steps.values())[-1]
+    signature = inspect.signature(model.learn_one).parameters.values()
+    return any(p.name == "w" or p.kind is p.VAR_KEYWORD for p in signature)
 
 
 def check_binary_labels(model_name: str, model: base.Classifier, labels_name: str, labels: tuple, what: str) -> None:

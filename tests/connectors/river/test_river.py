@@ -278,6 +278,12 @@ def test_sample_weight_goes_to_the_regressor_only():
     unweighted.learn_one({"a": 1.0, "group": 0}, 0.2)
     with pytest.raises(ValueError, match="w must be 1"):
         unweighted.learn_one({"a": 1.0, "group": 0}, 0.2, w=2.0)
+    # ... and behind a scaler, whose pipeline takes any keyword but gives w to no step that uses it
+    unweighted = FairRegressor(scaled(neighbors.KNNRegressor()), linear_model.LogisticRegression(), seed=0)
+    with pytest.raises(ValueError, match="w must be 1"):
+        unweighted.learn_one({"a": 1.0, "group": 0}, 0.2, w=2.0)
+    weighted = FairRegressor(scaled(linear_model.LinearRegression()), linear_model.LogisticRegression(), seed=0)
+    weighted.learn_one({"a": 1.0, "group": 0}, 0.2, w=2.0)
 
 
 @pytest.mark.parametrize(
