@@ -339,7 +339,7 @@ def test_debug_one_shows_eta_tau_pi_and_the_prediction_and_learns_nothing():
 
 def test_diagnostics_by_group_are_keyed_by_group_not_column_order():
     model = FairRegressor(linear_model.LinearRegression(), naive_bayes.GaussianNB(), groups=("c", "a", "b"),
-                          L=4, horizon=100, seed=1, profile="paper")
+                          L=4, horizon=100, seed=1, profile="paper", eps=(0.01, 0.02, 0.03))
     rng = np.random.default_rng(0)
     for _ in range(300):
         group = ("c", "a", "b")[rng.integers(3)]
@@ -350,6 +350,7 @@ def test_diagnostics_by_group_are_keyed_by_group_not_column_order():
     for s, group in enumerate(("c", "a", "b")):
         assert by_group[group]["ks"] == d.group_ks[s] and by_group[group]["gap"] == d.group_unfairness[s]
         assert by_group[group]["mean"] == d.group_mean[s]
+        assert by_group[group]["target"] == {"c": 0.01, "a": 0.02, "b": 0.03}[group]  # next to its measure
         assert list(by_group[group]["proba"]) == model.atoms.tolist()
         assert list(by_group[group]["proba"].values()) == d.group_proba[:, s].tolist()
     assert by_group["a"]["mean"] < by_group["b"]["mean"] < by_group["c"]["mean"]  # the groups' own means
