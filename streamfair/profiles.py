@@ -5,10 +5,17 @@
   (:func:`anytime_beta`); no horizon.
 * ``"paper"``: the settings of Chzhen, Hebiri & Taturyan (NeurIPS 2024): SGD3 with AC-SA^2, ``L``
   and ``beta`` from a horizon ``T`` (:func:`default_grid_size`, :func:`default_beta`), by default
-  ``REFERENCE_HORIZON``.
+  ``REFERENCE_HORIZON``.  SGD3 runs ``J = floor(log2(M / mu))`` stages of ``floor(T / J)``
+  samples (:mod:`streamfair.schedule`), so epoch 0 ends after ``J floor(T / J)`` samples, not
+  ``T``: with the defaults ``M / mu = beta^2``, ``J = 16`` and the epochs (horizons ``T, 2T,
+  4T, ...``) end after 2,496, 7,488, 17,488, 37,488, ... samples.
 
 >>> PROFILE_OPTIMIZER["anytime"], default_grid_size(reference_horizon(None))
 ('tracking', 50)
+>>> from streamfair import FairRegressionPostProcessor
+>>> schedule = FairRegressionPostProcessor(B=1.0, profile="paper", p=[0.3, 0.7]).schedule
+>>> schedule.stages, [sum(run.length for run in schedule.runs(2500 << e)) for e in range(4)]
+(16, [2496, 4992, 10000, 20000])
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ OPTIMIZERS = ("tracking",) + SCHEDULED
 #: Each profile's optimizer.
 PROFILE_OPTIMIZER = {"anytime": "tracking", "paper": "sgd3"}
 
-#: ``paper`` profile: samples in epoch 0 when no horizon is given (the ``T`` behind ``L`` and ``beta``).
+#: ``paper`` profile: the horizon ``T`` of epoch 0 when none is given (the ``T`` behind ``L`` and ``beta``);
+#: SGD3's epoch 0 uses ``J floor(T / J)`` of these samples (2,496 with the default ``J = 16``).
 REFERENCE_HORIZON = 2500
 #: ``anytime`` profile: the window of the served average, in samples.
 DEFAULT_MEMORY = 2000
@@ -51,11 +59,26 @@ def anytime_beta(n_atoms: int, risk_scale: float) -> float:
 
 
 def default_grid_size(horizon: int) -> int:
-    """The paper's ``L = sqrt(T)`` (rounded down), at least 1."""
+    """The paper's ``L = sqrt(T)`` rounded down (as the authors' code does), at least 1."""
     return max(1, math.isqrt(horizon))
 
 
 def default_beta(horizon: int) -> float:
-    """The experiments' ``beta = sqrt(T) log2(sqrt(T))`` (App. G, C&C / Law), at least 1."""
+    """``beta = sqrt(T) log2(sqrt(T))``, at least 1: the default of the authors' code.
+
+    App. G of the paper writes ``beta = sqrt(N) log sqrt(N)`` for Communities & Crime and Law
+    School (``N`` the unlabeled pool) and ``sqrt(T) / log sqrt(T)`` for Adult, with ``log``, not
+    ``log2``: the paper writes ``log2`` for base 2 (Theorem 5.1's ``beta = T / (8 log2(T))``) and
+    ``log`` for the natural logarithm of its entropy bounds (``log(2L + 1) / beta``, Lemma 3.3),
+    though its Alg. 4 also writes ``log`` for the stage count ``J`` that Theorems C.2 and C.3
+    write with ``log2``.
+    The base 2 is that of the automatic default of the authors' public code, which their
+    experiments use (github.com/taturyan/unaware-fair-reg) and the ``paper`` profile reproduces; with the
+    natural logarithm ``beta`` would be ``ln 2 ~ 0.69`` times as large (94.5 instead of 136.4 for
+    ``N = 800``).
+
+    >>> round(default_beta(800), 1), round(default_beta(2500), 1)
+    (136.4, 282.2)
+    """
     root = math.sqrt(horizon)
     return max(1.0, root * math.log2(root))

@@ -5,15 +5,25 @@ The paper (App. C) runs one of four optimizers for a horizon of ``T`` stochastic
 * ``"sgd"``   projected SGD with constant step ``1 / M``; the served point is the iterate average;
 * ``"acsa"``  AC-SA (Ghadimi & Lan 2012, Alg. 2) with strong-convexity parameter ``mu``;
 * ``"acsa2"`` AC-SA^2 (Alg. 3): two AC-SA runs of ``T / 2``, the second warm-started at the first;
-* ``"sgd3"``  SGD3-refined (Alg. 4): ``J = floor(log2(M / mu))`` stages of ``T / J`` samples, stage
-  ``j`` running the inner solver (AC-SA or AC-SA^2) on ``F + sum_i mu_i / 2 ||w - w_i||^2`` with
+* ``"sgd3"``  SGD3-refined (Alg. 4): ``J = floor(log2(M / mu))`` stages (Theorems C.2 and C.3
+  write ``log2``; Alg. 4 writes ``log``) of ``floor(T / J)`` samples each, stage ``j`` running the
+  inner solver (AC-SA or AC-SA^2) on ``F + sum_i mu_i / 2 ||w - w_i||^2`` with
   ``mu_{j-1} = 2^(j-1) mu`` and smoothness ``2 (M + mu)``.
 
-A stream has no horizon, so the schedule works in *epochs*: epoch 0 has the given horizon (or a
-reference one) and reproduces the paper's schedule exactly; epoch ``e`` has horizon ``2^e T`` and
-restarts the same schedule warm-started at the served point of the previous epoch (a doubling
-trick).  Every run starts at the served point, so the served dual moves by one small step at a
-restart and predictions do not jump.
+Alg. 4 gives each stage ``T / J`` samples and Alg. 3 each half ``T / 2``, without saying how to
+round when these are not integers.  Here AC-SA^2 splits ``n`` samples into ``floor(n / 2)`` and
+``n - floor(n / 2)`` (all ``n`` used), while SGD3 gives every stage ``floor(T / J)`` samples, the
+rounding of the authors' public code (github.com/taturyan/unaware-fair-reg).  An SGD3 epoch of
+horizon ``T`` therefore ends after ``J floor(T / J)`` samples, up to ``J - 1`` fewer than ``T``;
+the rest belong to the next epoch.
+
+A stream has no horizon, so the schedule works in *epochs*: epoch 0 has the given horizon ``T``
+(or a reference one) and runs the schedule above; epoch ``e`` has horizon ``2^e T`` and restarts
+the same schedule warm-started at the served point of the previous epoch (a doubling trick).
+Epoch ``e`` uses ``2^e T`` samples, or ``J floor(2^e T / J)`` with SGD3: with ``T = 2500`` and
+``J = 16``, epochs end after 2,496, 7,488, 17,488, 37,488, ... samples, not 2,500, 7,500, ...
+Every run starts at the served point, so the served dual moves by one small step at a restart
+and predictions do not jump.
 
 A :class:`Schedule` yields, for each stochastic step, the scalars of one generic update
 
@@ -31,6 +41,9 @@ Examples
 [(3, 0.5), (3, 0.5)]
 >>> s.coefficients(0.0)[-1]      # the first AC-SA step averages with weight 1
 1.0
+>>> s = Schedule("sgd3", inner="acsa", smoothness=8.0, mu=1.0, horizon=10)
+>>> s.stages, [run.length for run in s.runs(10)]   # J = 3 stages of floor(10 / 3): 9 of 10 samples
+(3, [3, 3, 3])
 """
 
 from __future__ import annotations
@@ -71,7 +84,8 @@ class Schedule:
     mu
         The strong-convexity / prox parameter (``2 sigma^2 / beta`` in the paper's theory).
     horizon
-        Samples (stochastic gradients) in epoch 0; later epochs double it.
+        The horizon ``T`` of epoch 0 (stochastic gradients); later epochs double it.  Epoch 0
+        uses all ``T`` samples, except with ``"sgd3"``: ``J floor(T / J)`` of them.
     """
 
     def __init__(self, optimizer: str, *, inner: str, smoothness: float, mu: float, horizon: int):
@@ -121,7 +135,10 @@ class Schedule:
         return self.horizon << self.epoch
 
     def runs(self, horizon: int) -> list[Run]:
-        """The runs that make up one epoch of the given horizon (the paper's schedule for ``T``)."""
+        """The runs that make up one epoch of the given horizon ``T`` (the paper's schedule for ``T``).
+
+        Their lengths add up to ``T``, except with ``"sgd3"``: ``J`` stages of ``floor(T / J)``.
+        """
         mu, big_m = self.mu, self.smoothness
         if self.optimizer in ("sgd", "acsa"):
             return [Run(horizon, mu, big_m)]

@@ -324,7 +324,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="which study to run: synthetic 3-class (Fig. 7), fairness constraints on the data "
         "sets (Table 5), random classifiers; default all",
     )
-    parser.add_argument("--datasets", nargs="*", choices=sorted(DATASETS), default=sorted(DATASETS),
+    parser.add_argument("--datasets", nargs="+", choices=sorted(DATASETS), default=sorted(DATASETS),
                         help="Table 5 data sets")
     parser.add_argument("--splits", type=integer_at_least(1), help="random 70/30 splits per data set (paper: 10; "
                         "default 10, 2 with --quick)")

@@ -13,8 +13,10 @@ For each dataset and repetition ``r`` (seeded):
    the unlabeled split only (no labels, no S), in ``passes`` passes (the first in the split's
    random order, later ones reshuffled; every method and ``eps`` sees the same order);
    ``L = floor(sqrt(N))`` and ``beta = sqrt(N) log2(sqrt(N))`` for a pool of ``N`` unlabeled
-   points (the paper's App. G setting and code: ``L = 28, beta = 136`` for ``N = 800``), the
-   horizon is ``N * passes`` and ``mu`` is the theory's ``2 sigma^2 / beta`` (the core default);
+   points (the authors' code: ``L = 28, beta = 136.4`` for ``N = 800``; App. G writes
+   ``L = sqrt(N)`` and ``beta = sqrt(N) log sqrt(N)``, see :func:`streamfair.profiles.default_beta`),
+   the horizon is ``T = N * passes`` and ``mu`` is the theory's ``2 sigma^2 / beta`` (the core
+   default);
 5. evaluate on test in the dataset's own target units (atoms and ``eta`` mapped back through the
    inverse scaling): the randomized predictor from :meth:`proba_many` with
    :func:`~streamfair.evaluate` (expectations over the randomization, as the paper does), the
@@ -27,8 +29,10 @@ with ``2L + 1 = 57`` atoms the per-atom constraint is inactive above about ``2^-
 saturates below about ``2^-10``), for the paper's main optimizer (SGD3 + AC-SA^2) and the other
 four of its Figure 3 (SGD, AC-SA, AC-SA^2, SGD3 + AC-SA).  The convergence curves follow the main
 optimizer at ``eps = 2^-8`` (the paper's Figure 1), evaluated on test ``eval_points`` times; they
-show the running output (``serve="live"``), whereas the sweep evaluates the output of the
-completed horizon (``serve="epoch"``, the paper's output after ``T`` samples).
+show the running output (``serve="live"``), whereas the sweep evaluates the output of epoch 0
+(``serve="epoch"``).  SGD3 gives each of its ``J`` stages ``floor(T / J)`` samples, so that
+output has learned from the first ``J floor(T / J)`` samples: 798 of 800 with ``J = 14`` (784 of
+794 for crime's pool in one pass); the last ``T mod J`` start the next epoch, which is not served.
 
 Outputs in ``--output`` (default ``runs/experiment/``): ``results.md`` (the tables),
 ``results.json`` (every number), ``tradeoff.png``, ``convergence.png``, ``optimizers.png``.
@@ -228,7 +232,8 @@ def post_process(
     Returns the post-processor, the learning time in seconds (evaluations excluded) and, with
     checkpoints, one test report per checkpoint (number of samples learned so far).  With
     checkpoints the model serves its running output (``serve="live"``, as the paper's convergence
-    plots do); otherwise the output of the completed epoch (the paper's output after ``T``).
+    plots do); otherwise the output of the completed epoch 0 (with SGD3, of its first
+    ``J floor(T / J)`` samples).
 
     >>> prep = prepare(datasets.load_synthetic(n_samples=500), np.random.default_rng(0))
     >>> order = np.arange(prep.eta_pool.size)

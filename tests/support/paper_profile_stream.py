@@ -22,7 +22,7 @@ from streamfair.dro import GroupRobustFairRegressionPostProcessor
 from tests.support import DATA
 
 GOLDEN = DATA / "paper_profile.npz"
-N_STREAM = 8000  # crosses the epoch ends at 2,500 and 7,500 of the reference horizon
+N_STREAM = 8000  # crosses the epoch ends at 2,496 and 7,488 of the reference horizon
 
 
 def stream(seed: int = 11) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -50,3 +50,16 @@ def test_a_small_fairness_run_meets_the_constraint_on_the_training_split():
     assert violations["plug-in"] > 0.05  # the base classifier breaks equal opportunity
     for method in ("SplitFW", "ConGDA", "ConEllipsoid"):
         assert violations[method] <= 1e-4
+
+
+@pytest.mark.parametrize("command", ["classification-experiment", "experiment"])
+def test_datasets_without_a_value_is_an_error_not_an_empty_table(command, capsys):
+    """``--datasets`` with no value printed an empty table and exited 0 (it took ``nargs="*"``)."""
+    from connectors.cli import commands as cli
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, "--quick", "--datasets"])
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2
+    assert "argument --datasets: expected at least one argument" in captured.err
+    assert captured.out == ""

@@ -182,6 +182,38 @@ def test_config_validation():
     assert config.datasets == ("law",) and config.exponents == (3, 9) and config.repetitions == 10
 
 
+@pytest.mark.parametrize(("pool", "used"), [(800, 798), (794, 784)])
+def test_the_sweep_evaluates_the_first_j_floor_t_over_j_pool_points(pool, used):
+    """docs/experiment.md: SGD3's J = 14 stages of floor(N / J) samples end epoch 0 before the pool does.
+
+    The pool sizes are those of synthetic / law / adult (800) and crime (794) in one pass; the
+    points after the first ``J floor(N / J)`` start epoch 1 and never reach the served output.
+    """
+    import dataclasses
+
+    prep = experiment.prepare(datasets.load_synthetic(n_samples=2000), np.random.default_rng(0))
+    assert prep.eta_pool.size == 800
+    prep = dataclasses.replace(prep, eta_pool=prep.eta_pool[:pool], tau_pool=prep.tau_pool[:pool])
+    order = np.arange(pool)
+
+    def served(change: int | None) -> np.ndarray:
+        eta = prep.eta_pool.copy()
+        if change is not None:
+            eta[change] = -eta[change] if abs(eta[change]) > 0.5 else 0.9
+        model, _, _ = experiment.post_process(dataclasses.replace(prep, eta_pool=eta), order,
+                                              experiment.MAIN_METHOD, exponent=8, seed=0)
+        assert model.schedule.stages == 14 and model.schedule.epoch == 1
+        assert model.diagnostics().n_samples == pool
+        return model.proba_many(prep.eta_test, prep.tau_test)
+
+    assert sum(run.length for run in experiment.make_postprocessor(prep, pool, experiment.MAIN_METHOD, 8, 0)
+               .schedule.runs(pool)) == used
+    reference = served(None)
+    for unseen in range(used, pool):  # the served output is the same whatever these points are
+        np.testing.assert_array_equal(served(unseen), reference)
+    assert not np.array_equal(served(used - 1), reference)  # while the last point of epoch 0 counts
+
+
 # ---------------------------------------------------------------------------- end to end
 def test_quick_experiment_end_to_end(tmp_path, capsys):
     assert cli.main(["experiment", "--quick", "--output", str(tmp_path)]) == 0
