@@ -425,8 +425,12 @@ def scrape_history(url: str, duration: float, every: float, timeout: float = 5.0
     start = _time.monotonic()
     for scrape in range(math.floor(duration / every + 1e-9) + 1):  # 0.3 / 0.1 is 2.9999999999999996
         _time.sleep(max(0.0, start + scrape * every - _time.monotonic()))
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            groups, target, measure, records = records_from_exposition(response.read().decode("utf-8"))
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as response:
+                text = response.read().decode("utf-8")
+        except OSError as error:  # URLError, HTTPError, a timeout
+            raise OSError(f"url {url!r}: {getattr(error, 'reason', error)}") from error
+        groups, target, measure, records = records_from_exposition(text)
         if history is None:
             history = History(groups, target, measure)
         elif groups != history.groups:
@@ -544,7 +548,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--every", type=_seconds, help=f"seconds between scrapes (default {SCRAPE_EVERY:g})")
     parser.add_argument("--save-history", metavar="FILE",
                         help="also write the scraped history to FILE (with --scrape only)")
-    parser.add_argument("-o", "--output", default="streamfair-report.png", help="PNG to write")
+    parser.add_argument("-o", "--output", default="streamfair-report.png",
+                        help="PNG to write (default streamfair-report.png)")
     parser.add_argument("--x", choices=("time", "samples"), default="time", help="horizontal axis")
     parser.add_argument("--partition", action="append", dest="partitions", help="only this partition (repeatable)")
 

@@ -163,6 +163,8 @@ def test_scraping_a_metrics_endpoint(tmp_path):
         records_from_exposition("# HELP up x\n# TYPE up gauge\nup 1\n")
     with pytest.raises(ValueError, match="every"):
         scrape_history("http://127.0.0.1:1/metrics", duration=1, every=0)
+    with pytest.raises(OSError, match=r"url 'http://127.0.0.1:1/metrics': .*refused"):  # nothing listens on port 1
+        scrape_history("http://127.0.0.1:1/metrics", duration=0, every=1)
 
 
 def test_a_slow_endpoint_delays_the_scrapes_without_skipping_any(tmp_path):
