@@ -28,6 +28,8 @@ from connectors.river.draw_keys import DrawKeys
 from streamfair import Diagnostics, FairClassificationPostProcessor, FairRegressionPostProcessor
 from streamfair.validation import check_integer, check_non_negative, floats
 
+#: The number types whose values may be NaN or infinite.
+REALS = (float, np.floating)
 #: Samples after which a wrapper that corrects nothing says why (a ``UserWarning``, once).
 CHECK_AFTER = 1000
 
@@ -242,9 +244,9 @@ class FairWrapper(base.Wrapper):
         except (TypeError, ValueError):
             raise ValueError(f"x must be a dict of features, got {x!r}") from None
         features.pop(self.sensitive, None)
-        for key, value in features.items():
-            if isinstance(value, float | np.floating) and not math.isfinite(value):
-                raise ValueError(f"x[{key!r}] must be a finite number, got {value!r} (nothing was learned from x)")
+        key = non_finite_key(features)
+        if key is not None:
+            raise ValueError(f"x[{key!r}] must be a finite number, got {features[key]!r} (nothing was learned from x)")
         return features
 
     def _tau(self, features: dict) -> list[float]:
@@ -359,6 +361,23 @@ def label_index(name: str, labels: Any, what: str) -> dict:
     if not isinstance(labels, tuple) or len(labels) < 2 or len(index) != len(labels):
         raise ValueError(f"{name} must be a tuple of at least 2 distinct {what}, got {labels!r}")
     return index
+
+
+def non_finite_key(features: dict) -> Hashable | None:
+    """The first key of ``features`` whose value is a NaN or infinite number (``None``: there is none).
+
+    >>> non_finite_key({"a": 1.0, "b": "text", "c": float("nan")}), non_finite_key({"a": 1.0, "b": 2})
+    ('c', None)
+    """
+    try:
+        if math.isfinite(sum(features.values())):  # the common case, all finite numbers: one loop in C
+            return None
+    except (TypeError, OverflowError):  # text or other values, or numbers too large to add
+        pass
+    for key, value in features.items():
+        if isinstance(value, REALS) and not math.isfinite(value):
+            return key
+    return None
 
 
 def takes_weights(model: base.Estimator) -> bool:
