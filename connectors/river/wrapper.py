@@ -380,7 +380,7 @@ def non_finite_key(features: dict) -> Hashable | None:
     return None
 
 
-def takes_weights(model: base.Estimator) -> bool:
+def takes_weights(model: Any) -> bool:
     """Whether ``model.learn_one`` uses a sample weight ``w``: a pipeline routes it to its last step
     only if that step takes one (River drops it otherwise).
 
