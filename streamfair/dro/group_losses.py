@@ -9,8 +9,12 @@ on the global sample clock, so a drifting stream is tracked with an effective wi
 ``1 / forgetting`` samples.
 
 Because ``S`` is linear in the losses, a loss that is replaced later (a surrogate loss confirmed by
-a delayed label) is corrected exactly: ``S_g += f^age tau_g (l - l_surrogate)``
-leaves the state equal to the one the true loss would have produced on time.
+a delayed label) is corrected exactly: ``S_g += f^age tau_g (l - l_counted)``
+leaves the state equal to the one the true loss would have produced on time.  The receipt of the
+update keeps ``l_counted``, the loss counted for the sample now, and a correction updates it: a
+replacement by the loss already counted changes nothing, so a label delivered twice (at-least-once
+delivery) counts once, and a later correction replaces the last one.  A receipt is bound to the
+object whose update issued it; another one refuses it.
 
 Examples
 --------
@@ -22,6 +26,9 @@ array([1.33333333, 2.66666667])
 >>> stats.correct(receipts.row(0), 4.0)          # sample 0's true loss arrives late
 >>> stats.losses
 array([3.33333333, 2.66666667])
+>>> stats.correct(receipts.row(0), 4.0)          # ... and is delivered again: nothing changes
+>>> stats.losses, receipts.row(0).loss
+(array([3.33333333, 2.66666667]), 4.0)
 """
 
 from __future__ import annotations
@@ -46,25 +53,85 @@ from ..validation import (
 __all__ = ["Receipt", "Receipts", "GroupLosses", "check_rate"]
 
 
-class Receipt(NamedTuple):
-    """What an update used for one sample, kept to correct it when its true loss arrives."""
+class Receipt:
+    """What an update counted for one sample, kept to correct it when its true loss arrives.
 
-    index: int  # type: ignore[assignment]  # sample's position in the stream (0-based); shadows tuple.index
-    tau: np.ndarray  # (M,) group attribution used
-    loss: float  # loss used (typically a label-free surrogate)
-    scale: np.ndarray  # (M,) per-group step multiplier used by mirror ascent (zeros when unused)
+    Parameters
+    ----------
+    index
+        The sample's position in the stream (0-based).
+    tau
+        The group attribution used, shape ``(M,)``.
+    loss
+        The loss counted (typically a label-free surrogate).
+    scale
+        The per-group step multiplier used by mirror ascent, shape ``(M,)`` (zeros when unused).
+    owner
+        The :class:`GroupLosses` whose update issued the receipt; ``None`` for a receipt rebuilt
+        from saved columns (the post-processor's pending labels), which no owner check can refuse.
+
+    Attributes
+    ----------
+    loss : float
+        The loss counted for the sample now: the update's, then the last correction's
+        (:meth:`GroupLosses.correct` updates it).  A receipt taken with :meth:`Receipts.row` reads
+        and updates the batch's ``loss`` column, so every receipt of one sample agrees.
+
+    Examples
+    --------
+    >>> stats = GroupLosses(n_groups=2)
+    >>> receipt = stats.update(1.0, [0.25, 0.75])
+    >>> receipt
+    Receipt(index=0, tau=[0.25, 0.75], loss=1.0, scale=[0.0, 0.0])
+    >>> stats.correct(receipt, 3.0)
+    >>> receipt.loss
+    3.0
+    """
+
+    __slots__ = ("index", "tau", "scale", "owner", "_store", "_row")
+
+    def __init__(self, index: int, tau: np.ndarray, loss: float, scale: np.ndarray,
+                 owner: GroupLosses | None = None):
+        self.index, self.tau, self.scale, self.owner = index, tau, scale, owner
+        self._store: list[float] | np.ndarray = [loss]  # where the counted loss lives: its own cell, or a column
+        self._row = 0
+
+    @property
+    def loss(self) -> float:
+        """The loss counted for the sample now."""
+        return float(self._store[self._row])
+
+    def _count(self, loss: float) -> None:
+        self._store[self._row] = loss
+
+    def __repr__(self) -> str:
+        return (f"Receipt(index={self.index}, tau={np.asarray(self.tau).tolist()}, loss={self.loss!r}, "
+                f"scale={np.asarray(self.scale).tolist()})")
 
 
 class Receipts(NamedTuple):
-    """The receipts of a batch of updates, as arrays (``row(i)`` is sample ``i``'s :class:`Receipt`)."""
+    """The receipts of a batch of updates, as arrays (``row(i)`` is sample ``i``'s :class:`Receipt`).
+
+    ``loss`` is the loss counted for each sample now: a correction through a receipt of
+    :meth:`row` updates it.  ``owner`` is the :class:`GroupLosses` that issued them (``None``: not
+    bound, as for receipts rebuilt from saved columns).
+    """
 
     index: np.ndarray  # type: ignore[assignment]  # the public field name shadows tuple.index
     tau: np.ndarray
     loss: np.ndarray
     scale: np.ndarray
+    owner: GroupLosses | None = None
 
     def row(self, i: int) -> Receipt:
-        return Receipt(int(self.index[i]), self.tau[i].copy(), float(self.loss[i]), self.scale[i].copy())
+        """Sample ``i``'s receipt (``tau`` and ``scale`` copied; its ``loss`` is this batch's ``loss[i]``)."""
+        receipt = Receipt(int(self.index[i]), self.tau[i].copy(), 0.0, self.scale[i].copy(), self.owner)
+        receipt._store, receipt._row = self.loss, int(i)
+        return receipt
+
+    def take(self, rows: np.ndarray) -> Receipts:
+        """The receipts of the samples ``rows`` (copies of the columns), of the same owner."""
+        return Receipts(self.index[rows], self.tau[rows], self.loss[rows], self.scale[rows], self.owner)
 
 
 def check_rate(name: str, value) -> float:
@@ -122,8 +189,8 @@ class GroupLosses:
         self.sums = carry * self.sums + losses @ weighted
         self.weights = carry * self.weights + weighted.sum(axis=0)
         index = self.n_samples + np.arange(n)
-        self.n_samples += n
-        return Receipts(index, tau, losses, np.zeros_like(tau) if scale is None else scale)
+        self.n_samples += n  # the receipts' losses are a copy: corrections write into them
+        return Receipts(index, tau, losses.copy(), np.zeros_like(tau) if scale is None else scale, self)
 
     def _check_one(self, loss, tau) -> tuple[float, np.ndarray]:
         """Cheap checks for one sample; the full validator only runs to word an error."""
@@ -148,15 +215,39 @@ class GroupLosses:
         self.sums += loss * tau
         self.weights += tau
         self.n_samples += 1
-        return Receipt(self.n_samples - 1, tau, loss, scale)
+        return Receipt(self.n_samples - 1, tau, loss, scale, self)
 
     def correct(self, receipt: Receipt, loss: float) -> None:
-        """Replace the loss recorded in ``receipt`` by ``loss``, exactly."""
-        loss = check_real("loss", loss)
-        age = self.n_samples - 1 - receipt.index
-        if not 0 <= age < self.n_samples:
+        """Count ``loss`` for the receipt's sample instead of the loss counted now, exactly.
+
+        The receipt then records ``loss``: a second correction by the same loss changes nothing.
+
+        Parameters
+        ----------
+        receipt
+            The sample's receipt, from :meth:`update` or ``update_many(...).row(i)`` of this object.
+        loss
+            The sample's true loss, finite.
+        """
+        self._replace(receipt, check_real("loss", loss))
+
+    def _replace(self, receipt: Receipt, loss: float) -> float:
+        """:meth:`correct` for a checked ``loss``; returns the loss counted before (``loss``: nothing changed)."""
+        self._check_receipt(receipt)
+        counted = receipt.loss
+        if loss != counted:
+            age = self.n_samples - 1 - receipt.index
+            self.sums += (1.0 - self.forgetting) ** age * (loss - counted) * receipt.tau
+            receipt._count(loss)
+        return counted
+
+    def _check_receipt(self, receipt: Receipt) -> None:
+        if not isinstance(receipt, Receipt):
+            raise ValueError(f"receipt must be a Receipt of update or update_many(...).row(i), got {receipt!r}")
+        if receipt.owner is not None and receipt.owner is not self:
+            raise ValueError(f"receipt must be one this updater's update issued, got another updater's: {receipt!r}")
+        if not 0 <= receipt.index < self.n_samples:
             raise ValueError(f"receipt.index must be a past sample in [0, {self.n_samples}), got {receipt.index}")
-        self.sums += (1.0 - self.forgetting) ** age * (loss - receipt.loss) * receipt.tau
 
     def state_dict(self) -> dict:
         return {

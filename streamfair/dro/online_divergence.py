@@ -29,7 +29,9 @@ Every update returns the sample's weight and a receipt; :meth:`DivergenceTracker
 a surrogate loss by its delayed true loss: the value average is corrected
 exactly (for the recorded ``eta``), ``eta`` by the difference of the two weights' steps, which is
 exact when no sample came in between and approximate otherwise (the update is nonlinear in
-``eta``).  The KL tracker's correction is exact.
+``eta``).  The KL tracker's correction is exact.  The receipt records the loss counted now, so a
+correction repeated with the same loss (a label delivered twice) changes nothing; a receipt is
+bound to the tracker that issued it.
 
 Examples
 --------
@@ -44,7 +46,8 @@ Examples
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, NoReturn, Self
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -56,16 +59,23 @@ from .weights import _check_alpha, _check_losses
 __all__ = ["DualReceipt", "DivergenceTracker", "CVaRTracker", "ChiSquareTracker", "KLTracker"]
 
 
-class DualReceipt(NamedTuple):
-    """What a tracker update used for one sample, kept to correct it when its true loss arrives."""
+@dataclass(slots=True)
+class DualReceipt:
+    """What a tracker update used for one sample, kept to correct it when its true loss arrives.
 
-    index: int  # type: ignore[assignment]  # the public field name shadows tuple.index
-    loss: float
+    :meth:`DivergenceTracker.correct` sets ``loss`` to the loss it counts instead, so that the
+    same correction again changes nothing.  ``owner`` is the tracker whose update issued the
+    receipt (another tracker refuses it; ``None``: not checked).
+    """
+
+    index: int
+    loss: float  # the loss counted for the sample now (the update's, then the last correction's)
     eta: float
     lam: float
     step: float
     rate: float  # the value-averaging rate of this sample
     log_keep: float  # sum of log(1 - rate) of samples 1..index (for the exact discount)
+    owner: DivergenceTracker | None = field(default=None, repr=False, compare=False)
 
 
 class DivergenceTracker:
@@ -163,7 +173,7 @@ class DivergenceTracker:
         loss = check_real("loss", loss)
         t, eta, lam = self.n_samples, self.eta, self.lam
         w, gamma, rate = self._advance(loss)
-        return w, DualReceipt(t, loss, eta, lam, gamma, rate, self._log_keep)
+        return w, DualReceipt(t, loss, eta, lam, gamma, rate, self._log_keep, self)
 
     def update_many(self, losses: ArrayLike) -> np.ndarray:
         """Learn ``n`` losses in order (no receipts); return their weights.
@@ -200,20 +210,23 @@ class DivergenceTracker:
         return w, gamma, rate
 
     def correct(self, receipt: DualReceipt, loss: float) -> None:
-        """Replace the loss recorded in ``receipt`` by ``loss`` (e.g. a surrogate by its delayed true loss).
+        """Replace the loss counted for the receipt's sample by ``loss`` (e.g. a surrogate by its delayed true loss).
 
         The value average is corrected exactly; ``eta`` (and chi-square's ``lam``) exactly when no
-        sample was learned since the receipt's, approximately otherwise.
+        sample was learned since the receipt's, approximately otherwise.  The receipt then records
+        ``loss``: the same correction again changes nothing.
 
         Parameters
         ----------
         receipt
-            The receipt :meth:`update` returned for the sample.
+            The receipt this tracker's :meth:`update` returned for the sample.
         loss
             The sample's true loss.
         """
         loss = check_real("loss", loss)
         self._check_receipt(receipt)
+        if loss == receipt.loss:  # already counted
+            return
         discount = receipt.rate * math.exp(self._log_keep - receipt.log_keep)
         eta, lam = self.eta, self.lam
         self.eta, self.lam = receipt.eta, receipt.lam  # evaluate the formulas at the recorded duals
@@ -226,11 +239,14 @@ class DivergenceTracker:
             _refuse(loss)
         self.value, self.lam = value, corrected_lam
         self.eta += receipt.step * (new - old)
+        receipt.loss = loss
 
     def _check_receipt(self, receipt: DualReceipt) -> None:
         if not isinstance(receipt, DualReceipt) or not 0 <= receipt.index < self.n_samples:
             raise ValueError(f"receipt must be the DualReceipt of one of the {self.n_samples} samples learned, "
                              f"got {receipt!r}")
+        if receipt.owner is not None and receipt.owner is not self:
+            raise ValueError(f"receipt must be one this tracker's update issued, got another tracker's: {receipt!r}")
 
     def _corrected_lam(self, new: float, old: float, gamma: float) -> float:
         """The multiplier ``lam`` after replacing a step's weight ``old`` by ``new``."""
@@ -316,6 +332,9 @@ class CVaRTracker(DivergenceTracker):
     >>> weight, receipt = tracker.update(0.99)
     >>> tracker.correct(receipt, 0.1)
     >>> _ = on_time.update(0.1)
+    >>> bool(np.isclose(tracker.eta, on_time.eta) and np.isclose(tracker.value, on_time.value))
+    True
+    >>> tracker.correct(receipt, 0.1)                   # the label delivered again: already counted
     >>> bool(np.isclose(tracker.eta, on_time.eta) and np.isclose(tracker.value, on_time.value))
     True
 
@@ -482,17 +501,21 @@ class KLTracker(DivergenceTracker):
         return w, 0.0, rate
 
     def correct(self, receipt: DualReceipt, loss: float) -> None:
-        """Replace the loss recorded in ``receipt`` by ``loss``, exactly (the average is linear in ``exp(l / T)``).
+        """Replace the loss counted for the receipt's sample by ``loss``, exactly (linear in ``exp(l / T)``).
+
+        The receipt then records ``loss``: the same correction again changes nothing.
 
         Parameters
         ----------
         receipt
-            The receipt :meth:`update` returned for the sample.
+            The receipt this tracker's :meth:`update` returned for the sample.
         loss
             The sample's true loss.
         """
         loss = check_real("loss", loss)
         self._check_receipt(receipt)
+        if loss == receipt.loss:  # already counted
+            return
         log_discount = math.log(receipt.rate) + self._log_keep - receipt.log_keep
         m = self.eta / self.temperature
         new = log_discount + loss / self.temperature
@@ -503,6 +526,7 @@ class KLTracker(DivergenceTracker):
         if not math.isfinite(eta):
             _refuse(loss)
         self.eta = self.value = eta
+        receipt.loss = loss
 
     def _config(self):
         return {"temperature": self.temperature, "value_rate": self.value_rate}

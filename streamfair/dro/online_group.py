@@ -18,7 +18,9 @@ the group posterior ``P(S = . | x)`` when it is not, as in the post-processor). 
 ``l tau_g / p_g`` is still unbiased for ``E[l | S = g]`` (``p_g = E[tau_g]``).
 
 Both updaters return receipts so that a surrogate loss can be replaced by a delayed true loss
-exactly (:meth:`correct`): the running sums and ``theta`` are additive in the per-sample terms.
+exactly (:meth:`correct`): the running sums and ``theta`` are additive in the per-sample terms.  The
+receipt records the loss counted now, so a correction repeated with the same loss (a label
+delivered twice) changes nothing; a receipt is bound to the updater that issued it.
 
 Examples
 --------
@@ -46,7 +48,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..validation import check_array, check_distribution, check_positive, restores_state
+from ..validation import check_array, check_distribution, check_positive, check_real, restores_state
 from .group_losses import GroupLosses, Receipt, Receipts
 from .simplex import log_sum_exp, softmax
 
@@ -97,6 +99,9 @@ class SoftmaxGroupWeights(_RunningGroupStats):
     >>> soft.correct(receipts.row(2), 1.0)
     >>> soft.losses.tolist(), soft.weights.round(6).tolist(), round(soft.value, 6)
     ([0.0, 1.0], [0.268941, 0.731059], 1.313262)
+    >>> soft.correct(receipts.row(2), 1.0)            # the same label again: already counted
+    >>> soft.losses.tolist()
+    [0.0, 1.0]
     >>> receipt = soft.update(1.0, [0.0, 1.0])        # one more sample of group 1's mean loss
     >>> restored = SoftmaxGroupWeights.from_state_dict(soft.state_dict())
     >>> bool(np.array_equal(restored.weights, soft.weights))
@@ -159,12 +164,14 @@ class SoftmaxGroupWeights(_RunningGroupStats):
         return self.stats.update_many(losses, tau)
 
     def correct(self, receipt: Receipt, loss: float) -> None:
-        """Replace a recorded (surrogate) loss by the true one; exact for ``L``, hence for ``q``.
+        """Replace the loss counted for a sample (a surrogate) by the true one; exact for ``L``, hence for ``q``.
+
+        The receipt then records ``loss``, so the same correction again changes nothing.
 
         Parameters
         ----------
         receipt
-            The sample's receipt, from :meth:`update` or ``update_many(...).row(i)``.
+            The sample's receipt, from this updater's :meth:`update` or ``update_many(...).row(i)``.
         loss
             Its true loss.
         """
@@ -233,6 +240,9 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
     >>> mirror.weights.round(6).tolist()
     [0.268941, 0.731059]
     >>> mirror.correct(receipt, 0.0)
+    >>> mirror.weights.tolist()
+    [0.5, 0.5]
+    >>> mirror.correct(receipt, 0.0)                      # delivered twice: counted once
     >>> mirror.weights.tolist()
     [0.5, 0.5]
     >>> _ = mirror.update_many([1.0, 1.0], np.eye(2))      # equal steps on both groups
@@ -331,19 +341,23 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
         return self.stats._fold_one(value, row, scale)
 
     def correct(self, receipt: Receipt, loss: float) -> None:
-        """Replace a recorded loss: ``theta += clip(s l) - clip(s l_old)``, exact for ``q``.
+        """Replace the loss counted for a sample: ``theta += clip(s l) - clip(s l_counted)``, exact for ``q``.
+
+        The receipt then records ``loss``, so the same correction again changes nothing.
 
         Parameters
         ----------
         receipt
-            The sample's receipt, from :meth:`update` or ``update_many(...).row(i)``.
+            The sample's receipt, from this updater's :meth:`update` or ``update_many(...).row(i)``.
         loss
             Its true loss.
         """
-        self.stats.correct(receipt, loss)
-        new = np.clip(receipt.scale * loss, -self.clip, self.clip)
-        self.theta += new - np.clip(receipt.scale * receipt.loss, -self.clip, self.clip)
-        self.theta -= self.theta.max()
+        loss = check_real("loss", loss)
+        counted = self.stats._replace(receipt, loss)
+        if loss != counted:
+            new = np.clip(receipt.scale * loss, -self.clip, self.clip)
+            self.theta += new - np.clip(receipt.scale * counted, -self.clip, self.clip)
+            self.theta -= self.theta.max()
 
     def state_dict(self) -> dict[str, Any]:
         """The configuration, ``theta``, the arrival counts and the running group losses.

@@ -98,8 +98,9 @@ class PendingLabels:
         if row is None:
             return None
         columns = self._columns
-        receipts = Receipts(*(columns[name] for name in Receipts._fields))
-        return receipts.row(row), float(columns["first"][row]), float(columns["second"][row])
+        receipt = Receipt(int(columns["index"][row]), columns["tau"][row].copy(), float(columns["loss"][row]),
+                          columns["scale"][row].copy())  # unbound, and its loss its own: the row is no longer live
+        return receipt, float(columns["first"][row]), float(columns["second"][row])
 
     def state_dict(self) -> dict:
         """The keys and their columns, oldest first (copies); ``scale`` only when not all zero."""

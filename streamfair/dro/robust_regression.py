@@ -61,10 +61,11 @@ from ..validation import (
     check_integer,
     check_key,
     check_positive,
+    check_range,
     check_real,
     restores_state,
 )
-from .group_losses import Receipts, check_rate
+from .group_losses import check_rate
 from .online_group import ExponentiatedGroupWeights, SoftmaxGroupWeights
 from .pending import PendingLabels, rows_to_columns
 
@@ -86,6 +87,8 @@ class RobustDiagnostics:
     >>> report = robust.dro_diagnostics()
     >>> report.n_labels, report.n_pending, report.label_coverage  # one of the 100 samples labelled
     (1, 99, 0.01)
+    >>> robust.learn_label("m4", 100.0), robust.dro_diagnostics().n_labels_clipped  # counted as a label of 1.0
+    (True, 1)
     """
 
     weights: np.ndarray  # (K,) worst-case group weights q in use
@@ -95,6 +98,7 @@ class RobustDiagnostics:
     label_coverage: float  # n_labels / samples folded into the group risks
     n_pending: int  # samples waiting for a label
     n_expired: int  # samples dropped from the pending set (max_pending) before their label came
+    n_labels_clipped: int  # labels applied that were outside the target range, clipped to it (as eta, see n_clipped)
 
 
 class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
@@ -181,8 +185,10 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         self._block_keys: dict[Hashable, int] = {}  # key -> row in the block
         self._early_labels: dict[Hashable, float] = {}
         self._pending = PendingLabels(self.n_groups, self.max_pending)
+        self._label_range = check_range("B", self.B)  # labels are clipped to it, as the base predictions are
         self.n_labels = 0
         self.n_expired = 0
+        self.n_labels_clipped = 0
 
     def _scale_updater(self) -> None:
         """Give the updater its constant in the losses' units (squared target units), from the configured share."""
@@ -282,8 +288,7 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         receipts = self.dro.update_many(losses, tau)
         keys = [key for key in self._block_keys if key not in labelled]
         rows = np.array([self._block_keys[key] for key in keys], dtype=np.int64)
-        self.n_expired += self._pending.add(keys, Receipts(*(column[rows] for column in receipts)), first[rows],
-                                            second[rows])
+        self.n_expired += self._pending.add(keys, receipts.take(rows), first[rows], second[rows])
         self._q = self.dro.weights
         self._block_size = 0
         self._block_keys = {}
@@ -296,7 +301,9 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         key
             The key the sample was learned with.
         y
-            Its label, in the target's units.
+            Its label, in the target's units.  Outside the target range it is clipped to it, as the
+            base predictions are (a label of 100 with ``B = 1`` counts as 1), and counted in
+            ``dro_diagnostics().n_labels_clipped``.
 
         Returns
         -------
@@ -308,13 +315,21 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         waiting = self._pending.pop(key)
         if waiting is not None:
             receipt, first, second = waiting
-            self.dro.correct(receipt, expected_squared_error(first, second, y))
+            self.dro.correct(receipt, expected_squared_error(first, second, self._clip_label(y)))
             self.n_labels += 1
             return True
         if key in self._block_keys and key not in self._early_labels:
-            self._early_labels[key] = y
+            self._early_labels[key] = self._clip_label(y)
             return True
         return False
+
+    def _clip_label(self, y: float) -> float:
+        """``y`` clipped to the target range, counted in ``n_labels_clipped`` if it was outside."""
+        low, high = self._label_range
+        clipped = min(max(y, low), high)
+        if clipped != y:
+            self.n_labels_clipped += 1
+        return clipped
 
     def dro_diagnostics(self) -> RobustDiagnostics:
         """Weights, group risks, robust value and label bookkeeping.
@@ -333,6 +348,7 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
             label_coverage=self.n_labels / folded if folded else 0.0,
             n_pending=len(self._pending),
             n_expired=self.n_expired,
+            n_labels_clipped=self.n_labels_clipped,
         )
 
     # ------------------------------------------------------------------ state
@@ -374,7 +390,8 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
             ],
             "early_labels": list(self._early_labels.items()),
             "pending": self._pending.state_dict(),
-            "counters": [self.n_labels, self.n_expired],
+            # the third counter only when not zero: a state without clipped labels reads as before it existed
+            "counters": [self.n_labels, self.n_expired] + ([self.n_labels_clipped] if self.n_labels_clipped else []),
         }
         return state
 
@@ -409,9 +426,15 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         keys = [check_entries("state's dro block key", pair, 2) for pair in keys]  # [id, row] pairs
         rows = check_indices("state's dro block rows", [row for _, row in keys], None, size)
         obj._block_keys = {key: int(row) for (key, _), row in zip(keys, rows, strict=True)}
-        obj._early_labels = dict(extra["early_labels"])
         pending = extra["pending"]
         obj._pending.load_state_dict(rows_to_columns(pending) if isinstance(pending, list) else pending)
-        obj.n_labels, obj.n_expired = (check_integer("state's dro counters", count, 0)
-                                       for count in check_entries("state's dro counters", extra["counters"], 2))
+        counters = extra["counters"]
+        if isinstance(counters, (list, tuple)) and len(counters) == 2:  # none clipped, or a state from before the count
+            counters = [*counters, 0]
+        counters = check_entries("state's dro counters", counters, 3)
+        obj.n_labels, obj.n_expired, obj.n_labels_clipped = (check_integer("state's dro counters", count, 0)
+                                                              for count in counters)
+        # clipped already, unless the state is from before labels were clipped: then clipped and counted now
+        obj._early_labels = {key: obj._clip_label(check_real("state's dro early label", y))
+                             for key, y in extra["early_labels"]}
         return obj

@@ -7,10 +7,12 @@ import math
 import numpy as np
 import pytest
 
+from streamfair.checks import assert_same_state
 from streamfair.dro import capped_softmax, chi_square, chi_square_penalized, kl_penalized
 from streamfair.dro.group_losses import GroupLosses
 from streamfair.dro.online_divergence import ChiSquareTracker, CVaRTracker, KLTracker
 from streamfair.dro.online_group import ExponentiatedGroupWeights, SoftmaxGroupWeights
+from tests.support.errors import check_error
 
 ARRIVALS = np.array([0.8, 0.15, 0.05])
 MEANS = np.array([0.4, 0.3, 0.5])
@@ -125,8 +127,63 @@ def test_delayed_labels_reproduce_on_time_statistics_exactly(forgetting):
 def test_correction_rejects_unknown_receipt():
     stats = GroupLosses(2)
     receipt = stats.update(1.0, [0.5, 0.5])
+    receipt.index = 5
     with pytest.raises(ValueError, match="receipt.index"):
-        stats.correct(receipt._replace(index=5), 2.0)
+        stats.correct(receipt, 2.0)
+
+
+GROUP_UPDATERS = [
+    lambda: GroupLosses(3, forgetting=0.01),
+    lambda: SoftmaxGroupWeights(3, temperature=0.3, forgetting=0.01),
+    lambda: ExponentiatedGroupWeights(3, step=0.2),  # arrival frequencies estimated: per-sample scales
+]
+
+
+def test_the_reviewers_repeated_correction_counts_once():
+    """The report: the second ``correct(r, 3.0)`` moved group 0's loss from 1.5 to 2.5."""
+    updater = SoftmaxGroupWeights(3, 0.3)
+    receipt = updater.update(1.0, [1, 0, 0])
+    updater.correct(receipt, 3.0)
+    updater.correct(receipt, 3.0)
+    assert updater.losses.tolist() == [1.5, 0.0, 0.0] and receipt.loss == 3.0
+
+
+@pytest.mark.parametrize("make", GROUP_UPDATERS)
+def test_a_group_correction_delivered_again_changes_nothing_and_a_later_one_replaces_it(make):
+    """Labels arrive at least once: the state after two deliveries is the state after one, bit for bit."""
+    losses, tau = bernoulli_stream(14, n=300)
+    once, twice, revised = make(), make(), make()
+    receipts = [updater.update_many(losses[:200], tau[:200]) for updater in (once, twice, revised)]
+    singles = [updater.update(losses[200], tau[200]) for updater in (once, twice, revised)]
+    for updater in (once, twice, revised):
+        updater.update_many(losses[201:], tau[201:])
+    for i, (updater, batch, single) in enumerate(zip((once, twice, revised), receipts, singles, strict=True)):
+        if i == 2:  # a first (wrong) label, then the right one: the right one is counted, once
+            updater.correct(batch.row(7), 5.0)
+            updater.correct(single, -2.0)
+        updater.correct(batch.row(7), 2.5)  # the receipt of update_many(...).row(i), taken anew
+        updater.correct(single, 0.5)
+        if i == 1:  # delivered again
+            updater.correct(batch.row(7), 2.5)
+            updater.correct(single, 0.5)
+    assert_same_state(twice.state_dict(), once.state_dict())
+    np.testing.assert_allclose(revised.losses, once.losses, rtol=1e-12)
+    if not isinstance(once, GroupLosses):
+        np.testing.assert_allclose(revised.weights, once.weights, rtol=1e-12)
+    assert (receipts[1].row(7).loss, singles[1].loss) == (2.5, 0.5)  # the receipts record what is counted
+
+
+@pytest.mark.parametrize("make", GROUP_UPDATERS)
+def test_a_receipt_of_another_group_updater_is_refused_and_changes_nothing(make):
+    losses, tau = bernoulli_stream(15, n=50)
+    mine, other = make(), make()
+    mine.update_many(losses, tau)
+    receipt = other.update_many(losses, tau).row(3)
+    before = mine.state_dict()
+    check_error(lambda: mine.correct(receipt, 2.0), "receipt", "another updater's", "index=3")
+    check_error(lambda: mine.correct(other.update(1.0, [1.0, 0.0, 0.0]), 2.0), "receipt", "another updater's")
+    assert_same_state(mine.state_dict(), before)
+    assert receipt.loss == losses[3]
 
 
 # ---------------------------------------------------------------- trackers with known answers
@@ -236,6 +293,37 @@ def test_late_correction_of_the_value_is_exact_for_the_recorded_duals(make):
         reference += receipt.rate * (tracker.dual_value(loss, receipt.eta) - reference)
         tracker.eta, tracker.lam = tracker_eta, tracker_lam
     assert tracker.value == pytest.approx(reference, abs=1e-12)
+
+
+@pytest.mark.parametrize("make", TRACKERS)
+def test_a_tracker_correction_delivered_again_changes_nothing_and_a_later_one_replaces_it(make):
+    losses = np.random.default_rng(16).uniform(size=300)
+    once, twice, revised = make(), make(), make()
+    receipts = []
+    for tracker in (once, twice, revised):
+        tracker.update_many(losses[:150])
+        receipts.append(tracker.update(losses[150] + 0.4)[1])
+        tracker.update_many(losses[151:])
+    revised.correct(receipts[2], losses[150] - 0.3)  # a first (wrong) label, then the right one
+    for tracker, receipt in zip((once, twice, revised), receipts, strict=True):
+        tracker.correct(receipt, losses[150])
+    twice.correct(receipts[1], losses[150])  # delivered again
+    assert_same_state(twice.state_dict(), once.state_dict())
+    assert receipts[1].loss == losses[150]
+    for name in ("eta", "lam", "value"):  # the corrections add up: linear in the weights and the dual values
+        assert getattr(revised, name) == pytest.approx(getattr(once, name), abs=1e-12)
+
+
+@pytest.mark.parametrize("make", TRACKERS)
+def test_a_receipt_of_another_tracker_is_refused_and_changes_nothing(make):
+    losses = np.random.default_rng(17).uniform(size=20)
+    mine, other = make(), make()
+    mine.update_many(losses)
+    other.update_many(losses[:10])
+    _, receipt = other.update(losses[10])
+    before = mine.state_dict()
+    check_error(lambda: mine.correct(receipt, 0.5), "receipt", "another tracker's", "index=10")
+    assert_same_state(mine.state_dict(), before)
 
 
 def test_kl_late_corrections_are_exact():

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import math
-import sys
 
 import numpy as np
 import pytest
@@ -30,22 +28,9 @@ from streamfair.dro.problem import (
     make_synthetic,
 )
 from streamfair.dro.solvers import SOLVERS, solve
-from tests.support import REPO
+from tests.streamfair.dro import load_benchmark
 
-
-def _load_benchmark():
-    """The LP and cutting-plane references live with the benchmark (scipy is not a library dependency)."""
-    folder = REPO / "benchmarks"
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))  # as when the script runs: its folder is importable
-    path = folder / "bench_dro.py"
-    spec = importlib.util.spec_from_file_location("bench_dro", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_benchmark = _load_benchmark()
+_benchmark = load_benchmark("bench_dro")  # the LP and cutting-plane references (scipy is not a library dependency)
 lp_optimum, cutting_plane_optimum, reference_optimum = (
     _benchmark.lp_optimum,
     _benchmark.cutting_plane_optimum,

@@ -23,6 +23,7 @@ from streamfair.dro import (
     log_sum_exp,
     project_capped_simplex,
     project_simplex,
+    softmax,
 )
 from streamfair.dro.problem import CVaRSet, LinearDROProblem, make_synthetic
 from tests.support.errors import check_error
@@ -157,6 +158,10 @@ def test_an_unhashable_key_is_refused_before_anything_is_learned(call):
         (lambda: log_sum_exp(np.array([1.0, INF])), ("values", "inf")),
         (lambda: log_sum_exp(np.array([[1.0, 2.0]])), ("values", "(1, 2)")),
         (lambda: log_sum_exp(np.array([])), ("values", "(0,)")),
+        (lambda: softmax([]), ("scores", "at least one entry", "(0,)")),  # was numpy's "zero-size array ..."
+        (lambda: softmax(np.zeros((2, 0))), ("scores", "(2, 0)")),
+        (lambda: softmax(np.zeros((0, 2)), axis=0), ("scores", "axis 0", "(0, 2)")),
+        (lambda: softmax(np.array([1.0, NAN])), ("scores", "nan")),
         (lambda: project_simplex(np.array([1.0, NAN])), ("v", "nan")),
         (lambda: project_simplex(np.array([])), ("v", "(0,)")),
         (lambda: project_capped_simplex(np.array([1.0, 2.0]), NAN), ("cap", "nan")),
@@ -169,6 +174,11 @@ def test_an_unhashable_key_is_refused_before_anything_is_learned(call):
 )
 def test_primitives_refuse_bad_input(call, fragments):
     check_error(call, *fragments)
+
+
+def test_softmax_of_no_score_along_another_axis_is_an_empty_result():
+    """Only an empty slice has no maximum: zero slices of two scores give zero rows of probabilities."""
+    assert softmax(np.zeros((0, 2))).shape == (0, 2)
 
 
 def test_log_sum_exp_keeps_minus_infinity():
