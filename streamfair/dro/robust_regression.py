@@ -64,6 +64,7 @@ from ..validation import (
     check_range,
     check_real,
     restores_state,
+    show,
 )
 from .group_losses import check_rate
 from .online_group import ExponentiatedGroupWeights, SoftmaxGroupWeights
@@ -428,12 +429,12 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         obj._block_keys = {key: int(row) for (key, _), row in zip(keys, rows, strict=True)}
         pending = extra["pending"]
         obj._pending.load_state_dict(rows_to_columns(pending) if isinstance(pending, list) else pending)
-        counters = extra["counters"]
-        if isinstance(counters, (list, tuple)) and len(counters) == 2:  # none clipped, or a state from before the count
-            counters = [*counters, 0]
-        counters = check_entries("state's dro counters", counters, 3)
+        counters = extra["counters"]  # the clipped count only when not 0 (and not before it was counted)
+        if not isinstance(counters, (list, tuple, np.ndarray)) or len(counters) not in (2, 3):
+            raise ValueError(f"state's dro counters must be a list of 2 or 3 entries (labels, expired[, clipped]), "
+                             f"got {show(counters)}")
         obj.n_labels, obj.n_expired, obj.n_labels_clipped = (check_integer("state's dro counters", count, 0)
-                                                              for count in counters)
+                                                              for count in [*counters, 0][:3])
         # clipped already, unless the state is from before labels were clipped: then clipped and counted now
         obj._early_labels = {key: obj._clip_label(check_real("state's dro early label", y))
                              for key, y in extra["early_labels"]}

@@ -301,7 +301,7 @@ def test_bad_group_robust_state_is_rejected():
     refused("dro block rows", "1", block=[eta, tau, [("e", 1)]])  # the block holds one row: row 0
     refused("dro block", "3 entries", block=[eta, tau])
     refused("dro block key", "2 entries", block=[eta, tau, [("e", 0, 1)]])
-    refused("dro counters", "2 entries", counters=[0, 0, 0])
+    refused("dro counters", "2 or 3 entries", counters=[0, 0, 0, 0])
     refused("dro counters", "integer >= 0", counters=[0, "x"])
     pending = dro["pending"]
     refused("pending loss", "(4,)", "(3,)", pending={**pending, "loss": pending["loss"][:3]})
