@@ -166,6 +166,13 @@ class FairRegressionPostProcessor(DualPostProcessor):
             serve=serve,
         )
 
+    @property
+    def target_range(self) -> tuple[float, float]:
+        """``(low, high)``: the target range ``B``, which the base predictions are clipped to."""
+        cost = self.cost
+        assert isinstance(cost, SquaredCosts)  # by the constructor
+        return cost.low, cost.high
+
     def get_params(self) -> dict[str, Any]:
         """The constructor arguments that rebuild an equivalent fresh object (its settings, no state).
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernel
+from .validation import check_not_empty
 
 __all__ = ["softmax"]
 
@@ -48,7 +49,8 @@ def softmax(scores: np.ndarray, axis: int = -1, *, overwrite: bool = False) -> n
     Raises
     ------
     ValueError
-        If a slice along ``axis`` holds a ``NaN`` or ``+inf``, or only ``-inf``.
+        If ``scores`` has no entry along ``axis``, or a slice along it holds a ``NaN`` or
+        ``+inf``, or only ``-inf``.
 
     Examples
     --------
@@ -62,9 +64,17 @@ def softmax(scores: np.ndarray, axis: int = -1, *, overwrite: bool = False) -> n
     [0.25, 0.75]
     >>> softmax(np.array([[0.0, 0.0], [2.0, -np.inf]]), axis=1).tolist()
     [[0.5, 0.5], [1.0, 0.0]]
+    >>> softmax([])
+    Traceback (most recent call last):
+    ...
+    ValueError: scores must have at least one entry along axis -1, got shape (0,)
     """
     result = scores if overwrite else np.array(scores, dtype=float)
-    top = result.max(axis=axis, keepdims=True)
+    try:
+        top = result.max(axis=axis, keepdims=True)
+    except ValueError:  # numpy's maximum of nothing (or a bad axis): named, at no cost to the other calls
+        check_not_empty("scores", result, axis)
+        raise
     if not np.isfinite(top).all():  # a NaN is its slice's maximum
         raise ValueError(f"scores must be finite or -inf, with a finite maximum along axis {axis}, got {scores!r}")
     result -= top

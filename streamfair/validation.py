@@ -452,6 +452,18 @@ def check_indices(name: str, value, n_rows: int | None, size: int | None) -> np.
     return array
 
 
+def check_not_empty(name: str, array: np.ndarray, axis: int = -1) -> None:
+    """Refuse an array without an entry along ``axis`` (of which numpy takes no maximum), naming it.
+
+    >>> check_not_empty("scores", np.zeros((2, 0)))
+    Traceback (most recent call last):
+    ...
+    ValueError: scores must have at least one entry along axis -1, got shape (2, 0)
+    """
+    if array.ndim and -array.ndim <= axis < array.ndim and array.shape[axis] == 0:
+        raise ValueError(f"{name} must have at least one entry along axis {axis}, got shape {array.shape}")
+
+
 def check_entries(name: str, value, n: int) -> list:
     """``value``, a list, tuple or array of exactly ``n`` entries (a part of a state, say), as a list.
 

@@ -6,7 +6,6 @@ import logging
 import time
 from collections.abc import Sequence
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 from prometheus_client import (
@@ -26,7 +25,7 @@ from connectors.kafka.logs import log_event
 from connectors.kafka.observer import DaemonObserver
 from connectors.prometheus.collectors import LATENCY_BUCKETS, WeightedHistogram, remove_series
 from connectors.prometheus.fairness import StreamfairMetrics
-from connectors.prometheus.report import HistoryRecord, HistoryWriter, set_aside_history
+from connectors.prometheus.report import HistoryRecord, HistoryWriter
 from connectors.prometheus.server import MetricsServer, serve
 
 
@@ -134,11 +133,9 @@ class DaemonMetrics(DaemonObserver):
         self._learned: dict[int, tuple[Any, float, int]] = {}  # partition -> (task, learn_seconds, learned)
         self._lag_partitions: set[int] = set()
         self.history = None
-        self._history_set_aside: Path | None = None
         if config.metrics.history:
-            measure = "gap" if fair.ks is None else "ks"
-            self._history_set_aside = set_aside_history(config.metrics.history, groups, fair.slack, measure)
-            self.history = HistoryWriter(config.metrics.history, groups, fair.slack, measure)
+            self.history = HistoryWriter(config.metrics.history, groups, fair.slack, "gap" if fair.ks is None else "ks",
+                                         set_aside=True)
         self.server: MetricsServer | None = None
 
     # -------------------------------------------------------------- probes
@@ -206,9 +203,9 @@ class DaemonMetrics(DaemonObserver):
         daemon
             The daemon (its ``log`` is written to).
         """
-        if self._history_set_aside is not None:
-            log_event(daemon.log, logging.WARNING, "history_set_aside", path=str(daemon.config.metrics.history),
-                      kept_as=str(self._history_set_aside),
+        if self.history is not None and self.history.set_aside_as is not None:
+            log_event(daemon.log, logging.WARNING, "history_set_aside", path=str(self.history.path),
+                      kept_as=str(self.history.set_aside_as),
                       reason="it holds another fairness target or other groups; a new history starts")
 
     def on_restored(self, daemon: Any, partition: int, n_samples: int, offset: int | None, seconds: float) -> None:

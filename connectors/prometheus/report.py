@@ -148,41 +148,6 @@ def _mismatch(path: Path, header: dict) -> str | None:
             f"{existing.target}, not {wanted[0]} and {wanted[1]} target {wanted[2]}")
 
 
-def set_aside_history(path: str | os.PathLike, groups: Sequence[Any], target: Sequence[float] | float,
-                      measure: str = "gap") -> Path | None:
-    """Move a history file of other groups or another target out of the way, so that a new one starts.
-
-    It becomes ``<stem>.<n><suffix>``, with ``n`` the first of 1, 2, ... not taken.
-
-    Parameters
-    ----------
-    path, groups, target, measure
-        As for :class:`HistoryWriter`.
-
-    Returns
-    -------
-    Path or None
-        Where the file went; ``None`` if it can take the records as it is (or does not exist).
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> path = os.path.join(tempfile.mkdtemp(), "history.jsonl")
-    >>> HistoryWriter(path, groups=["a", "b"], target=0.05, measure="ks").close()
-    >>> set_aside_history(path, groups=["a", "b"], target=0.05, measure="ks") is None
-    True
-    >>> set_aside_history(path, groups=["a", "b"], target=0.03, measure="ks").name
-    'history.1.jsonl'
-    """
-    path = Path(path)
-    if _mismatch(path, _header(groups, target, measure)) is None:
-        return None
-    n = 1
-    while (kept := path.with_name(f"{path.stem}.{n}{path.suffix}")).exists():
-        n += 1
-    return path.rename(kept)
-
-
 class HistoryWriter:
     """Append :class:`HistoryRecord` lines to a history file (created with its header if new or empty).
 
@@ -197,11 +162,20 @@ class HistoryWriter:
         The post-processor's fairness target: one number, or one per group.
     measure
         What it bounds: ``"ks"`` (``postprocessor.ks``) or ``"gap"`` (the per-value ``eps``).
+    set_aside
+        An existing file of other groups or another target is moved out of the way, to
+        ``<stem>.<n><suffix>`` with ``n`` the first of 1, 2, ... not taken, and a new one starts
+        (:attr:`set_aside_as` says where), instead of being refused.
+
+    Attributes
+    ----------
+    set_aside_as : Path or None
+        Where a history of another header went (``set_aside``); ``None``: nowhere.
 
     Examples
     --------
     A second writer on the same file appends after the first one's records; one with another
-    header is refused:
+    header is refused, or with ``set_aside`` starts a new file:
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "history.jsonl")
@@ -216,16 +190,25 @@ class HistoryWriter:
     Traceback (most recent call last):
     ...
     ValueError: path '...history.jsonl' holds a history for groups ['a', 'b'] and ks target [0.05, 0.05], not ...
+    >>> with HistoryWriter(path, groups=["a", "b"], target=0.1, measure="ks", set_aside=True) as writer:
+    ...     writer.set_aside_as.name, read_history(path).target
+    ('history.1.jsonl', [0.1, 0.1])
     """
 
     def __init__(self, path: str | os.PathLike, groups: Sequence[Any], target: Sequence[float] | float,
-                 measure: str = "gap"):
+                 measure: str = "gap", set_aside: bool = False):
         self.path = Path(path)
         header = _header(groups, target, measure)
         self._groups = header["groups"]
+        self.set_aside_as: Path | None = None
         mismatch = _mismatch(self.path, header)
-        if mismatch is not None:
+        if mismatch is not None and not set_aside:
             raise ValueError(mismatch)
+        if mismatch is not None:
+            n = 1
+            while (kept := self.path.with_name(f"{self.path.stem}.{n}{self.path.suffix}")).exists():
+                n += 1
+            self.set_aside_as = self.path.rename(kept)
         if self.path.exists() and self.path.stat().st_size > 0:
             _drop_truncated_line(self.path)
             self._handle = open(self.path, "a", encoding="utf-8")

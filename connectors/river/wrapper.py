@@ -307,13 +307,19 @@ class FairWrapper(base.Wrapper):
         self._watch(inputs[1], x)
 
     def _watch(self, tau: list[float], x: dict) -> None:
-        """After :data:`CHECK_AFTER` samples, a ``UserWarning`` (once) for each reason nothing is corrected."""
+        """After :data:`CHECK_AFTER` samples, a ``UserWarning`` (once) for each reason nothing is corrected.
+
+        Only the first :data:`CHECK_AFTER` samples are watched: nothing is done after them.
+        """
+        n_samples = self._postprocessor.n_samples
+        if n_samples > CHECK_AFTER:
+            return
         if not self._tau_varies:
             if self._first_tau is None:
                 self._first_tau = tau
             elif tau != self._first_tau:
                 self._tau_varies = True
-        if self._postprocessor.n_samples == CHECK_AFTER:
+        if n_samples == CHECK_AFTER:
             for reason in self._uncorrected(x):
                 warnings.warn(reason, UserWarning, stacklevel=3)
 

@@ -23,10 +23,12 @@ Examples
 >>> receipts = stats.update_many(np.array([1.0, 3.0, 2.0]), np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]]))
 >>> stats.losses
 array([1.33333333, 2.66666667])
->>> stats.correct(receipts.row(0), 4.0)          # sample 0's true loss arrives late
+>>> stats.correct(receipts.row(0), 4.0)          # sample 0's true loss arrives late: 1.0 was counted
+1.0
 >>> stats.losses
 array([3.33333333, 2.66666667])
 >>> stats.correct(receipts.row(0), 4.0)          # ... and is delivered again: nothing changes
+4.0
 >>> stats.losses, receipts.row(0).loss
 (array([3.33333333, 2.66666667]), 4.0)
 """
@@ -83,7 +85,8 @@ class Receipt:
     >>> receipt = stats.update(1.0, [0.25, 0.75])
     >>> receipt
     Receipt(index=0, tau=[0.25, 0.75], loss=1.0, scale=[0.0, 0.0])
-    >>> stats.correct(receipt, 3.0)
+    >>> stats.correct(receipt, 3.0)  # the loss counted before
+    1.0
     >>> receipt.loss
     3.0
     """
@@ -217,7 +220,7 @@ class GroupLosses:
         self.n_samples += 1
         return Receipt(self.n_samples - 1, tau, loss, scale, self)
 
-    def correct(self, receipt: Receipt, loss: float) -> None:
+    def correct(self, receipt: Receipt, loss: float) -> float:
         """Count ``loss`` for the receipt's sample instead of the loss counted now, exactly.
 
         The receipt then records ``loss``: a second correction by the same loss changes nothing.
@@ -228,11 +231,13 @@ class GroupLosses:
             The sample's receipt, from :meth:`update` or ``update_many(...).row(i)`` of this object.
         loss
             The sample's true loss, finite.
-        """
-        self._replace(receipt, check_real("loss", loss))
 
-    def _replace(self, receipt: Receipt, loss: float) -> float:
-        """:meth:`correct` for a checked ``loss``; returns the loss counted before (``loss``: nothing changed)."""
+        Returns
+        -------
+        float
+            The loss counted before (``loss`` itself: nothing changed).
+        """
+        loss = check_real("loss", loss)
         self._check_receipt(receipt)
         counted = receipt.loss
         if loss != counted:

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..validation import check_array, check_distribution, check_positive, check_real, restores_state
+from ..validation import check_array, check_distribution, check_positive, restores_state
 from .group_losses import GroupLosses, Receipt, Receipts
 from .simplex import log_sum_exp, softmax
 
@@ -352,8 +352,8 @@ class ExponentiatedGroupWeights(_RunningGroupStats):
         loss
             Its true loss.
         """
-        loss = check_real("loss", loss)
-        counted = self.stats._replace(receipt, loss)
+        counted = self.stats.correct(receipt, loss)
+        loss = float(loss)  # a finite number: checked by stats.correct
         if loss != counted:
             new = np.clip(receipt.scale * loss, -self.clip, self.clip)
             self.theta += new - np.clip(receipt.scale * counted, -self.clip, self.clip)

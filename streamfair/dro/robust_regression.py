@@ -61,7 +61,6 @@ from ..validation import (
     check_integer,
     check_key,
     check_positive,
-    check_range,
     check_real,
     restores_state,
     show,
@@ -186,7 +185,6 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
         self._block_keys: dict[Hashable, int] = {}  # key -> row in the block
         self._early_labels: dict[Hashable, float] = {}
         self._pending = PendingLabels(self.n_groups, self.max_pending)
-        self._label_range = check_range("B", self.B)  # labels are clipped to it, as the base predictions are
         self.n_labels = 0
         self.n_expired = 0
         self.n_labels_clipped = 0
@@ -326,7 +324,7 @@ class GroupRobustFairRegressionPostProcessor(FairRegressionPostProcessor):
 
     def _clip_label(self, y: float) -> float:
         """``y`` clipped to the target range, counted in ``n_labels_clipped`` if it was outside."""
-        low, high = self._label_range
+        low, high = self.target_range  # as the base predictions are
         clipped = min(max(y, low), high)
         if clipped != y:
             self.n_labels_clipped += 1

@@ -1,8 +1,7 @@
 """Log-sum-exp, softmax and Euclidean projections onto the (capped) probability simplex.
 
-These (with :func:`streamfair.softmax.softmax`, wrapped here to refuse an empty input by name) are the
-numerical primitives shared by the worst-case weight oracles (:mod:`streamfair.dro.weights`), the online
-updaters and the batch solvers.
+These (with :func:`streamfair.softmax.softmax`, re-exported here) are the numerical primitives shared
+by the worst-case weight oracles (:mod:`streamfair.dro.weights`), the online updaters and the batch solvers.
 Every exponential is taken after subtracting the maximum, so ``loss / temperature`` ratios of ``1e7`` and more are safe.
 
 Examples
@@ -23,8 +22,8 @@ import math
 import numpy as np
 
 from .. import kernel
-from ..softmax import softmax as shared_softmax
-from ..validation import check_array, check_finite, check_positive
+from ..softmax import softmax
+from ..validation import check_array, check_finite, check_not_empty, check_positive
 
 __all__ = ["log_sum_exp", "softmax", "project_simplex", "project_capped_simplex"]
 
@@ -64,44 +63,6 @@ def log_sum_exp(values: np.ndarray) -> float:
     shifted = values - top
     kernel.exp_non_positive(shifted)  # the same floats on every CPU (see streamfair.softmax)
     return top + math.log(float(np.sum(shifted)))
-
-
-def softmax(scores: np.ndarray, axis: int = -1, *, overwrite: bool = False) -> np.ndarray:
-    """:func:`streamfair.softmax.softmax` of ``scores`` along ``axis``, refusing scores without an entry along it.
-
-    Parameters
-    ----------
-    scores
-        Real scores, any shape, at least one along ``axis``: finite, or ``-inf`` (probability 0)
-        below a finite maximum.
-    axis
-        The axis the probabilities are over.
-    overwrite
-        Compute in place in ``scores`` (a float array) and return it.
-
-    Returns
-    -------
-    ndarray
-        ``exp(s - max s) / sum exp(s - max s)`` along ``axis``, of the shape of ``scores``.
-
-    Raises
-    ------
-    ValueError
-        If ``scores`` has no entry along ``axis`` (numpy's maximum of nothing), or a slice holds a
-        ``NaN`` or ``+inf``, or only ``-inf``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> softmax(np.array([0.0, np.log(3.0)])).round(6).tolist()
-    [0.25, 0.75]
-    >>> softmax([])
-    Traceback (most recent call last):
-    ...
-    ValueError: scores must have at least one entry along axis -1, got shape (0,)
-    """
-    _check_not_empty("scores", np.asarray(scores), axis)
-    return shared_softmax(scores, axis, overwrite=overwrite)
 
 
 def project_simplex(v: np.ndarray) -> np.ndarray:
@@ -205,11 +166,5 @@ def _vector(name: str, value, *, finite: bool = True) -> np.ndarray:
     ``finite=False`` is for ``log_sum_exp``, whose ``-inf`` terms are zeros of the sum (and which takes no number).
     """
     array = check_finite(name, value) if finite else check_array(name, value, ("n",), finite=False)
-    _check_not_empty(name, array)
+    check_not_empty(name, array)
     return array
-
-
-def _check_not_empty(name: str, array: np.ndarray, axis: int = -1) -> None:
-    """Refuse an array without an entry along ``axis`` (of which numpy takes no maximum), naming it."""
-    if array.ndim and -array.ndim <= axis < array.ndim and array.shape[axis] == 0:
-        raise ValueError(f"{name} must have at least one entry along axis {axis}, got shape {array.shape}")
