@@ -438,13 +438,16 @@ TAU_MEAN_FLOOR = 1e-200
 
 
 @compiled
-def prior_shift_features(taus, p_given, tau_means, n_before, interval, memory, move, out):
+def prior_shift_features(taus, p_given, tau_means, absent_below, n_before, interval, memory, move, out):
     """The group features ``1 - tau_s / (q_s Z)``, ``Z = sum_k tau_k p_k / q_k``, of the rows of ``taus`` into ``out``.
 
     They are ``1 - tau'_s / p_s`` for ``tau'`` the posterior ``tau`` corrected from the prior ``q``
     (the mean in use, ``tau_means[1]``) to the given shares ``p``: ``tau'_s = tau_s (p_s / q_s) / Z``,
     Saerens, Latinne & Decaestecker's (Neural Computation, 2002) adjustment of a classifier's
-    outputs to new priors.
+    outputs to new priors.  A group whose ``q_s`` is below ``absent_below`` is absent: its feature
+    is 0, and ``tau`` is corrected to the shares of the groups present, renormalized (``p_s / P``,
+    ``P`` their sum), so that their features keep a mean of zero; a row whose ``tau`` lies on
+    absent groups only has features 1.
 
     ``taus`` and ``out`` hold their rows of ``K`` entries one after the other (flat: a single sample
     is its own row, and no row is a view, which costs more here than the arithmetic).  Row ``i``
@@ -457,11 +460,21 @@ def prior_shift_features(taus, p_given, tau_means, n_before, interval, memory, m
     groups = p_given.size
     for i in range(taus.size // groups):
         row = i * groups
-        z = 0.0
+        z, present, scale = 0.0, 0, 0.0  # scale: P, the given shares of the groups present
         for k in range(groups):
-            z += taus[row + k] * (p_given[k] / tau_means[1, k])
+            if tau_means[1, k] >= absent_below:
+                z += taus[row + k] * (p_given[k] / tau_means[1, k])
+                present += 1
+                scale += p_given[k]
+        if present == groups:
+            scale = 1.0
         for s in range(groups):
-            out[row + s] = 1.0 - taus[row + s] / (tau_means[1, s] * z)
+            if tau_means[1, s] < absent_below:
+                out[row + s] = 0.0
+            elif z > 0.0:
+                out[row + s] = 1.0 - taus[row + s] * scale / (tau_means[1, s] * z)
+            else:
+                out[row + s] = 1.0
         if move:
             n = n_before + i
             for s in range(groups):
@@ -473,26 +486,44 @@ def prior_shift_features(taus, p_given, tau_means, n_before, interval, memory, m
 
 
 @compiled
-def _plain_features(tau, p_given, tau_sum, tau_count, out):
-    """The group features ``1 - tau_s / p_s`` of ``tau`` into ``out``, uncorrected.
+def _plain_features(tau, p_given, tau_sum, tau_count, absent_below, out):
+    """The group features ``1 - tau_s / p_s`` of ``tau`` into ``out``, uncorrected, 0 for an absent group.
 
-    ``p`` is ``p_given``, or if it is empty the running shares ``tau_sum / tau_count`` (before the sample).
+    ``p`` is ``p_given`` (absent: below ``absent_below``), or if it is empty the running shares
+    ``tau_sum / tau_count`` before the sample (see :func:`_estimated_feature`).
     """
     for s in range(out.size):
-        out[s] = 1.0 - tau[s] / (p_given[s] if p_given.size else tau_sum[s] / tau_count)
+        if p_given.size:
+            out[s] = 0.0 if p_given[s] < absent_below else 1.0 - tau[s] / p_given[s]
+        else:
+            out[s] = _estimated_feature(tau[s], tau_sum[s], tau_count, out.size, absent_below)
+
+
+@compiled
+def _estimated_feature(tau_s, sum_s, count, groups, absent_below):
+    """``1 - tau_s / (sum_s / count)`` for the running share of a group, or 0 while the group is absent.
+
+    ``sum_s`` includes one uniform pseudo-sample (``1 / groups``); the group is absent while the
+    mean of its ``tau`` beyond it, ``(sum_s - 1 / groups) / (count - 1)``, is below ``absent_below``.
+    """
+    if sum_s - 1.0 / groups < (count - 1) * absent_below:
+        return 0.0
+    return 1.0 - tau_s / (sum_s / count)
 
 
 @compiled
 def tracking_sample(w, baseline, slack, step, beta, cdf, n_steps, atoms, low, high, eta, tau, p_given, tau_means, n,
-                    interval, memory, tau_sum, tau_count, recent_eta, recent_tau, coefficients, u, learn):
+                    interval, memory, absent_below, tau_sum, tau_count, recent_eta, recent_tau, coefficients, u, learn):
     """One regression sample of the tracking optimizer, whole: served, then learned (``learn_one``'s floats).
 
     ``eta`` (a finite number) and ``tau`` (a ``float64`` vector, checked here) are the sample;
     ``p_given`` the given shares, or empty for the running estimate ``tau_sum / tau_count`` (which
     the sample then moves, in place); ``tau_means``, if not empty, the means of ``tau`` that correct
     it to ``p_given``, which the sample, the ``n``-th, then moves (in place, see
-    :func:`prior_shift_features`); ``recent_*[n % window]`` receive the sample; ``n_steps`` the
-    steps taken before it, of which the last ``memory`` make the baseline.  With ``u >= 0``, the
+    :func:`prior_shift_features`); a group whose share in use (``q`` with the given shares, else
+    the running estimate's, see :func:`_estimated_feature`) is below ``absent_below`` has feature
+    0; ``recent_*[n % window]`` receive the sample; ``n_steps`` the steps taken before it, of
+    which the last ``memory`` make the baseline.  With ``u >= 0``, the
     atom drawn at ``u`` from the served points' policies (``coefficients``, the draw of
     :func:`served_draw`) before learning; ``learn=False`` stops after the draw, with nothing changed.
     Returns ``(clipped, index)``: whether ``eta`` was clipped to ``[low, high]`` and the drawn
@@ -505,9 +536,9 @@ def tracking_sample(w, baseline, slack, step, beta, cdf, n_steps, atoms, low, hi
     scores, pi, rows, halvings, costs, features = _buffers(w.shape[1], groups, atoms.size)
     clipped = _scaled_squared_row(eta, atoms, low, high, beta, costs)
     if tau_means.size:  # corrected to the given shares (the learning features too); learned, it moves the means
-        prior_shift_features(tau, p_given, tau_means, n, interval, memory, learn, features)
+        prior_shift_features(tau, p_given, tau_means, absent_below, n, interval, memory, learn, features)
     elif u >= 0.0 or p_given.size:  # given shares: the learning features too
-        _plain_features(tau, p_given, tau_sum, tau_count, features)
+        _plain_features(tau, p_given, tau_sum, tau_count, absent_below, features)
     index = -1
     if u >= 0.0:  # the drawn policy is written to pi, which the step then overwrites
         index = _component_draw(coefficients, features, costs, u, pi, halvings)
@@ -516,7 +547,7 @@ def tracking_sample(w, baseline, slack, step, beta, cdf, n_steps, atoms, low, hi
     if not p_given.size:  # learned with the shares after it
         for s in range(groups):
             tau_sum[s] += tau[s]
-            features[s] = 1.0 - tau[s] / (tau_sum[s] / (tau_count + 1))
+            features[s] = _estimated_feature(tau[s], tau_sum[s], tau_count + 1, groups, absent_below)
     slot = n % recent_eta.size
     recent_eta[slot] = eta
     for s in range(groups):
@@ -527,7 +558,8 @@ def tracking_sample(w, baseline, slack, step, beta, cdf, n_steps, atoms, low, hi
 
 
 @compiled
-def tracking_proba(atoms, low, high, beta, eta, tau, p_given, tau_means, tau_sum, tau_count, coefficients, out):
+def tracking_proba(atoms, low, high, beta, eta, tau, p_given, tau_means, absent_below, tau_sum, tau_count, coefficients,
+                   out):
     """The served law of one regression sample of the tracking optimizer into ``out`` (``proba_one``'s floats).
 
     The inputs are those of :func:`tracking_sample`, ``coefficients`` those of :func:`served_proba`.
@@ -540,9 +572,9 @@ def tracking_proba(atoms, low, high, beta, eta, tau, p_given, tau_means, tau_sum
     _, policy, _, halvings, costs, features = _buffers(0, groups, atoms.size)
     _scaled_squared_row(eta, atoms, low, high, beta, costs)
     if tau_means.size:
-        prior_shift_features(tau, p_given, tau_means, 0, 1, 1, False, features)
+        prior_shift_features(tau, p_given, tau_means, absent_below, 0, 1, 1, False, features)
     else:
-        _plain_features(tau, p_given, tau_sum, tau_count, features)
+        _plain_features(tau, p_given, tau_sum, tau_count, absent_below, features)
     _served_row(coefficients, features, costs, policy, halvings, out)
     return True
 

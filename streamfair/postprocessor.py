@@ -85,7 +85,7 @@ from .profiles import (
     reference_horizon,
 )
 from .schedule import Schedule
-from .tracking import TrackingOptimizer
+from .tracking import TrackingOptimizer, absent_share
 from .validation import (
     check_array,
     check_choice,
@@ -359,27 +359,31 @@ class DualPostProcessor:
         # of the served points (row 1, the mean in use); no columns: no correction.
         shares = self.p_given if tracking and self.p_given is not None else np.empty(0)
         self._tau_means = np.stack([shares, shares])
-        smoothness, mu, smallest_share = self._step_constants()
         if tracking:
             for name, value in (("horizon", horizon), ("inner", inner), ("mu", mu_arg), ("serve", serve)):
                 if value is not None:
                     raise ValueError(
                         f"{name} applies to the paper's optimizers, not to optimizer='tracking'; got {value!r}")
             self.memory: int | None = DEFAULT_MEMORY if memory is None else check_integer("memory", memory, 1)
+        elif memory is not None:
+            raise ValueError(f"memory applies to optimizer='tracking', not to {optimizer!r}; got {memory!r}")
+        else:
+            self.memory = None
+        # The share below which a group is absent from the stream (the tracking optimizer's, see _present).
+        self._absent_below = 0.0 if self.memory is None else absent_share(self.memory, k)
+        smoothness, mu, smallest_share = self._step_constants()
+        if self.memory is not None:
             self._optimizer: DualOptimizer | TrackingOptimizer = TrackingOptimizer(
                 n_rows=self.constraints.n_rows, slack=self.slack, step=1.0 / smoothness, memory=self.memory,
                 smallest_share=smallest_share,
             )
         else:
-            if memory is not None:
-                raise ValueError(f"memory applies to optimizer='tracking', not to {optimizer!r}; got {memory!r}")
-            self.memory = None
             schedule = Schedule(optimizer, inner=inner or "acsa2", smoothness=smoothness, mu=mu,
                                 horizon=reference_horizon(horizon))
             self._optimizer = DualOptimizer(
                 schedule, n_rows=self.constraints.n_rows, eps=self.slack, serve=serve or "epoch"
             )
-        if self.p_given is None:
+        if self.p_given is None or tracking:  # a group's presence may change the step constants too
             self._optimizer.epoch_hook = self._retune
         # The last `window` samples (base predictions and tau), for diagnostics at the served point.
         self._recent_predictions: np.ndarray | None = None
@@ -486,16 +490,49 @@ class DualPostProcessor:
 
     @property
     def sigma2(self) -> float:
-        """``sigma^2 = sum_s (1 - p_s) / p_s``: variance bound of the stochastic gradient (Lemma 4.1)."""
-        p = self.p
+        """``sigma^2 = sum_s (1 - p_s) / p_s``: variance bound of the stochastic gradient (Lemma 4.1).
+
+        The sum runs over the groups present in the stream (:meth:`_present_shares`): an absent
+        group's features are 0.
+        """
+        p = self._present_shares()
         return float(np.sum((1.0 - p) / p))
+
+    def _present_shares(self) -> np.ndarray:
+        """The shares in use of the groups present (:meth:`_present`), renormalized to sum to one if any is absent.
+
+        With one group present no constraint binds (its features are 0 wherever ``tau`` gives it
+        mass): the shares of all groups then keep the step finite.
+        """
+        present = self._present()
+        if present.all() or present.sum() < 2:
+            return self.p
+        shares = self.p[present]
+        return shares / shares.sum()
+
+    def _present(self) -> np.ndarray:
+        """Which groups are present in the stream (the tracking optimizer's notion; the paper's constrain all).
+
+        A group is absent while its share in use is below :func:`streamfair.tracking.absent_share`,
+        less than one expected sample in the memory: its features are 0, so it imposes no
+        constraint.  The share in use is the mean of ``tau`` over the memory when ``tau`` is
+        corrected to given shares (a group declared in ``p`` but never seen falls below it after
+        about ``p_s memory`` samples), and the mean of ``tau`` so far, without the pseudo-sample,
+        when ``p`` is estimated (a group never seen is absent from the first sample on).  A state
+        written before ``tau`` was corrected to given shares continues as written: every group present.
+        """
+        if self.p_given is None:
+            return ~self._estimated_absent(self._tau_sum, self._tau_count)
+        if not self._prior_shift:  # the paper's optimizers, or a state written before the correction
+            return np.ones(self.n_groups, dtype=bool)
+        return self._tau_means[1] >= self._absent_below
 
     def _step_constants(self) -> tuple[float, float, float]:
         """``(M, mu, p_min)``: smoothness ``2 beta sigma^2`` (Lemma 3.4), the strong-convexity parameter, and
         the smallest group share in use (how long the tracking optimizer's step decays)."""
         sigma2 = self.sigma2
         mu = self.mu_given if self.mu_given is not None else 2.0 * sigma2 / self.beta
-        return 2.0 * self.beta * sigma2, mu, float(self.p.min())
+        return 2.0 * self.beta * sigma2, mu, float(self._present_shares().min())
 
     @property
     def schedule(self) -> Schedule:
@@ -542,20 +579,17 @@ class DualPostProcessor:
         if self._prior_shift:
             return self._shifted_features(tau, move=True)
         if self.p_given is not None:
-            if serving is not None:
-                return serving
-            p = self.p_given
-        elif tau.shape[0] == 1:  # the row-1 case of the cumulative sums below, without building them
+            return self._given_features(tau) if serving is None else serving
+        if tau.shape[0] == 1:  # the row-1 case of the cumulative sums below, without building them
             sums = self._tau_sum + tau
             self._tau_count += 1
-            p = sums / self._tau_count
+            features = self._estimated_features(tau, sums, self._tau_count)
             self._tau_sum = sums[0]
-        else:
-            sums, counts = self._tau_sums(tau)
-            p = sums[1:] / counts[1:, None]
-            self._tau_sum = sums[-1].copy()
-            self._tau_count = int(counts[-1])
-        return dual.group_features(tau, p)
+            return features
+        sums, counts = self._tau_sums(tau)
+        self._tau_sum = sums[-1].copy()
+        self._tau_count = int(counts[-1])
+        return self._estimated_features(tau, sums[1:], counts[1:, None])
 
     def _serving_features(self, tau: np.ndarray) -> np.ndarray:
         """The group features ``t(x) = 1 - tau(x) / p`` of each row at the current state.
@@ -567,27 +601,53 @@ class DualPostProcessor:
         (a group classifier still learning its intercept, or trained on another population) then
         gives features of mean zero, as the dual's gradient assumes; a calibrated one is left as
         it is (``q = p``).  The ``q`` in use is the one of the last change of the served points, so
-        that the served law still changes only then.
+        that the served law still changes only then.  The features of a group absent from the
+        stream are 0 (:meth:`_present`).
         """
         if self._prior_shift:
             return self._shifted_features(tau, move=False)
-        return dual.group_features(tau, self.p)
+        if self.p_given is not None:
+            return self._given_features(tau)
+        return self._estimated_features(tau, self._tau_sum, self._tau_count)
 
     def _row_features(self, taus: np.ndarray) -> np.ndarray:
         """The group features of each row of a run the same points serve, at the state that learned the rows
         before it; nothing is updated.  The mean of ``tau`` in use changes only with the served points: in
         such a run, not at all."""
-        if self._prior_shift:
+        if self._prior_shift or self.p_given is not None:
             return self._serving_features(taus)
-        return dual.group_features(taus, self._running_p(taus))
+        sums, counts = self._tau_sums(taus)
+        return self._estimated_features(taus, sums[:-1], counts[:-1, None])
+
+    def _given_features(self, taus: np.ndarray) -> np.ndarray:
+        """``t = 1 - tau / p`` for the given ``p`` (:func:`streamfair.dual.group_features`), every group present.
+
+        (The paper's optimizers, or a tracking state written before ``tau`` was corrected to ``p``.)
+        """
+        assert self.p_given is not None  # by the callers
+        return dual.group_features(taus, self.p_given)
+
+    def _estimated_features(self, taus: np.ndarray, sums: Any, counts: Any) -> np.ndarray:
+        """``t = 1 - tau / p`` for the running estimate ``p = sums / counts``, 0 for an absent group."""
+        features = dual.group_features(taus, sums / counts)
+        absent = self._estimated_absent(sums, counts)
+        return np.where(absent, 0.0, features) if absent.any() else features
+
+    def _estimated_absent(self, sums: Any, counts: Any) -> np.ndarray:
+        """Whether each group is absent by the running sums of ``tau`` (one uniform pseudo-sample included).
+
+        It is while the mean of its ``tau`` beyond the pseudo-sample, ``(sums - 1/K) / (counts - 1)``,
+        is below the absent share (:meth:`_present`).
+        """
+        return sums - 1.0 / self.n_groups < (counts - 1) * self._absent_below
 
     def _shifted_features(self, taus: np.ndarray, move: bool) -> np.ndarray:
         """:func:`streamfair.kernel.prior_shift_features` of ``taus``; with ``move``, the rows move the means of tau."""
         optimizer = self._optimizer
         assert self.p_given is not None and isinstance(optimizer, TrackingOptimizer)  # by _prior_shift
         features = np.empty(taus.shape)
-        kernel.prior_shift_features(taus.ravel(), self.p_given, self._tau_means, self.n_samples, optimizer.interval,
-                                    optimizer.memory, move, features.ravel())
+        kernel.prior_shift_features(taus.ravel(), self.p_given, self._tau_means, self._absent_below, self.n_samples,
+                                    optimizer.interval, optimizer.memory, move, features.ravel())
         return features
 
     def _remember(self, predictions: np.ndarray, tau: np.ndarray) -> None:
@@ -684,8 +744,8 @@ class DualPostProcessor:
         w, baseline, slack, step, n_steps = optimizer.step_state()
         clipped, index = kernel.tracking_sample(
             w, baseline, slack, step, self.beta, self._cdf, n_steps, self.atoms, cost.low, cost.high, eta, row,
-            self._p_or_empty, self._tau_means, self.n_samples, optimizer.interval, optimizer.memory, self._tau_sum,
-            self._tau_count, self._recent_predictions, self._recent_tau, coefficients, u, learn)
+            self._p_or_empty, self._tau_means, self.n_samples, optimizer.interval, optimizer.memory, self._absent_below,
+            self._tau_sum, self._tau_count, self._recent_predictions, self._recent_tau, coefficients, u, learn)
         if clipped < 0:  # a tau for the general path to judge
             self._draws = draws
             return None
@@ -1084,7 +1144,7 @@ class DualPostProcessor:
             cost = self.cost
             assert isinstance(cost, SquaredCosts)  # by _one_call
             if kernel.tracking_proba(self.atoms, cost.low, cost.high, self.beta, *inputs, self._p_or_empty,
-                                     self._tau_means, self._tau_sum, self._tau_count,
+                                     self._tau_means, self._absent_below, self._tau_sum, self._tau_count,
                                      self._served_coefficients(), proba):
                 return proba
         return self._proba(*self._check_one(prediction, tau))[0]
@@ -1353,6 +1413,8 @@ class DualPostProcessor:
         obj._tau_means = _check_within("state's tau_mean and tau_reference",
                                        [state.get("tau_mean", ()), state.get("tau_reference", ())],
                                        obj._tau_means.shape, kernel.TAU_MEAN_FLOOR, (2, 0))
+        if obj.p_given is not None and not obj._prior_shift:
+            obj._absent_below = 0.0  # every group present, as written
         obj.n_samples, obj.n_clipped, obj._draws = counts["n_samples"], counts["n_clipped"], counts["draws"]
         return obj
 

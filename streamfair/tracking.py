@@ -76,6 +76,22 @@ from .validation import check_array, check_integer, check_positive
 SNAPSHOTS = 16
 
 
+def absent_share(memory: int, n_groups: int) -> float:
+    """``min(1 / memory, 1 / (2K))``: a group whose share in use is below it is absent from the stream.
+
+    Below ``1 / memory`` a group has less than one expected sample in the memory: its prediction
+    law cannot be learned, and a constraint on it (a group declared but never seen, whose
+    posterior is 0 everywhere) only tilts everyone's predictions.  An absent group's features are
+    0, so it imposes no constraint and does not slow the step, until its share rises again.  The
+    ``1 / (2K)`` keeps the largest group, whose share is at least ``1 / K``, present whatever
+    ``memory``.
+
+    >>> absent_share(2000, 3), absent_share(1, 2)
+    (0.0005, 0.25)
+    """
+    return min(1.0 / memory, 0.5 / n_groups)
+
+
 def settle_samples(memory: int, smallest_share: float) -> float:
     """``memory / min(1, 2 p_min)``: the samples after which the step stops decaying.
 

@@ -51,6 +51,8 @@ class FairRegressor(FairWrapper, base.Regressor):
     groups
         The S values, in a fixed order (the column order of ``tau``, ``p``, a per-group ``eps``
         and the diagnostics).  Learning a sample whose S is not one of them raises ``ValueError``.
+        A group the stream does not show (the classifier gives it no probability) imposes no
+        constraint, and its live KS reads 0, until its share rises above ``1 / memory``.
     B, L, ks, eps, beta, p, profile, memory, horizon, optimizer, inner, mu
         Passed to :class:`streamfair.FairRegressionPostProcessor`: the target range in its units
         (``(low, high)``, or a half-width for ``[-B, B]``) and the grid size, the fairness target
