@@ -251,7 +251,7 @@ class DualPostProcessor:
         The paper's optimizers only: samples in epoch 0 (the paper's ``T``); ``None``:
         ``REFERENCE_HORIZON``.  Later epochs double it, warm-started at the served dual.
     inner
-        The paper's ``"sgd3"`` only: its inner solver ``"acsa2"`` (``None``) or ``"acsa"``.
+        The paper's ``"sgd3"`` only (refused with the others): its inner solver ``"acsa2"`` (``None``) or ``"acsa"``.
     mu
         The paper's optimizers only: strong-convexity parameter of the schedules; ``None``: the
         theory's ``2 sigma^2 / beta``.
@@ -367,6 +367,8 @@ class DualPostProcessor:
             self.memory: int | None = DEFAULT_MEMORY if memory is None else check_integer("memory", memory, 1)
         elif memory is not None:
             raise ValueError(f"memory applies to optimizer='tracking', not to {optimizer!r}; got {memory!r}")
+        elif inner is not None and optimizer != "sgd3":
+            raise ValueError(f"inner is the inner solver of optimizer='sgd3', not of {optimizer!r}; got {inner!r}")
         else:
             self.memory = None
         # The share below which a group is absent from the stream (the tracking optimizer's, see _present).
@@ -1317,8 +1319,9 @@ class DualPostProcessor:
         """
         optimizer = self._optimizer
         if isinstance(optimizer, DualOptimizer):
-            mechanics = {"horizon": self.horizon, "inner": optimizer.schedule.inner, "mu": self.mu_given,
-                         "serve": optimizer.serve}
+            schedule = optimizer.schedule
+            mechanics = {"horizon": self.horizon, "inner": schedule.inner if schedule.optimizer == "sgd3" else None,
+                         "mu": self.mu_given, "serve": optimizer.serve}
         else:
             mechanics = {"memory": self.memory}
         return {
@@ -1393,7 +1396,10 @@ class DualPostProcessor:
                 f"state is for {state.get('class')!r} version {state.get('version')!r}, "
                 f"expected {cls.__name__!r} version {STATE_VERSION}"
             )
-        obj = cls(**state["config"])
+        config = dict(state["config"])
+        if config.get("optimizer") != "sgd3" and config.get("inner") is not None:
+            config["inner"] = None  # written when every paper optimizer kept SGD3's (unused) inner solver
+        obj = cls(**config)
         obj._optimizer.load_state_dict(state["optimizer"])
         # the window's rows, which the compiled calls write without bounds checks; copies, never the state's arrays
         recent, row = state["recent_predictions"], () if obj.prediction_input == "eta" else obj.atoms.shape

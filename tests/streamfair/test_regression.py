@@ -18,10 +18,11 @@ import numpy as np
 import pytest
 
 from streamfair import FairClassificationPostProcessor, FairRegressionPostProcessor, dual, evaluate
+from tests.support.errors import check_error
 from tests.support.states import assert_identical
 from tests.support.streams import unfair_stream
 
-OPTIMIZERS = [("sgd", "acsa"), ("acsa", "acsa"), ("acsa2", "acsa"), ("sgd3", "acsa"), ("sgd3", "acsa2")]
+OPTIMIZERS = [("sgd", None), ("acsa", None), ("acsa2", None), ("sgd3", "acsa"), ("sgd3", "acsa2")]
 
 
 def small(**kwargs):
@@ -76,7 +77,7 @@ def test_learn_many_is_bit_for_bit_repeated_learn_one(optimizer, inner, k, known
 @pytest.mark.parametrize("serve", ["epoch", "live"])
 @pytest.mark.parametrize(
     "optimizer,inner,known_p",
-    [("sgd3", "acsa2", False), ("sgd3", "acsa", True), ("acsa2", "acsa", False), ("sgd", "acsa", True)],
+    [("sgd3", "acsa2", False), ("sgd3", "acsa", True), ("acsa2", None, False), ("sgd", None, True)],
 )
 def test_restored_object_continues_exactly(optimizer, inner, known_p, serve):
     k = 3
@@ -103,6 +104,22 @@ def test_restored_object_continues_exactly(optimizer, inner, known_p, serve):
     ]
     for proba, draws, draw in outputs[1:]:
         assert np.array_equal(proba, outputs[0][0]) and np.array_equal(draws, outputs[0][1]) and draw == outputs[0][2]
+
+
+def test_only_sgd3_takes_an_inner_solver_and_older_states_that_named_one_still_load():
+    """``inner`` with another optimizer is refused (it was ignored); a state written when every
+    paper optimizer's config held SGD3's default ``inner`` loads and continues exactly."""
+    check_error(lambda: small(n_groups=2, optimizer="acsa2", inner="acsa"), "inner", "'acsa'", "sgd3")
+    eta, tau = unfair_stream(200, 2, seed=3)
+    f = small(n_groups=2, optimizer="acsa2")
+    f.learn_many(eta[:100], tau[:100])
+    assert f.get_params()["inner"] is None and small(n_groups=2).get_params()["inner"] == "acsa2"
+    state = f.state_dict()
+    state["config"]["inner"] = "acsa2"
+    restored = FairRegressionPostProcessor.from_state_dict(state)
+    for model in (f, restored):
+        model.learn_many(eta[100:], tau[100:])
+    np.testing.assert_array_equal(restored.proba_many(eta, tau), f.proba_many(eta, tau))
 
 
 def test_restore_after_a_retune_changed_the_number_of_stages():

@@ -20,7 +20,7 @@ import pytest
 from streamfair import FairRegressionPostProcessor, dual
 from streamfair.schedule import Run, Schedule
 
-OPTIMIZERS = [("sgd", "acsa"), ("acsa", "acsa"), ("acsa2", "acsa"), ("sgd3", "acsa"), ("sgd3", "acsa2")]
+OPTIMIZERS = [("sgd", None), ("acsa", None), ("acsa2", None), ("sgd3", "acsa"), ("sgd3", "acsa2")]
 
 
 def stream(n, k, seed):
@@ -192,7 +192,7 @@ def test_epoch_serving_serves_the_last_completed_epochs_output(optimizer, inner)
             assert np.array_equal(f.dual, np.zeros_like(f.dual))
 
 
-@pytest.mark.parametrize("optimizer,inner", [("acsa", "acsa"), ("sgd3", "acsa2"), ("sgd", "acsa")])
+@pytest.mark.parametrize("optimizer,inner", [("acsa", None), ("sgd3", "acsa2"), ("sgd", None)])
 def test_given_mu_is_used_by_every_run(optimizer, inner):
     k, n = 2, 200
     eta, tau = stream(n, k, seed=2)
@@ -281,7 +281,7 @@ def test_minimum_horizon_gives_every_run_a_step():
 @pytest.mark.parametrize("optimizer,inner", OPTIMIZERS)
 def test_epochs_double_the_horizon_and_consume_floor_rounded_runs(optimizer, inner):
     horizon = 37
-    s = Schedule(optimizer, inner=inner, smoothness=40.0, mu=1.0, horizon=horizon)  # J = 5
+    s = Schedule(optimizer, inner=inner or "acsa", smoothness=40.0, mu=1.0, horizon=horizon)  # J = 5
     boundaries, run_starts, step = [], [0], 0
     while s.epoch < 4:
         assert 0.0 <= s.progress() < 1.0

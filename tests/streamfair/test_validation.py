@@ -72,6 +72,7 @@ def fitted(**kwargs):
         (dict(optimizer="adam"), ("optimizer", "'adam'")),
         (dict(optimizer="SGD3"), ("optimizer", "'SGD3'")),
         (dict(inner="sgd"), ("inner", "'sgd'")),
+        (dict(optimizer="acsa2", inner="acsa"), ("inner", "'acsa'", "sgd3")),  # only SGD3 has an inner solver
         (dict(horizon=0), ("horizon", "0")),
         (dict(horizon=10.0), ("horizon", "10.0")),
         (dict(seed=-1), ("seed", "-1")),
@@ -86,7 +87,7 @@ def test_constructor_rejects(kwargs, fragments):
 
 
 @pytest.mark.parametrize(
-    "optimizer,inner,smallest", [("sgd3", "acsa2", 2 * 4), ("sgd3", "acsa", 4), ("acsa2", "acsa", 2)]
+    "optimizer,inner,smallest", [("sgd3", "acsa2", 2 * 4), ("sgd3", "acsa", 4), ("acsa2", None, 2)]
 )
 def test_horizon_too_small_for_the_schedule(optimizer, inner, smallest):
     # beta = 4: M / mu = beta^2 = 16, so SGD3 has J = 4 stages (of two AC-SA halves for acsa2)
