@@ -374,6 +374,9 @@ class DualPostProcessor:
         # The share below which a group is absent from the stream (the tracking optimizer's, see _present).
         self._absent_below = 0.0 if self.memory is None else absent_share(self.memory, k)
         smoothness, mu, smallest_share = self._step_constants()
+        if not math.isfinite(smoothness):
+            raise ValueError(f"beta is too large: the dual's smoothness 2 beta sigma^2 overflows (a step of 0), "
+                             f"got {beta!r}")
         if self.memory is not None:
             self._optimizer: DualOptimizer | TrackingOptimizer = TrackingOptimizer(
                 n_rows=self.constraints.n_rows, slack=self.slack, step=1.0 / smoothness, memory=self.memory,

@@ -68,6 +68,7 @@ def fitted(**kwargs):
         (dict(p=["0.4", "0.6"]), ("p", "['0.4', '0.6']")),
         (dict(beta=0.0), ("beta", "0.0")),
         (dict(beta=NAN), ("beta", "nan")),
+        (dict(beta=1e308), ("beta", "1e+308", "overflows")),  # the SGD step 1 / (2 beta sigma^2) would be 0
         (dict(mu=-1.0), ("mu", "-1.0")),
         (dict(optimizer="adam"), ("optimizer", "'adam'")),
         (dict(optimizer="SGD3"), ("optimizer", "'SGD3'")),
