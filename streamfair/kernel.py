@@ -487,14 +487,15 @@ def prior_shift_features(taus, p_given, tau_means, absent_below, n_before, inter
 
 @compiled
 def _plain_features(tau, p_given, tau_sum, tau_count, absent_below, out):
-    """The group features ``1 - tau_s / p_s`` of ``tau`` into ``out``, uncorrected, 0 for an absent group.
+    """The group features ``1 - tau_s / p_s`` of ``tau`` into ``out``, uncorrected.
 
-    ``p`` is ``p_given`` (absent: below ``absent_below``), or if it is empty the running shares
-    ``tau_sum / tau_count`` before the sample (see :func:`_estimated_feature`).
+    ``p`` is ``p_given`` (a state written before ``tau`` was corrected to it: every group
+    present), or if it is empty the running shares ``tau_sum / tau_count`` before the sample, with
+    0 for an absent group (see :func:`_estimated_feature`).
     """
     for s in range(out.size):
         if p_given.size:
-            out[s] = 0.0 if p_given[s] < absent_below else 1.0 - tau[s] / p_given[s]
+            out[s] = 1.0 - tau[s] / p_given[s]
         else:
             out[s] = _estimated_feature(tau[s], tau_sum[s], tau_count, out.size, absent_below)
 
@@ -523,9 +524,9 @@ def tracking_sample(w, baseline, slack, step, beta, cdf, n_steps, atoms, low, hi
     :func:`prior_shift_features`); a group whose share in use (``q`` with the given shares, else
     the running estimate's, see :func:`_estimated_feature`) is below ``absent_below`` has feature
     0; ``recent_*[n % window]`` receive the sample; ``n_steps`` the steps taken before it, of
-    which the last ``memory`` make the baseline.  With ``u >= 0``, the
-    atom drawn at ``u`` from the served points' policies (``coefficients``, the draw of
-    :func:`served_draw`) before learning; ``learn=False`` stops after the draw, with nothing changed.
+    which the last ``memory`` make the baseline.  With ``u >= 0``, the atom drawn at ``u`` from the
+    served points' policies (``coefficients``, the draw of :func:`served_draw`) before learning;
+    ``learn=False`` stops after the draw, with nothing changed.
     Returns ``(clipped, index)``: whether ``eta`` was clipped to ``[low, high]`` and the drawn
     index (-1 without a draw); ``(-1, -1)``, with nothing changed, if ``tau`` is not a distribution
     of ``w.shape[2]`` groups.

@@ -237,6 +237,25 @@ def test_a_group_that_comes_back_is_constrained_again(shares):
     assert plug_in_ks(f.proba_many(eta[2000:], back), back, back.mean(axis=0)) < 2 * DEFAULT_KS
 
 
+@pytest.mark.parametrize("shares", ["given", "estimated"])
+def test_absent_groups_are_the_same_in_the_compiled_and_the_numpy_paths(shares):
+    """``learn_one`` of plain numbers (one compiled call) and ``learn_many`` (numpy features) agree bit
+    for bit on a stream where a group is absent, then comes back; so do ``proba_one`` and ``proba_many``."""
+    eta, tau, _ = two_groups(0.3, 1200, seed=6)
+    back = np.arange(1200) >= 600  # group 1 takes half of group 2's posterior from sample 600 on
+    taus = np.column_stack([tau[:, 0], np.where(back, tau[:, 1] / 2, 0.0), np.where(back, tau[:, 1] / 2, tau[:, 1])])
+    params = {"p": [0.6, 0.1, 0.3]} if shares == "given" else {"n_groups": 3}
+    one, many = (FairRegressionPostProcessor(memory=160, seed=0, **params) for _ in range(2))
+    for e, t in zip(eta.tolist(), taus, strict=True):
+        one.learn_one(e, t)
+        if one.n_samples == 300:
+            assert not one._present()[1]
+    many.learn_many(eta, taus)
+    assert one._present().all()
+    np.testing.assert_array_equal(one.dual, many.dual)
+    np.testing.assert_array_equal(one.proba_one(0.1, taus[0]), many.proba_many([0.1], taus[:1])[0])
+
+
 def test_a_group_declared_but_never_seen_changes_nothing_for_the_others():
     """``n_groups=3`` where the third group's ``tau`` is always 0, against the same stream with two
     groups (``p`` estimated): after 4,000 samples the step is the two groups' (within the pseudo-sample's
