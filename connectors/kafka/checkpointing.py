@@ -171,7 +171,7 @@ class Checkpointer:
             stats.errors.update(errors)
         stats.checkpoints += len(partitions)
         stats.checkpoint_seconds += seconds
-        stats.last_checkpoint = now
+        stats.last_checkpoint = stats.last_contact = now  # the broker acknowledged it: a round trip
         daemon.backoff.reset()
         if offsets and not sender.exactly_once:
             self._commit(offsets, commit_async)

@@ -464,9 +464,10 @@ class KafkaPythonConsumer:
         except KafkaError as error:
             raise _translated(error) from None
 
-    def beginning_offsets(self, partitions: Sequence[transport.TopicPartition]) -> dict[transport.TopicPartition, int]:
+    def beginning_offsets(self, partitions: Sequence[transport.TopicPartition],
+                          timeout_ms: int | None = None) -> dict[transport.TopicPartition, int]:
         try:
-            found = self.client.beginning_offsets([TopicPartition(*tp) for tp in partitions])
+            found = self.client.beginning_offsets([TopicPartition(*tp) for tp in partitions], timeout_ms=timeout_ms)
         except KafkaError as error:
             raise _translated(error) from None
         return {transport.TopicPartition(*tp): offset for tp, offset in found.items()}

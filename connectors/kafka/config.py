@@ -136,6 +136,10 @@ class KafkaConfig:
                                        _AT_LEAST_1)
     bootstrap_timeout_ms: int = setting(INTEGER, 5000, "how long a client waits for its first broker before the "
                                         "daemon logs `broker_unavailable` and retries", _AT_LEAST_1)
+    contact_timeout_seconds: float = setting(
+        NUMBER, 30.0, "`/readyz` turns not-ready, and the lag unknown, when no round trip with the brokers has "
+        "completed for this long: records fetched, a checkpoint written, or, while none are, the offsets request the "
+        "daemon makes every third of it", _POSITIVE_SECONDS)
     linger_ms: int = setting(INTEGER, 5, "producer batching delay", Range(0))
     max_block_ms: int = setting(INTEGER, 5000, "how long `send` may block without a broker", _AT_LEAST_1)
     delivery_timeout_ms: int = setting(INTEGER, 60000, "producer delivery timeout; must exceed linger + request "

@@ -351,11 +351,13 @@ class ConfluentConsumer:
     def position(self, partition: TopicPartition) -> int | None:
         return self._positions.get(TopicPartition(*partition))
 
-    def beginning_offsets(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+    def beginning_offsets(self, partitions: Sequence[TopicPartition],
+                          timeout_ms: int | None = None) -> dict[TopicPartition, int]:
+        timeout_s = self.timeout_s if timeout_ms is None else timeout_ms / 1000
         starts = {}
         for tp in partitions:
             try:
-                low, _ = self.client.get_watermark_offsets(ConfluentTopicPartition(*tp), timeout=self.timeout_s)
+                low, _ = self.client.get_watermark_offsets(ConfluentTopicPartition(*tp), timeout=timeout_s)
             except KafkaException as error:
                 raise _translated(error) from None
             starts[TopicPartition(*tp)] = low

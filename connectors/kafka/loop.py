@@ -7,6 +7,11 @@ them (:mod:`connectors.kafka.sender`) and checkpoints when due (:mod:`connectors
 A failed send, flush or transaction makes every task go back to its last checkpoint (deterministic
 replay) after an exponential back-off; a missing broker is waited for the same way.
 
+While records come, each poll that returns some is a round trip with the broker; while none do, the
+daemon asks the broker for the input's first offset itself (:meth:`Daemon.probe_broker`).  After
+``kafka.contact_timeout_seconds`` without any round trip (records, a checkpoint, that request) the
+daemon is not :attr:`~Daemon.ready` and its :meth:`~Daemon.lag` is unknown, until the broker answers again.
+
 Whatever goes wrong with one message dead-letters that message (the task isolates it).  A position
 outside the input log (the topic created again, beyond its high-watermark, before its start) is an
 error handled by ``processing.out_of_range`` (:mod:`connectors.kafka.positions`); a codec the client
@@ -54,6 +59,11 @@ SHUTDOWN_BUDGET_S = 7.0
 EXIT_CONFIGURATION = 2
 #: Exit code when a topic holds record batches compressed with a codec this installation cannot read.
 EXIT_UNSUPPORTED_CODEC = 4
+#: While no round trip with the broker completes, the daemon makes one itself this many times per
+#: ``kafka.contact_timeout_seconds``: one slow or failed request does not make it unready.
+PROBES_PER_CONTACT_TIMEOUT = 3
+#: The longest wait for the broker's answer to that request: it blocks the loop (and a stop signal) meanwhile.
+PROBE_TIMEOUT_S = 2.0
 
 
 class Backoff:
@@ -152,6 +162,8 @@ class Daemon:
         self._fatal: tuple[int, str] | None = None  # (exit code, why) when the daemon stops on its own
         self._unassigned_since: float | None = None  # since when no partition is assigned (after subscribing)
         self._progress = (time.monotonic(), 0, 0)  # time, consumed and produced at the last progress line
+        self._probed = float("-inf")  # time of the daemon's last request made only to hear from the broker
+        self._silent = False  # whether the broker has been silent beyond kafka.contact_timeout_seconds
 
     # ------------------------------------------------------------------ public
     @property
@@ -186,14 +198,26 @@ class Daemon:
 
     @property
     def ready(self) -> bool:
-        """Assigned at least one partition and every assigned task restored (for readiness probes)."""
-        return bool(self.tasks) and not self.partitions.to_restore
+        """Assigned at least one partition, every assigned task restored, and the broker not silent (for
+        readiness probes): a round trip with it within ``kafka.contact_timeout_seconds``."""
+        return bool(self.tasks) and not self.partitions.to_restore and self.broker_silence() is None
+
+    def broker_silence(self) -> float | None:
+        """Seconds since the last round trip with the broker, when more than ``kafka.contact_timeout_seconds``.
+
+        ``None`` while the broker answers; see :meth:`~connectors.kafka.observer.DaemonStats.broker_silence`.
+        """
+        return self.stats.broker_silence(self.config.kafka.contact_timeout_seconds)
 
     def lag(self) -> dict[int, int]:
-        """Records behind the fetch high-watermark, per owned input partition (call on the daemon's thread)."""
+        """Records behind the fetch high-watermark, per owned input partition (call on the daemon's thread).
+
+        A partition whose high-watermark is not known yet is left out, and so is every partition while
+        the broker is silent (:meth:`broker_silence`): the last high-watermarks fetched are then stale.
+        """
         lags: dict[int, int] = {}
         consumer = self._consumer
-        if consumer is None:
+        if consumer is None or self.broker_silence() is not None:
             return lags
         for partition, task in self.tasks.items():
             try:
@@ -275,6 +299,44 @@ class Daemon:
         """Stop after this iteration (with a final checkpoint of what was processed) and exit with ``code``."""
         self._fatal = (code, reason)
         self.stopping.set()
+
+    def probe_broker(self, now: float) -> None:
+        """Ask the broker for the input's first offset when no round trip has completed for a while.
+
+        Due when neither a round trip (``stats.last_contact``) nor such a request has happened for
+        ``kafka.contact_timeout_seconds`` / :data:`PROBES_PER_CONTACT_TIMEOUT`: on an idle stream this
+        request is what shows the broker answering.  An answer is a round trip, dated ``now`` (when
+        the request left); no answer within :data:`PROBE_TIMEOUT_S` (or that interval, if shorter)
+        leaves the silence growing.  Crossing the limit is logged (WARNING ``broker_silent``), and so
+        is the broker's return (INFO ``broker_answering``).
+
+        Parameters
+        ----------
+        now
+            The time (``time.monotonic()``) after the iteration's poll.
+        """
+        limit = self.config.kafka.contact_timeout_seconds
+        interval = limit / PROBES_PER_CONTACT_TIMEOUT
+        if self.stats.contact_age(now) >= interval and now - self._probed >= interval:
+            self._probed = now
+            partition = TopicPartition(self.config.topics.input, 0)
+            try:
+                self.restorer.beginning_offsets([partition],
+                                                timeout_ms=max(1, round(1000 * min(PROBE_TIMEOUT_S, interval))))
+            except TransportError:
+                pass  # the silence grows: readiness says so once it exceeds the limit
+            else:
+                self.stats.last_contact = now
+        silence = self.stats.broker_silence(limit, now)
+        if (silence is not None) == self._silent:
+            return
+        self._silent = silence is not None
+        brokers = list(self.config.kafka.bootstrap_servers)
+        if silence is not None:
+            log_event(self.log, logging.WARNING, "broker_silent", brokers=brokers, seconds=round(silence, 1),
+                      limit_s=limit, effect="not ready, and the lag unknown, until the broker answers again")
+        else:
+            log_event(self.log, logging.INFO, "broker_answering", brokers=brokers)
 
     def covers(self, partitions: Sequence[int]) -> bool:
         """Whether the topic layout holds the input ``partitions`` (a restore's first step, on the daemon's thread).
@@ -360,6 +422,7 @@ class Daemon:
                 self.wait_after("broker_unavailable", error)
         else:
             return False
+        self.stats.last_contact = time.monotonic()
         self.backoff.reset()
         self._use_layout(layout)
         topics = [config.topics.input] + ([config.topics.feedback] if config.topics.feedback else [])
@@ -412,6 +475,9 @@ class Daemon:
         except TransportError as error:
             self.wait_after("poll_failed", error)
             return
+        if batch:  # fetched from the broker
+            self.stats.last_contact = time.monotonic()
+        self.probe_broker(time.monotonic())
         with self.lock:
             try:
                 self._process(batch)

@@ -54,6 +54,58 @@ class DaemonStats:
     started: float = field(default_factory=time.monotonic)
     first_record: float | None = None  # time the first input record was processed
     last_loop: float = field(default_factory=time.monotonic)  # liveness: time of the last poll
+    last_contact: float | None = None  # time of the last round trip with the broker that completed
+
+    def contact_age(self, now: float | None = None) -> float:
+        """Seconds since the last completed round trip with the broker (since :attr:`started` before one).
+
+        Parameters
+        ----------
+        now
+            The time (``time.monotonic()`` when not given).
+
+        Returns
+        -------
+        float
+            ``now`` minus :attr:`last_contact`, or minus :attr:`started` while there has been none.
+
+        Examples
+        --------
+        >>> stats = DaemonStats(started=100.0)
+        >>> stats.contact_age(now=112.5)
+        12.5
+        >>> stats.last_contact = 110.0
+        >>> stats.contact_age(now=112.5)
+        2.5
+        """
+        since = self.started if self.last_contact is None else self.last_contact
+        return (time.monotonic() if now is None else now) - since
+
+    def broker_silence(self, limit: float, now: float | None = None) -> float | None:
+        """The seconds without a round trip with the broker when they exceed ``limit``: readiness's broker rule.
+
+        Parameters
+        ----------
+        limit
+            The longest silence still ready (``kafka.contact_timeout_seconds``).
+        now
+            The time (``time.monotonic()`` when not given).
+
+        Returns
+        -------
+        float or None
+            :meth:`contact_age` when it exceeds ``limit``, ``None`` (the broker answers) otherwise.
+
+        Examples
+        --------
+        >>> stats = DaemonStats(started=100.0, last_contact=110.0)
+        >>> stats.broker_silence(30.0, now=140.0) is None  # 30 s: still within the limit
+        True
+        >>> stats.broker_silence(30.0, now=141.5)
+        31.5
+        """
+        age = self.contact_age(now)
+        return age if age > limit else None
 
 
 class DaemonObserver:

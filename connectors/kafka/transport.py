@@ -210,7 +210,10 @@ class Consumer(Protocol):
     def position(self, partition: TopicPartition) -> int | None:
         """The offset of the next record to read (``None`` while unknown); never asks the broker."""
 
-    def beginning_offsets(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]: ...
+    def beginning_offsets(self, partitions: Sequence[TopicPartition],
+                          timeout_ms: int | None = None) -> dict[TopicPartition, int]:
+        """The first offset of each partition, asked of the broker (within ``timeout_ms``; ``None``:
+        ``kafka.request_timeout_ms``); :class:`TransportError` when it does not answer in time."""
 
     def refresh_metadata(self) -> None: ...
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from importlib import metadata
 from typing import Any
 
@@ -110,14 +110,24 @@ class DaemonMetrics(DaemonObserver):
         self.message_seconds = WeightedHistogram(
             "streamfair_message_processing_seconds",
             "Processing time per input record (parse, predict, learn, send), a poll's mean per record.", reg)
-        self.lag = Gauge("streamfair_consumer_lag_records", "Records behind the fetch high-watermark.",
+        self.lag = Gauge("streamfair_consumer_lag_records", "Records behind the fetch high-watermark (absent while "
+                         "unknown: before the partition's first fetch, or while the broker is silent).",
                          ["partition"], registry=reg)
         self.assigned = Gauge("streamfair_assigned_partitions", "Input partitions owned by this instance.",
                               registry=reg)
-        self.ready_gauge = Gauge("streamfair_ready", "1 when every assigned partition is restored.", registry=reg)
+        self.ready_gauge = Gauge("streamfair_ready", "1 when /readyz answers ready: every assigned partition "
+                                 "restored, the broker answering, not stopping.", registry=reg)
+        self.ready_gauge.set_function(lambda: 1.0 if self.ready()[0] else 0.0)
         self._created = time.monotonic()
         self._last_loop: float | None = None
         self._stats: Any = None  # the daemon's DaemonStats, from the first loop on
+        self.contact_timeout = float(config.kafka.contact_timeout_seconds)
+        self._brokers = ", ".join(config.kafka.bootstrap_servers)
+        self.broker_contact = Gauge("streamfair_broker_last_contact_seconds",
+                                    "Seconds since the daemon's last completed round trip with the broker (or since "
+                                    "start).", registry=reg)
+        self.broker_contact.set_function(
+            lambda: time.monotonic() - self._created if self._stats is None else self._stats.contact_age())
         self.checkpoint_age = Gauge("streamfair_checkpoint_age_seconds",
                                     "Seconds since the last successful checkpoint (or since start).", registry=reg)
         self.checkpoint_age.set_function(lambda: time.monotonic() - self._last_checkpoint())
@@ -156,16 +166,26 @@ class DaemonMetrics(DaemonObserver):
         return True, "ok"
 
     def ready(self) -> tuple[bool, str]:
-        """Readiness: partitions assigned and every one restored, and not shutting down.
+        """Readiness: partitions assigned and every one restored, the broker answering, and not shutting down.
+
+        The broker's silence is measured when asked (the daemon's loop may be waiting on it): a round
+        trip within ``kafka.contact_timeout_seconds``, see
+        :meth:`~connectors.kafka.observer.DaemonStats.broker_silence`.
 
         Returns
         -------
         tuple of (bool, str)
             ``(ok, message)``, the ``/readyz`` probe: ``(True, "ready")``, or ``False`` with the reason.
         """
-        if self._ready and not self._stopping:
+        if self._stopping:
+            return False, "stopping"
+        silence = None if self._stats is None else self._stats.broker_silence(self.contact_timeout)
+        if silence is not None:
+            return False, (f"not ready: no round trip with the broker ({self._brokers}) for {silence:.1f} s "
+                           f"(kafka.contact_timeout_seconds = {self.contact_timeout:g})")
+        if self._ready:
             return True, "ready"
-        return False, "stopping" if self._stopping else "not ready: no partition assigned yet, or restoring"
+        return False, "not ready: no partition assigned yet, or restoring"
 
     def start_server(self, port: int, host: str = "0.0.0.0") -> MetricsServer:
         """Serve ``/metrics``, ``/healthz`` and ``/readyz`` (stopped by :meth:`close`).
@@ -249,9 +269,7 @@ class DaemonMetrics(DaemonObserver):
         for partition in partitions:
             self.fairness.forget_partition(partition)
             self._learned.pop(partition, None)
-            if partition in self._lag_partitions:
-                self._lag_partitions.discard(partition)
-                remove_series(self.lag, str(partition))
+        self._forget_lag(partitions)
         self._ready = bool(daemon.ready)
         self.assigned.set(len(daemon.tasks))
 
@@ -350,6 +368,10 @@ class DaemonMetrics(DaemonObserver):
         """After every poll: the counters, readiness and lag follow the daemon; every
         ``metrics.interval_seconds`` the post-processors are sampled.
 
+        A partition whose lag the daemon does not know (``lag()`` leaves it out: no high-watermark
+        fetched yet, or the broker silent) has no lag series until it is known again: a gauge left at
+        its last value would read as a consumer keeping up.
+
         Parameters
         ----------
         daemon
@@ -359,10 +381,11 @@ class DaemonMetrics(DaemonObserver):
         self._last_loop = now
         self._stats = daemon.stats
         self._ready = bool(daemon.ready)
-        self.ready_gauge.set(1 if self._ready else 0)
         self.assigned.set(len(daemon.tasks))
         self._sync_counters(daemon.stats)
-        for partition, lag in daemon.lag().items():
+        lags = daemon.lag()
+        self._forget_lag(self._lag_partitions - lags.keys())
+        for partition, lag in lags.items():
             self.lag.labels(str(partition)).set(lag)
             self._lag_partitions.add(partition)
         if now >= self._next_sample:
@@ -387,6 +410,12 @@ class DaemonMetrics(DaemonObserver):
         """Time of the daemon's last successful checkpoint (before one: of this observer's start)."""
         last = None if self._stats is None else self._stats.last_checkpoint
         return self._created if last is None else last
+
+    def _forget_lag(self, partitions: Iterable[int]) -> None:
+        """Remove the lag series of ``partitions`` (those it has)."""
+        for partition in set(partitions) & self._lag_partitions:
+            self._lag_partitions.discard(partition)
+            remove_series(self.lag, str(partition))
 
     def _sync_counters(self, stats: Any) -> None:
         """Bring the counters kept by the daemon up to its ``stats``."""

@@ -128,7 +128,7 @@ class Client:
     def position(self, tp):
         return self.positions.get(tp) if self._exists(tp) else None
 
-    def beginning_offsets(self, partitions):
+    def beginning_offsets(self, partitions, timeout_ms=None):
         return dict.fromkeys(partitions, 0)
 
     def refresh_metadata(self):

@@ -196,6 +196,30 @@ def test_revoked_partitions_disappear_and_new_tasks_restart_the_update_counters(
     assert value(reg, "streamfair_update_seconds_sum") == pytest.approx(0.009 + 0.5 + 0.004)
 
 
+def test_a_silent_broker_makes_the_daemon_unready_naming_it_and_its_lag_unknown():
+    observer = DaemonMetrics(make_config(**{"kafka.bootstrap_servers": "k1:9092,k2:9092",
+                                            "kafka.contact_timeout_seconds": 30}))
+    daemon = FakeDaemon()
+    drive(observer, daemon)
+    reg = observer.registry
+    assert observer.ready() == (True, "ready") and value(reg, "streamfair_consumer_lag_records", partition="0") == 5
+    assert 0 <= value(reg, "streamfair_broker_last_contact_seconds") < 5  # since the start: no round trip yet
+    daemon.stats.last_contact = time.monotonic() - 31  # the last round trip with the broker, 31 s ago
+    ok, reason = observer.ready()  # measured when asked: the daemon's loop may be waiting on the broker
+    assert not ok and reason.startswith("not ready: no round trip with the broker (k1:9092, k2:9092) for 31.")
+    assert reason.endswith(" s (kafka.contact_timeout_seconds = 30)")
+    assert value(reg, "streamfair_ready") == 0 and value(reg, "streamfair_broker_last_contact_seconds") >= 31
+    daemon.lags = {}  # what the daemon's lag() says while the broker is silent
+    observer.on_loop(daemon)
+    assert {p: value(reg, "streamfair_consumer_lag_records", partition=p) for p in "02"} == {"0": None, "2": None}
+    daemon.stats.last_contact, daemon.lags = time.monotonic(), {0: 7, 2: 1}  # the broker answers again
+    observer.on_loop(daemon)
+    assert observer.ready() == (True, "ready") and value(reg, "streamfair_ready") == 1
+    assert {p: value(reg, "streamfair_consumer_lag_records", partition=p) for p in "02"} == {"0": 7, "2": 1}
+    observer.on_stop(daemon)
+    assert observer.ready() == (False, "stopping") and value(reg, "streamfair_ready") == 0
+
+
 def test_history_file_is_written_at_each_sample(tmp_path):
     observer = DaemonMetrics(make_config(**{"metrics.history": tmp_path / "h.jsonl", "metrics.port": 9100}))
     daemon = FakeDaemon()
