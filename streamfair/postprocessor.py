@@ -124,7 +124,9 @@ class Diagnostics:
     groups.  The constraint rows, their ``violation`` and the certificate are those the optimizer
     learns: the means of ``pi(l | x) t_s(x)`` (paper eq. 15), which divide by ``p`` rather than by
     the window's own ``sum tau_s`` and so also carry that sum's sampling noise.  A group with no
-    ``tau`` mass in the window reads the overall law (gaps 0).  Below, ``m`` is the number of
+    ``tau`` mass in the window reads the overall law (gaps 0), and so does a group absent from the
+    stream (less than one expected sample in the memory), which is not constrained: a KS of 0 for
+    a group says nothing about a group the stream does not show.  Below, ``m`` is the number of
     atoms and ``K`` the number of groups.
 
     Parameters
