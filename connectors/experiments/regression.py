@@ -67,11 +67,11 @@ from streamfair.evaluation import FairnessReport, to_grid
 from streamfair.linear_models import fit_least_squares, fit_logistic
 from streamfair.profiles import default_beta, default_grid_size
 
-#: Optimizer variants of the paper's Figure 3: name -> (optimizer, inner solver of sgd3).
+#: Optimizer variants of the paper's Figure 3: name -> (optimizer, inner solver of sgd3, or None).
 METHODS = {
-    "sgd": ("sgd", "acsa2"),
-    "acsa": ("acsa", "acsa2"),
-    "acsa2": ("acsa2", "acsa2"),
+    "sgd": ("sgd", None),
+    "acsa": ("acsa", None),
+    "acsa2": ("acsa2", None),
     "sgd3+acsa": ("sgd3", "acsa"),
     "sgd3+acsa2": ("sgd3", "acsa2"),
 }
