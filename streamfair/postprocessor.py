@@ -1424,8 +1424,6 @@ class DualPostProcessor:
         obj._tau_means = _check_within("state's tau_mean and tau_reference",
                                        [state.get("tau_mean", ()), state.get("tau_reference", ())],
                                        obj._tau_means.shape, kernel.TAU_MEAN_FLOOR, (2, 0))
-        if obj.p_given is not None and not obj._prior_shift:
-            obj._absent_below = 0.0  # every group present, as written
         obj.n_samples, obj.n_clipped, obj._draws = counts["n_samples"], counts["n_clipped"], counts["draws"]
         return obj
 
