@@ -126,7 +126,8 @@ class Diagnostics:
     the window's own ``sum tau_s`` and so also carry that sum's sampling noise.  A group with no
     ``tau`` mass in the window reads the overall law (gaps 0), and so does a group absent from the
     stream (less than one expected sample in the memory), which is not constrained: a KS of 0 for
-    a group says nothing about a group the stream does not show.  Below, ``m`` is the number of
+    a group says nothing about a group the stream does not show (``group_present`` tells which
+    groups it shows).  Below, ``m`` is the number of
     atoms and ``K`` the number of groups.
 
     Parameters
@@ -164,6 +165,11 @@ class Diagnostics:
         The ``alpha`` of the gradient mapping.
     dual_norms
         ``(||Lambda||, ||V||)``, the norms of the served dual multipliers.
+    group_present
+        Shape ``(K,)``: whether the group is present in the stream, so constrained.  ``False``
+        for a group the tracking optimizer finds absent (less than one expected sample in the
+        memory, see :func:`streamfair.tracking.absent_share`): its KS and gaps read 0 and say
+        nothing about it.  The paper's optimizers constrain every group (all ``True``).
 
     Examples
     --------
@@ -184,6 +190,8 @@ class Diagnostics:
     [0.064, 0.057]
     >>> report.group_mean.round(3).tolist()  # the base model's, estimated the same way: -0.306, 0.343
     [-0.065, 0.09]
+    >>> report.group_present.tolist()  # both groups are seen, so constrained
+    [True, True]
     """
 
     n_samples: int
@@ -201,6 +209,7 @@ class Diagnostics:
     gradient_mapping_norm: float
     mapping_step: float
     dual_norms: tuple[float, float]
+    group_present: np.ndarray
 
 
 class DualPostProcessor:
@@ -1262,7 +1271,7 @@ class DualPostProcessor:
         Diagnostics
             The estimates at the served point (zero gaps before the first sample).
         """
-        served = self._optimizer.served
+        served, constrained = self._optimizer.served, self._present()
         if self._recent_count and self._recent_predictions is not None:
             rows = slice(0, self._recent_count)
             tau = self._recent_tau[rows]
@@ -1272,8 +1281,8 @@ class DualPostProcessor:
             mean_proba, constraint_gaps = proba.mean(axis=0), proba.T @ features / self._recent_count
             membership = self.p * (1.0 - features)  # tau as the features weigh it
             mass = membership.sum(axis=0)
-            present = mass > 0
-            group_proba = np.where(present, proba.T @ membership / np.where(present, mass, 1.0), mean_proba[:, None])
+            seen = (mass > 0) & constrained
+            group_proba = np.where(seen, proba.T @ membership / np.where(seen, mass, 1.0), mean_proba[:, None])
         else:
             mean_proba, constraint_gaps = np.zeros(self.atoms.size), np.zeros((self.atoms.size, self.n_groups))
             group_proba = np.zeros((self.atoms.size, self.n_groups))
@@ -1299,6 +1308,7 @@ class DualPostProcessor:
                 np.linalg.norm(dual.gradient_mapping(served, gradient, optimizer.mapping_step))),
             mapping_step=optimizer.mapping_step,
             dual_norms=(float(np.linalg.norm(served[0])), float(np.linalg.norm(served[1]))),
+            group_present=constrained,
         )
 
     # ------------------------------------------------------------------ state

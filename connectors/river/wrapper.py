@@ -62,7 +62,7 @@ class FairWrapper(base.Wrapper):
     ({0: 105, 1: 95}, 300)
     >>> by_group = fair.diagnostics_by_group()
     >>> list(by_group), sorted(by_group[0]), len(by_group[0]["proba"])      # 2 L + 1 = 9 grid values
-    ([0, 1], ['gap', 'ks', 'mean', 'proba', 'target'], 9)
+    ([0, 1], ['gap', 'ks', 'mean', 'present', 'proba', 'target'], 9)
     >>> print(fair.debug_one(stream[0][0], n_decimals=2, top=3))
     eta (base regressor): 12.70
     tau = P(S | x): 0: 0.51, 1: 0.49
@@ -182,12 +182,13 @@ class FairWrapper(base.Wrapper):
     def diagnostics_by_group(self) -> dict:
         """The live per-group estimates of :meth:`diagnostics`, keyed by the S values of ``groups``.
 
-        ``{group: {"gap": ..., "ks": ..., "target": ..., "mean": ..., "proba": {outcome: P(prediction = outcome
-        | S = group)}}}``: the worst per-outcome gap ``max |P(pred = v | S = s) - P(pred = v)|``, the KS
-        distance between the group's law of the predictions and the overall one, the group's fairness target
-        (``ks``, or the per-outcome ``eps``: what the gap or the KS distance is held to), the group's mean
-        prediction (regression; the mean class index for a classifier) and the group's law of the
-        predictions, all estimated without S.
+        ``{group: {"gap": ..., "ks": ..., "target": ..., "mean": ..., "present": ..., "proba": {outcome:
+        P(prediction = outcome | S = group)}}}``: the worst per-outcome gap ``max |P(pred = v | S = s) -
+        P(pred = v)|``, the KS distance between the group's law of the predictions and the overall one, the
+        group's fairness target (``ks``, or the per-outcome ``eps``: what the gap or the KS distance is held
+        to), the group's mean prediction (regression; the mean class index for a classifier), whether the
+        group is present in the stream (``False``: not constrained, its gap and KS read 0 and say nothing
+        about it) and the group's law of the predictions, all estimated without S.
         """
         d = self.diagnostics()
         return {
@@ -196,6 +197,7 @@ class FairWrapper(base.Wrapper):
                 "ks": float(d.group_ks[s]),
                 "target": float(d.target[s]),
                 "mean": float(d.group_mean[s]),
+                "present": bool(d.group_present[s]),
                 "proba": dict(zip(self._outcomes, d.group_proba[:, s].tolist(), strict=True)),
             }
             for s, group in enumerate(self.groups)

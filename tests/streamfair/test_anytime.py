@@ -206,7 +206,11 @@ def test_an_absent_group_has_no_features_and_is_left_out_of_the_correction():
     f = FairRegressionPostProcessor(L=4, p=p, memory=memory)
     assert f._present().all() and f._optimizer.settle == memory / 0.1  # 0.05 present at first
     rng = np.random.default_rng(0)
-    f.learn_many(np.zeros(memory), np.column_stack([rng.dirichlet([2.0, 2.0], memory), np.zeros(memory)]))
+    taus = np.column_stack([rng.dirichlet([2.0, 2.0], memory), np.zeros(memory)])
+    f.learn_many(np.zeros(memory), taus)
+    paper = FairRegressionPostProcessor(L=4, p=p, profile="paper")  # the paper's optimizers constrain all
+    paper.learn_many(np.zeros(memory), taus)
+    assert paper.diagnostics().group_present.all()
     q = f._tau_means[1]
     assert q[2] < 1 / memory <= q[:2].min()
     tau = np.array([0.3, 0.6, 0.1])
@@ -230,10 +234,11 @@ def test_a_group_that_comes_back_is_constrained_again(shares):
     p = np.array([0.35, 0.3, 0.35])
     f = FairRegressionPostProcessor(memory=500, seed=0, **({"p": p} if shares == "given" else {"n_groups": 3}))
     f.learn_many(eta[:2000], np.column_stack([tau[:2000], np.zeros(2000)]))
-    assert f._present().tolist() == [True, True, False]
+    absent = f.diagnostics()
+    assert absent.group_present.tolist() == [True, True, False] and absent.group_ks[2] == 0.0
     back = np.column_stack([tau[2000:, 0] / 2, tau[2000:, 1], tau[2000:, 0] / 2])
     f.learn_many(eta[2000:], back)
-    assert f._present().all()
+    assert f.diagnostics().group_present.all()
     assert plug_in_ks(f.proba_many(eta[2000:], back), back, back.mean(axis=0)) < 2 * DEFAULT_KS
 
 

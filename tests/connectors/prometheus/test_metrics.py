@@ -387,7 +387,8 @@ def diagnostics_of(n_samples: int) -> Diagnostics:
                        atom_gaps=np.zeros((3, 2)), group_unfairness=np.array([0.11, 0.12]),
                        group_ks=np.array([0.21, 0.22]), group_proba=np.full((3, 2), 1 / 3),
                        group_mean=np.array([-0.31, 0.32]), target=np.array([0.05, 0.05]), violation=0.41,
-                       gradient_mapping_norm=0.51, mapping_step=0.01, dual_norms=(0.61, 0.62))
+                       gradient_mapping_norm=0.51, mapping_step=0.01, dual_norms=(0.61, 0.62),
+                       group_present=np.array([True, False]))
 
 
 class Served:

@@ -349,7 +349,7 @@ def test_diagnostics_by_group_are_keyed_by_group_not_column_order():
     assert list(by_group) == ["c", "a", "b"]
     for s, group in enumerate(("c", "a", "b")):
         assert by_group[group]["ks"] == d.group_ks[s] and by_group[group]["gap"] == d.group_unfairness[s]
-        assert by_group[group]["mean"] == d.group_mean[s]
+        assert by_group[group]["mean"] == d.group_mean[s] and by_group[group]["present"] is True
         assert by_group[group]["target"] == {"c": 0.01, "a": 0.02, "b": 0.03}[group]  # next to its measure
         assert list(by_group[group]["proba"]) == model.atoms.tolist()
         assert list(by_group[group]["proba"].values()) == d.group_proba[:, s].tolist()
@@ -477,6 +477,7 @@ def test_a_group_declared_but_never_seen_costs_the_others_nothing(p):
                              groups=groups, p=p, seed=0)
         for x, y in friedman_with_group(2000, seed=1):
             fair.learn_one(x, y)
+        assert [group["present"] for group in fair.diagnostics_by_group().values()] == [True, True, False][:len(groups)]
         test = list(friedman_with_group(1000, seed=2))
         s = np.array([x.pop("group") for x, _ in test])
         return audit([fair.proba_one(x) for x, _ in test], fair.atoms, np.array([y for _, y in test]), s).risk
