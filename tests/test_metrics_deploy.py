@@ -75,7 +75,7 @@ def test_promtool_check_config(prometheus_tools, config):
 
 def test_promtool_check_rules(prometheus_tools):
     result = promtool(prometheus_tools, "check", "rules", "alerts.yml")
-    assert result.returncode == 0 and "SUCCESS: 7 rules found" in result.stdout, result.stdout + result.stderr
+    assert result.returncode == 0 and "SUCCESS: 8 rules found" in result.stdout, result.stdout + result.stderr
 
 
 def test_promtool_unit_tests_fire_and_hold_every_alert(prometheus_tools):
@@ -111,9 +111,11 @@ def test_alerts_cover_the_issue():
     assert "streamfair_dead_letters_total" in rules["StreamfairDeadLetterRateHigh"]["expr"]
     assert "streamfair_checkpoint_age_seconds" in rules["StreamfairCheckpointStale"]["expr"]
     assert "streamfair_broker_last_contact_seconds" in rules["StreamfairBrokerUnreachable"]["expr"]
+    assert rules["StreamfairGroupAbsent"]["expr"] == "streamfair_group_present == 0"
+    assert rules["StreamfairGroupAbsent"]["labels"]["severity"] == "info"  # the service works; the group is missing
     assert rules["StreamfairDown"]["expr"].startswith('up{job="streamfair"}')
     for rule in rules.values():
-        assert rule["for"].endswith("m") and rule["labels"]["severity"] in ("warning", "critical")
+        assert rule["for"].endswith("m") and rule["labels"]["severity"] in ("info", "warning", "critical")
         assert rule["annotations"]["summary"] and rule["annotations"]["description"]
 
 

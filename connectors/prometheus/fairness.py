@@ -127,6 +127,10 @@ class StreamfairMetrics:
                              "prediction distributions.", pg, registry=reg)
         self.live_mean = Gauge("streamfair_live_prediction_mean",
                                "Plug-in estimate (no S) of the mean prediction E[Y_hat | S=s].", pg, registry=reg)
+        self.group_present = Gauge("streamfair_group_present",
+                                   "1 if the stream shows the group, so its fairness is constrained; 0 if absent "
+                                   "(less than one expected sample in the memory): its live KS and gap read 0 and "
+                                   "say nothing about it.", pg, registry=reg)
         self.live_violation = Gauge("streamfair_live_violation",
                                     "sqrt(sum (|constraint| - target)_+^2) of the live estimate, over the configured "
                                     "constraints (CDF thresholds for ks, atoms for eps).", p, registry=reg)
@@ -192,7 +196,9 @@ class StreamfairMetrics:
         """Set the live fairness and convergence gauges from ``fair.diagnostics()`` and the audited
         ones from the partition's window.
 
-        The live fairness gauges appear with the first sample learned (an empty window estimates nothing).
+        The live fairness gauges appear with the first sample learned (an empty window estimates nothing),
+        and so does ``streamfair_group_present``: 0 for a group the stream does not show (not
+        constrained, its live KS and gap read 0 and say nothing about it), 1 otherwise.
 
         Parameters
         ----------
@@ -218,6 +224,7 @@ class StreamfairMetrics:
                 self.live_gap.labels(part, group).set(float(diagnostics.group_unfairness[g]))
                 self.live_ks.labels(part, group).set(float(diagnostics.group_ks[g]))
                 self.live_mean.labels(part, group).set(float(diagnostics.group_mean[g]))
+                self.group_present.labels(part, group).set(1.0 if diagnostics.group_present[g] else 0.0)
             self.live_violation.labels(part).set(diagnostics.violation)
         self.samples.labels(part).set(diagnostics.n_samples)
         self.clipped.labels(part).set(diagnostics.n_clipped)
@@ -336,8 +343,8 @@ class StreamfairMetrics:
         """
         part = str(partition)
         self._audits.pop(part, None)
-        for gauge in (self.live_gap, self.live_ks, self.live_mean, self.audited_gap, self.audited_ks,
-                      self.audited_group_risk, self.audited_count, self.dro_weight):
+        for gauge in (self.live_gap, self.live_ks, self.live_mean, self.group_present, self.audited_gap,
+                      self.audited_ks, self.audited_group_risk, self.audited_count, self.dro_weight):
             for group in self.groups:
                 remove_series(gauge, part, group)
         for gauge in (self.live_violation, self.samples, self.clipped, self.epoch, self.progress, self.horizon,

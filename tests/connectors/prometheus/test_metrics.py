@@ -415,6 +415,23 @@ def test_observe_exports_each_diagnostic_under_its_own_name():
     per_group = {"streamfair_live_fairness_gap": [0.11, 0.12], "streamfair_live_fairness_ks": [0.21, 0.22],
                  "streamfair_live_prediction_mean": [-0.31, 0.32]}
     assert {name: [value(reg, name, partition="1", group=g) for g in GROUPS] for name in per_group} == per_group
+    # group 0 is in the stream, group 1 absent: its KS says nothing about it
+    assert [value(reg, "streamfair_group_present", partition="1", group=g) for g in GROUPS] == [1.0, 0.0]
+
+
+def test_group_presence_follows_the_stream_and_appears_with_the_first_sample_learned():
+    """A declared group the stream never shows reads absent (0); the others present (1)."""
+    fair = FairRegressionPostProcessor(L=5, n_groups=3, ks=0.05, seed=0)
+    metrics = StreamfairMetrics(["a", "b", "c"], ks=fair.ks)
+    reg = metrics.registry
+    metrics.observe(fair)
+    assert all(value(reg, "streamfair_group_present", partition="0", group=g) is None for g in "abc")
+    for i in range(300):
+        fair.learn_one(0.5 if i % 2 else -0.5, [0.2, 0.8, 0.0] if i % 2 else [0.8, 0.2, 0.0])
+    diagnostics, _ = metrics.observe(fair)
+    assert diagnostics.group_present.tolist() == [True, True, False]
+    assert [value(reg, "streamfair_group_present", partition="0", group=g) for g in "abc"] == [1.0, 1.0, 0.0]
+    assert value(reg, "streamfair_live_fairness_ks", partition="0", group="c") == 0.0
 
 
 def test_live_fairness_appears_with_the_first_sample_learned():
@@ -505,9 +522,9 @@ def test_forgetting_a_partition_drops_every_series_of_it_and_none_of_another():
                       for sample in family.samples if sample.labels.get("partition") == partition)
 
     kept = series("1")
-    # per group: 3 live, 4 audited, 1 DRO weight; per partition: the live violation, 6 convergence gauges,
-    # 2 dual norms, the audited risk and the robust value
-    assert len(kept) == len(series("3")) == 2 * (3 + 4 + 1) + 1 + 6 + 2 + 1 + 1
+    # per group: 3 live and the presence, 4 audited, 1 DRO weight; per partition: the live violation,
+    # 6 convergence gauges, 2 dual norms, the audited risk and the robust value
+    assert len(kept) == len(series("3")) == 2 * (4 + 4 + 1) + 1 + 6 + 2 + 1 + 1
     metrics.forget_partition(3)
     assert series("3") == [] and series("1") == kept
 
