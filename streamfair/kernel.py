@@ -445,9 +445,10 @@ def prior_shift_features(taus, p_given, tau_means, absent_below, n_before, inter
     (the mean in use, ``tau_means[1]``) to the given shares ``p``: ``tau'_s = tau_s (p_s / q_s) / Z``,
     Saerens, Latinne & Decaestecker's (Neural Computation, 2002) adjustment of a classifier's
     outputs to new priors.  A group whose ``q_s`` is below ``absent_below`` is absent: its feature
-    is 0, and ``tau`` is corrected to the shares of the groups present, renormalized (``p_s / P``,
-    ``P`` their sum), so that their features keep a mean of zero; a row whose ``tau`` lies on
-    absent groups only has features 1.
+    is 0 and its term is left out of ``Z``.  The features of the groups present are those of the
+    same formula: on a row without its mass they do not move when it is found absent (their mean
+    is then ``1 - 1 / P``, ``P`` the sum of their shares, which the tracking optimizer's baseline
+    absorbs).  A row whose ``tau`` lies on absent groups only has features 1.
 
     ``taus`` and ``out`` hold their rows of ``K`` entries one after the other (flat: a single sample
     is its own row, and no row is a view, which costs more here than the arithmetic).  Row ``i``
@@ -460,19 +461,15 @@ def prior_shift_features(taus, p_given, tau_means, absent_below, n_before, inter
     groups = p_given.size
     for i in range(taus.size // groups):
         row = i * groups
-        z, present, scale = 0.0, 0, 0.0  # scale: P, the given shares of the groups present
+        z = 0.0
         for k in range(groups):
             if tau_means[1, k] >= absent_below:
                 z += taus[row + k] * (p_given[k] / tau_means[1, k])
-                present += 1
-                scale += p_given[k]
-        if present == groups:
-            scale = 1.0
         for s in range(groups):
             if tau_means[1, s] < absent_below:
                 out[row + s] = 0.0
             elif z > 0.0:
-                out[row + s] = 1.0 - taus[row + s] * scale / (tau_means[1, s] * z)
+                out[row + s] = 1.0 - taus[row + s] / (tau_means[1, s] * z)
             else:
                 out[row + s] = 1.0
         if move:

@@ -618,7 +618,8 @@ class DualPostProcessor:
         gives features of mean zero, as the dual's gradient assumes; a calibrated one is left as
         it is (``q = p``).  The ``q`` in use is the one of the last change of the served points, so
         that the served law still changes only then.  The features of a group absent from the
-        stream are 0 (:meth:`_present`).
+        stream are 0 and its term is left out of ``Z`` (:meth:`_present`): on a row without its
+        mass, the other groups' features are the same whether it is present or absent.
         """
         if self._prior_shift:
             return self._shifted_features(tau, move=False)

@@ -199,9 +199,11 @@ def test_tau_is_corrected_to_p_by_its_mean_over_the_memory():
 
 def test_an_absent_group_has_no_features_and_is_left_out_of_the_correction():
     """Known answers: a group whose mean ``tau`` in use falls below ``1 / memory`` (declared in ``p``,
-    never seen) has features 0, and ``tau`` is corrected to the other groups' shares, renormalized
-    (``p_s / P``); it is left out of ``sigma^2`` and of the smallest share that sets how long the
-    step decays."""
+    never seen) has features 0 and no term in the correction's normalizer ``Z``; the other groups'
+    features are the same formula's, so a row without the group's mass has the same features
+    whether it is present or absent (the served law does not jump when a group goes; renormalizing
+    the correction to the groups present moved a vanished 30% group's partners from KS 0.04 to 0.30).
+    It is left out of ``sigma^2`` and of the smallest share that sets how long the step decays."""
     p, memory = np.array([0.65, 0.3, 0.05]), 400
     f = FairRegressionPostProcessor(L=4, p=p, memory=memory)
     assert f._present().all() and f._optimizer.settle == memory / 0.1  # 0.05 present at first
@@ -211,15 +213,21 @@ def test_an_absent_group_has_no_features_and_is_left_out_of_the_correction():
     paper = FairRegressionPostProcessor(L=4, p=p, profile="paper")  # the paper's optimizers constrain all
     paper.learn_many(np.zeros(memory), taus)
     assert paper.diagnostics().group_present.all()
-    q = f._tau_means[1]
+    q = f._tau_means[1].copy()
     assert q[2] < 1 / memory <= q[:2].min()
     tau = np.array([0.3, 0.6, 0.1])
-    shares = p[:2] / p[:2].sum()  # the present groups' shares, renormalized
-    corrected = tau[:2] * shares / q[:2]  # tau' without the absent group's term
-    expected = [*(1 - corrected / corrected.sum() / shares), 0.0]
+    corrected = tau[:2] * p[:2] / q[:2]  # tau' without the absent group's term
+    expected = [*(1 - corrected / corrected.sum() / p[:2]), 0.0]
     np.testing.assert_allclose(f._serving_features(tau[None])[0], expected, rtol=1e-13)
     np.testing.assert_allclose(f.proba_one(0.2, tau), f.proba_many([0.2], [tau])[0], rtol=1e-13)  # compiled path
     assert f._present().tolist() == [True, True, False]
+    without = np.array([[0.3, 0.7, 0.0]])  # no mass on group 2: the same features for groups 0, 1 either way
+    absent_features = f._serving_features(without)[0]
+    f._tau_means[1, 2] = 1 / memory
+    assert f._present().all()
+    np.testing.assert_array_equal(f._serving_features(without)[0][:2], absent_features[:2])
+    f._tau_means[1, 2] = q[2]
+    shares = p[:2] / p[:2].sum()  # the present groups' shares, renormalized
     assert f.sigma2 == pytest.approx(np.sum((1 - shares) / shares), rel=1e-15)
     assert f._optimizer.settle == pytest.approx(memory / (2 * shares[1]), rel=1e-15)  # p_min of the groups present
 
@@ -227,9 +235,10 @@ def test_an_absent_group_has_no_features_and_is_left_out_of_the_correction():
 @pytest.mark.parametrize("shares", ["given", "estimated"])
 def test_a_group_that_comes_back_is_constrained_again(shares):
     """Group 2 is absent for 2,000 samples, then takes half of group 0's posterior (shares 0.35, 0.3,
-    0.35): it is present again, and 3,000 samples later served under twice the target (0.06 measured;
-    unconstrained, its KS is 0.26).  With given shares ``p`` is the second stretch's, so ``tau`` is
-    corrected to the renormalized ``(0.35, 0.3) / 0.65`` while group 2 is absent."""
+    0.35): it is present again, and 3,000 samples later served under twice the target (0.049 measured
+    with either shares; unconstrained, its KS is 0.26).  With given shares ``p`` is the second
+    stretch's, so while group 2 is absent ``tau`` is corrected to ``(0.35, 0.3)``, which sum to 0.65:
+    the features then have a mean of ``1 - 1 / 0.65``, which the baseline absorbs."""
     eta, tau, _ = two_groups(0.3, 5000, seed=4)
     p = np.array([0.35, 0.3, 0.35])
     f = FairRegressionPostProcessor(memory=500, seed=0, **({"p": p} if shares == "given" else {"n_groups": 3}))
