@@ -232,6 +232,32 @@ def test_an_absent_group_has_no_features_and_is_left_out_of_the_correction():
     assert f._optimizer.settle == pytest.approx(memory / (2 * shares[1]), rel=1e-15)  # p_min of the groups present
 
 
+def test_the_served_law_does_not_jump_when_a_vanished_group_is_found_absent():
+    """Three groups with exact posteriors, shares ``(0.5, 0.2, 0.3)`` given; after 3,000 samples
+    group 2 vanishes (posterior 0).  It is found absent about ``memory ln(0.3 memory)`` samples
+    later (2,542 here); the served KS of the two others, on their own population, is the same just
+    before and just after (0.067 and 0.067 measured; renormalizing the correction of ``tau`` to the
+    groups present made it jump to 0.34)."""
+    means = np.array([-0.4, 0.4, 0.0])
+
+    def three_groups(p, n, rng):
+        x = means[rng.choice(3, size=n, p=p)] + 0.25 * rng.standard_normal(n)
+        likelihood = p * np.exp(-0.5 * ((x[:, None] - means) / 0.25) ** 2)
+        return np.clip(x + 0.1 * rng.standard_normal(n), -1, 1), likelihood / likelihood.sum(axis=1, keepdims=True)
+
+    rng, before, after = np.random.default_rng(0), np.array([0.5, 0.2, 0.3]), np.array([5 / 7, 2 / 7, 0.0])
+    f = FairRegressionPostProcessor(B=1, p=before, memory=500, seed=0)
+    f.learn_many(*three_groups(before, 3000, rng))
+    eta, tau = three_groups(after, 4000, np.random.default_rng(100))
+    vanished = 0
+    while f.diagnostics().group_present[2]:
+        last = plug_in_ks(f.proba_many(eta, tau), tau[:, :2], after[:2])
+        f.learn_many(*three_groups(after, f._optimizer.interval, rng))
+        vanished += f._optimizer.interval
+    assert vanished == pytest.approx(500 * math.log(0.3 * 500), rel=0.05)
+    assert plug_in_ks(f.proba_many(eta, tau), tau[:, :2], after[:2]) < min(last + 0.02, 2 * DEFAULT_KS)
+
+
 @pytest.mark.parametrize("shares", ["given", "estimated"])
 def test_a_group_that_comes_back_is_constrained_again(shares):
     """Group 2 is absent for 2,000 samples, then takes half of group 0's posterior (shares 0.35, 0.3,
