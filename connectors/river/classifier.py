@@ -33,7 +33,8 @@ class FairClassifier(FairWrapper, base.Classifier):
     Class probabilities and ``tau`` are read alike: labels absent from ``predict_proba_one`` get 0
     (labels outside ``classes`` are dropped) and the rest is renormalized; without mass on any of
     them (River classifiers return ``{}`` before learning) the frequencies of the labels learned
-    so far, smoothed by one pseudo-count each.  A probability outside ``[0, 1]`` (NaN included)
+    so far, smoothed by one pseudo-count each (for ``tau`` spread as the given ``p``, so ``p``
+    at the start).  A probability outside ``[0, 1]`` (NaN included)
     raises ``ValueError`` naming the model, and a NaN or infinite number in ``x`` one naming its
     key, before anything learns.
 

@@ -31,10 +31,11 @@ class FairRegressor(FairWrapper, base.Regressor):
     ``tau(x)`` is the classifier's ``predict_proba_one`` read in the order of ``groups``; groups
     absent from it get probability 0 and the rest is renormalized.  When the classifier gives no
     mass to any group (River classifiers return ``{}`` before learning), ``tau(x)`` falls back to
-    the frequencies of the S values learned so far, smoothed by one pseudo-count per group
-    (uniform at the start).  A base model's output that is not a finite number (``eta``) or a
-    probability in ``[0, 1]`` (``tau``) raises ``ValueError`` naming the model, and a NaN or
-    infinite number in ``x`` one naming its key, before anything learns.
+    the frequencies of the S values learned so far, smoothed by one pseudo-count per group spread
+    as the given ``p`` (``p`` at the start; uniform when ``p`` is estimated).  A base model's
+    output that is not a finite number (``eta``) or a probability in ``[0, 1]`` (``tau``) raises
+    ``ValueError`` naming the model, and a NaN or infinite number in ``x`` one naming its key,
+    before anything learns.
 
     Parameters
     ----------

@@ -253,7 +253,9 @@ class FairWrapper(base.Wrapper):
 
     def _tau(self, features: dict) -> list[float]:
         proba = self._group_model.predict_proba_one(features)
-        return posterior_in_order(proba, self.groups, self._group_counts, "group_classifier.predict_proba_one(x)")
+        p = self._postprocessor.p_given
+        return posterior_in_order(proba, self.groups, self._group_counts, "group_classifier.predict_proba_one(x)",
+                                  None if p is None else p.tolist())
 
     def _inputs(self, features: dict, kwargs: dict) -> tuple[Any, list[float]]:
         """``(eta, tau)`` of ``features``; the base models are asked once per x until one of them learns."""
@@ -435,19 +437,24 @@ def check_per_group(name: str, value: Any, groups: tuple) -> None:
         raise ValueError(f"{name} must have one value per group of groups={groups!r}, got {value!r}")
 
 
-def posterior_in_order(proba: dict, labels: tuple, counts: list[int], source: str = "proba") -> list[float]:
+def posterior_in_order(proba: dict, labels: tuple, counts: list[int], source: str = "proba",
+                       prior: Sequence[float] | None = None) -> list[float]:
     """A River ``predict_proba_one`` output read in the order of ``labels``, renormalized.
 
     Labels absent from ``proba`` get 0 (and labels not in ``labels`` are dropped).  Without mass
     on any label (River classifiers return ``{}`` before learning) it is the frequencies
-    ``counts`` of the labels learned so far, smoothed by one pseudo-count each.  ``proba`` must
-    be a dict whose values for ``labels`` are probabilities in ``[0, 1]`` (numbers, not text), else
-    ``ValueError`` naming ``source`` (where ``proba`` comes from).
+    ``counts`` of the labels learned so far, smoothed by one pseudo-count each, spread as
+    ``prior`` (the known shares of the labels; ``None``: evenly), so that it is ``prior`` before
+    anything is learned.  ``proba`` must be a dict whose values for ``labels`` are probabilities
+    in ``[0, 1]`` (numbers, not text), else ``ValueError`` naming ``source`` (where ``proba``
+    comes from).
 
     >>> posterior_in_order({"b": 0.6, "c": 0.2, "z": 0.5}, ("a", "b", "c"), [0, 0, 0])
     [0.0, 0.7499999999999999, 0.25]
     >>> posterior_in_order({}, ("a", "b"), [2, 0])             # (2 + 1) / 4 and (0 + 1) / 4
     [0.75, 0.25]
+    >>> posterior_in_order({}, ("a", "b"), [2, 0], prior=[0.9, 0.1])  # (2 + 1.8) / 4 and (0 + 0.2) / 4
+    [0.95, 0.05]
     >>> posterior_in_order({"a": float("nan")}, ("a", "b"), [0, 0], "clf")
     Traceback (most recent call last):
     ...
@@ -465,4 +472,6 @@ def posterior_in_order(proba: dict, labels: tuple, counts: list[int], source: st
     if total > 0.0:
         return [m / total for m in mass]
     n = sum(counts) + len(labels)
-    return [(count + 1) / n for count in counts]
+    if prior is None:
+        return [(count + 1) / n for count in counts]
+    return [(count + len(labels) * share) / n for count, share in zip(counts, prior, strict=True)]
