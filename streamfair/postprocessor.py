@@ -127,8 +127,7 @@ class Diagnostics:
     ``tau`` mass in the window reads the overall law (gaps 0), and so does a group absent from the
     stream (less than one expected sample in the memory), which is not constrained: a KS of 0 for
     a group says nothing about a group the stream does not show (``group_present`` tells which
-    groups it shows).  Below, ``m`` is the number of
-    atoms and ``K`` the number of groups.
+    groups it shows).  Below, ``m`` is the number of atoms and ``K`` the number of groups.
 
     Parameters
     ----------

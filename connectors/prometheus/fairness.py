@@ -224,7 +224,7 @@ class StreamfairMetrics:
                 self.live_gap.labels(part, group).set(float(diagnostics.group_unfairness[g]))
                 self.live_ks.labels(part, group).set(float(diagnostics.group_ks[g]))
                 self.live_mean.labels(part, group).set(float(diagnostics.group_mean[g]))
-                self.group_present.labels(part, group).set(1.0 if diagnostics.group_present[g] else 0.0)
+                self.group_present.labels(part, group).set(float(diagnostics.group_present[g]))
             self.live_violation.labels(part).set(diagnostics.violation)
         self.samples.labels(part).set(diagnostics.n_samples)
         self.clipped.labels(part).set(diagnostics.n_clipped)

@@ -18,7 +18,7 @@ import math
 import random
 import warnings
 from abc import abstractmethod
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -253,9 +253,8 @@ class FairWrapper(base.Wrapper):
 
     def _tau(self, features: dict) -> list[float]:
         proba = self._group_model.predict_proba_one(features)
-        p = self._postprocessor.p_given
         return posterior_in_order(proba, self.groups, self._group_counts, "group_classifier.predict_proba_one(x)",
-                                  None if p is None else p.tolist())
+                                  self._postprocessor.p_given)
 
     def _inputs(self, features: dict, kwargs: dict) -> tuple[Any, list[float]]:
         """``(eta, tau)`` of ``features``; the base models are asked once per x until one of them learns."""
@@ -438,7 +437,7 @@ def check_per_group(name: str, value: Any, groups: tuple) -> None:
 
 
 def posterior_in_order(proba: dict, labels: tuple, counts: list[int], source: str = "proba",
-                       prior: Sequence[float] | None = None) -> list[float]:
+                       prior: Iterable[float] | None = None) -> list[float]:
     """A River ``predict_proba_one`` output read in the order of ``labels``, renormalized.
 
     Labels absent from ``proba`` get 0 (and labels not in ``labels`` are dropped).  Without mass
@@ -471,7 +470,6 @@ def posterior_in_order(proba: dict, labels: tuple, counts: list[int], source: st
     total = math.fsum(mass)
     if total > 0.0:
         return [m / total for m in mass]
+    pseudo = [1.0] * len(labels) if prior is None else [len(labels) * float(share) for share in prior]
     n = sum(counts) + len(labels)
-    if prior is None:
-        return [(count + 1) / n for count in counts]
-    return [(count + len(labels) * share) / n for count, share in zip(counts, prior, strict=True)]
+    return [(count + extra) / n for count, extra in zip(counts, pseudo, strict=True)]
